@@ -1,0 +1,209 @@
+package features
+
+import (
+	"fmt"
+	"math"
+)
+
+// column identifies one derivable feature. The numbering is internal: bundles
+// name columns by their string, never by this number.
+type column uint8
+
+const (
+	colIsQueued column = iota
+	colKVCache
+	colInputTokens
+	colWaiting
+	colRunning
+	colPrefillInFlight
+	colDecodeInFlight
+	colEncoderInput
+	colEncoderMatched
+	colPrefixScore
+	colEffectiveInput
+	colPrefixBucket
+	colPodType
+	colEffectiveInputSq
+	colPrefillWork
+	colBatchLoad
+	numColumns
+)
+
+// columnNames is the public name of every column, as written in bundles and
+// shown in XGBoost tree dumps. Names that exist in the reference keep its
+// spelling and meaning.
+var columnNames = [numColumns]string{
+	colIsQueued:         "is_queued",
+	colKVCache:          "kv_cache_percentage",
+	colInputTokens:      "input_token_length",
+	colWaiting:          "num_request_waiting",
+	colRunning:          "num_request_running",
+	colPrefillInFlight:  "prefill_tokens_in_flight",
+	colDecodeInFlight:   "decode_tokens_in_flight",
+	colEncoderInput:     "encoder_input_size",
+	colEncoderMatched:   "encoder_matched_size",
+	colPrefixScore:      "prefix_cache_score",
+	colEffectiveInput:   "effective_input_tokens",
+	colPrefixBucket:     "prefill_score_bucket",
+	colPodType:          "pod_type",
+	colEffectiveInputSq: "effective_input_tokens_sq_k",
+	colPrefillWork:      "prefill_work_tokens",
+	colBatchLoad:        "batch_load",
+}
+
+// Schema is a compiled, ordered list of columns. The zero Schema has no
+// columns. A Schema is immutable and safe for concurrent use.
+type Schema struct {
+	names []string
+	cols  []column
+}
+
+// NewSchema compiles a column list. It fails on a name this binary does not
+// know or on a repeated name, so a bundle from a newer trainer that uses a
+// feature this predictor cannot build is refused instead of misapplied.
+func NewSchema(names []string) (Schema, error) {
+	s := Schema{names: make([]string, len(names)), cols: make([]column, len(names))}
+	seen := make(map[string]bool, len(names))
+	for i, name := range names {
+		c, ok := lookupColumn(name)
+		if !ok {
+			return Schema{}, fmt.Errorf("feature schema: unknown column %q at position %d", name, i)
+		}
+		if seen[name] {
+			return Schema{}, fmt.Errorf("feature schema: column %q appears twice", name)
+		}
+		seen[name] = true
+		s.names[i] = name
+		s.cols[i] = c
+	}
+	return s, nil
+}
+
+func lookupColumn(name string) (column, bool) {
+	for c, n := range columnNames {
+		if n == name {
+			return column(c), true
+		}
+	}
+	return 0, false
+}
+
+// MustSchema is NewSchema for lists fixed at compile time.
+func MustSchema(names ...string) Schema {
+	s, err := NewSchema(names)
+	if err != nil {
+		panic(err)
+	}
+	return s
+}
+
+// Names returns the column names in order. The caller must not modify them.
+func (s Schema) Names() []string { return s.names }
+
+// Len is the number of columns.
+func (s Schema) Len() int { return len(s.cols) }
+
+// Index returns the position of a column, or -1.
+func (s Schema) Index(name string) int {
+	for i, n := range s.names {
+		if n == name {
+			return i
+		}
+	}
+	return -1
+}
+
+// Build writes the feature vector of row into dst, which it grows if needed,
+// and returns it. It is the only place features are computed; training and
+// every prediction path call it. It does not allocate when cap(dst) suffices.
+func (s Schema) Build(row *Row, dst []float64) []float64 {
+	if cap(dst) < len(s.cols) {
+		dst = make([]float64, len(s.cols))
+	}
+	dst = dst[:len(s.cols)]
+	for i, c := range s.cols {
+		dst[i] = c.value(row)
+	}
+	return dst
+}
+
+func (c column) value(r *Row) float64 {
+	switch c {
+	case colIsQueued:
+		if r.NumRequestWaiting > 0 {
+			return 1
+		}
+		return 0
+	case colKVCache:
+		return r.KVCachePercentage
+	case colInputTokens:
+		return float64(r.InputTokenLength)
+	case colWaiting:
+		return float64(r.NumRequestWaiting)
+	case colRunning:
+		return float64(r.NumRequestRunning)
+	case colPrefillInFlight:
+		return float64(r.PrefillTokensInFlight)
+	case colDecodeInFlight:
+		return float64(r.DecodeTokensInFlight)
+	case colEncoderInput:
+		return float64(r.EncoderInputSize)
+	case colEncoderMatched:
+		return float64(r.EncoderMatchedSize)
+	case colPrefixScore:
+		return r.PrefixCacheScore
+	case colEffectiveInput:
+		return effectiveInput(r)
+	case colPrefixBucket:
+		return math.Min(math.Floor(clamp01(r.PrefixCacheScore)*4), 3)
+	case colPodType:
+		return float64(PodTypeCode(r.PodType))
+	case colEffectiveInputSq:
+		// Attention cost grows with the square of the uncached prompt; in
+		// thousands of tokens squared so its coefficient is of ordinary size.
+		e := effectiveInput(r) / 1000
+		return e * e
+	case colPrefillWork:
+		// Prompt tokens the server must prefill before this request's first
+		// token: what is already in flight plus this request's uncached part.
+		return float64(r.PrefillTokensInFlight) + effectiveInput(r)
+	case colBatchLoad:
+		// Sequences competing for each engine step once this one joins.
+		return float64(r.NumRequestRunning + r.NumRequestWaiting + 1)
+	}
+	panic(fmt.Sprintf("features: column %d has no definition", c))
+}
+
+func effectiveInput(r *Row) float64 {
+	return (1 - clamp01(r.PrefixCacheScore)) * float64(r.InputTokenLength)
+}
+
+func clamp01(x float64) float64 {
+	return math.Max(0, math.Min(1, x))
+}
+
+// Default column lists per target. They start from the reference's columns
+// (spec §4.1) with two deliberate changes: pod_type is an ordinary numeric
+// code with an explicit mapping, and num_tokens_generated is left out,
+// because the router predicts with 1 and trains with 0, so any split on it
+// would be learned on one value and applied to another.
+var (
+	DefaultTTFTColumns = []string{
+		"is_queued", "kv_cache_percentage", "input_token_length", "num_request_waiting", "num_request_running",
+		"prefill_tokens_in_flight", "decode_tokens_in_flight", "encoder_matched_size", "encoder_input_size",
+		"prefix_cache_score", "effective_input_tokens", "prefill_score_bucket", "pod_type",
+		"effective_input_tokens_sq_k", "prefill_work_tokens", "batch_load",
+	}
+	DefaultTPOTColumns = []string{
+		"is_queued", "kv_cache_percentage", "input_token_length", "num_request_waiting", "num_request_running",
+		"prefill_tokens_in_flight", "decode_tokens_in_flight", "pod_type", "batch_load",
+	}
+)
+
+// DefaultSchema returns the default compiled schema for a target.
+func DefaultSchema(t Target) Schema {
+	if t == TPOT {
+		return MustSchema(DefaultTPOTColumns...)
+	}
+	return MustSchema(DefaultTTFTColumns...)
+}

@@ -1,0 +1,40 @@
+package store
+
+import (
+	"time"
+
+	"github.com/headroomhq/headroom/features"
+)
+
+// Sample is one observed request: the row the router saw at scheduling time
+// and the latencies it measured. A zero label means "not measured": a sample
+// is a TTFT sample iff ActualTTFTMs > 0 and a TPOT sample iff ActualTPOTMs > 0.
+type Sample struct {
+	Row          features.Row
+	ActualTTFTMs float64
+	ActualTPOTMs float64
+	Timestamp    time.Time // observation time, UTC
+
+	// The predictions the router acted on, when it says; 0 when absent.
+	PredictedTTFTMs float64
+	PredictedTPOTMs float64
+}
+
+// Label returns the sample's label for a target, and whether it has one.
+func (s *Sample) Label(t features.Target) (float64, bool) {
+	v := s.ActualTTFTMs
+	if t == features.TPOT {
+		v = s.ActualTPOTMs
+	}
+	return v, v > 0
+}
+
+// Predicted returns the served prediction for a target, and whether the
+// router reported one.
+func (s *Sample) Predicted(t features.Target) (float64, bool) {
+	v := s.PredictedTTFTMs
+	if t == features.TPOT {
+		v = s.PredictedTPOTMs
+	}
+	return v, v > 0
+}
