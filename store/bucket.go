@@ -1,0 +1,265 @@
+package store
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/headroomhq/headroom/features"
+)
+
+// Dim is one stratification dimension: it maps a request row to a small
+// level number, 0 ≤ level < Levels(). Levels are single digits, so bucket
+// keys of one scheme sort bytewise in level order.
+type Dim uint8
+
+// The known dimensions. Their names (Dim.Name) are stored in files, so a
+// name, once released, keeps its meaning forever.
+const (
+	DimKV10    Dim = iota + 1 // KV-cache use in 10% steps
+	DimPrefix4                // prefix-cache score in 0.25 steps
+	DimQueue5                 // waiting queue, the reference's five bands
+	DimPrompt                 // prompt length in log2-spaced bands
+)
+
+type dimInfo struct {
+	name   string // in scheme strings: "kv10"
+	label  string // in bucket keys: "kv_3"
+	levels int
+}
+
+var dims = [...]dimInfo{
+	DimKV10:    {"kv10", "kv", 10},
+	DimPrefix4: {"prefix4", "prefix", 4},
+	DimQueue5:  {"queue5", "queue", 5},
+	DimPrompt:  {"prompt", "prompt", len(promptBands) + 1},
+}
+
+// promptBands are the exclusive upper bounds of the prompt-length levels
+// below the last; level len(promptBands) holds everything longer.
+var promptBands = [...]int64{128, 256, 512, 1024, 2048, 4096}
+
+func (d Dim) valid() bool { return d > 0 && int(d) < len(dims) }
+
+// Name is the dimension's name in scheme strings, e.g. "kv10".
+func (d Dim) Name() string {
+	if !d.valid() {
+		return "dim" + strconv.Itoa(int(d))
+	}
+	return dims[d].name
+}
+
+// Label is the dimension's prefix in bucket keys, e.g. "kv" in "kv_3".
+func (d Dim) Label() string {
+	if !d.valid() {
+		return d.Name()
+	}
+	return dims[d].label
+}
+
+// Levels is the number of distinct levels.
+func (d Dim) Levels() int {
+	if !d.valid() {
+		return 0
+	}
+	return dims[d].levels
+}
+
+// Level returns the row's level in this dimension. Out-of-range and NaN
+// inputs fall into the nearest end level, so every row has a bucket.
+func (d Dim) Level(r *features.Row) int {
+	switch d {
+	case DimKV10:
+		return min(int(unit(r.KVCachePercentage)*10), 9)
+	case DimPrefix4:
+		// Same definition as the prefill_score_bucket feature.
+		return min(int(unit(r.PrefixCacheScore)*4), 3)
+	case DimQueue5:
+		switch w := r.NumRequestWaiting; {
+		case w <= 0:
+			return 0
+		case w <= 2:
+			return 1
+		case w <= 5:
+			return 2
+		case w <= 10:
+			return 3
+		}
+		return 4
+	case DimPrompt:
+		for i, limit := range promptBands {
+			if r.InputTokenLength < limit {
+				return i
+			}
+		}
+		return len(promptBands)
+	}
+	panic(fmt.Sprintf("store: dimension %d has no definition", d))
+}
+
+// unit clamps x to [0, 1], mapping NaN to 0.
+func unit(x float64) float64 {
+	if !(x > 0) {
+		return 0
+	}
+	return min(x, 1)
+}
+
+// Scheme is an ordered list of dimensions; the bucket of a row is its tuple
+// of levels. The zero Scheme means "the default" where a Scheme is an
+// option. A Scheme is immutable and safe for concurrent use.
+type Scheme struct {
+	dims []Dim
+	// keys[i] is the key of bucket index i, the mixed-radix number of the
+	// levels with the first dimension most significant.
+	keys []string
+}
+
+// DefaultSchemeName is the product brief's stratification: KV-cache use in
+// 10% steps × prefix-cache score in 0.25 steps, 40 buckets.
+const DefaultSchemeName = "kv10,prefix4"
+
+// DefaultScheme returns the scheme named DefaultSchemeName.
+func DefaultScheme() Scheme { return MustParseScheme(DefaultSchemeName) }
+
+// NewScheme builds a scheme from dimensions, each at most once.
+func NewScheme(ds ...Dim) (Scheme, error) {
+	if len(ds) == 0 {
+		return Scheme{}, fmt.Errorf("bucket scheme: no dimensions")
+	}
+	n := 1
+	for i, d := range ds {
+		if !d.valid() {
+			return Scheme{}, fmt.Errorf("bucket scheme: unknown dimension %d", d)
+		}
+		for _, prev := range ds[:i] {
+			if prev == d {
+				return Scheme{}, fmt.Errorf("bucket scheme: dimension %q appears twice", d.Name())
+			}
+		}
+		n *= d.Levels()
+	}
+	s := Scheme{dims: append([]Dim(nil), ds...), keys: make([]string, n)}
+	levels := make([]int, len(ds))
+	var b strings.Builder
+	for i := range s.keys {
+		b.Reset()
+		// Decompose i into levels, last dimension least significant.
+		rest := i
+		for j := len(ds) - 1; j >= 0; j-- {
+			levels[j] = rest % ds[j].Levels()
+			rest /= ds[j].Levels()
+		}
+		for j, d := range ds {
+			if j > 0 {
+				b.WriteByte('_')
+			}
+			b.WriteString(d.Label())
+			b.WriteByte('_')
+			b.WriteString(strconv.Itoa(levels[j]))
+		}
+		s.keys[i] = b.String()
+	}
+	return s, nil
+}
+
+// ParseScheme parses a comma-separated list of dimension names, e.g.
+// "kv10,prefix4" or "queue5,kv10,prefix4,prompt". Order matters: it is the
+// order of the parts of each bucket key.
+func ParseScheme(text string) (Scheme, error) {
+	var ds []Dim
+	for part := range strings.SplitSeq(text, ",") {
+		name := strings.ToLower(strings.TrimSpace(part))
+		d := dimByName(name)
+		if d == 0 {
+			return Scheme{}, fmt.Errorf("bucket scheme %q: unknown dimension %q (known: %s)", text, name, knownDims())
+		}
+		ds = append(ds, d)
+	}
+	s, err := NewScheme(ds...)
+	if err != nil {
+		return Scheme{}, fmt.Errorf("bucket scheme %q: %w", text, err)
+	}
+	return s, nil
+}
+
+// MustParseScheme is ParseScheme for schemes fixed at compile time.
+func MustParseScheme(text string) Scheme {
+	s, err := ParseScheme(text)
+	if err != nil {
+		panic(err)
+	}
+	return s
+}
+
+func dimByName(name string) Dim {
+	for d := Dim(1); d.valid(); d++ {
+		if dims[d].name == name {
+			return d
+		}
+	}
+	return 0
+}
+
+func knownDims() string {
+	var names []string
+	for d := Dim(1); d.valid(); d++ {
+		names = append(names, d.Name())
+	}
+	return strings.Join(names, ", ")
+}
+
+// String is the scheme's name, the inverse of ParseScheme; "" for the zero
+// Scheme.
+func (s Scheme) String() string {
+	names := make([]string, len(s.dims))
+	for i, d := range s.dims {
+		names[i] = d.Name()
+	}
+	return strings.Join(names, ",")
+}
+
+// IsZero reports whether s is the zero Scheme.
+func (s Scheme) IsZero() bool { return len(s.dims) == 0 }
+
+// Dims returns a copy of the scheme's dimensions.
+func (s Scheme) Dims() []Dim { return append([]Dim(nil), s.dims...) }
+
+// NumBuckets is the number of buckets per target: the product of the
+// dimensions' levels.
+func (s Scheme) NumBuckets() int { return len(s.keys) }
+
+// Keys returns every bucket key in index order, which is also bytewise order.
+func (s Scheme) Keys() []string { return append([]string(nil), s.keys...) }
+
+// Index returns the bucket index of a row, in [0, NumBuckets). Index and
+// Key must not be called on the zero Scheme, which has no buckets.
+func (s Scheme) Index(r *features.Row) int {
+	i := 0
+	for _, d := range s.dims {
+		i = i*d.Levels() + d.Level(r)
+	}
+	return i
+}
+
+// Key returns the bucket key of a row, e.g. "kv_3_prefix_0". It does not
+// allocate.
+func (s Scheme) Key(r *features.Row) string { return s.keys[s.Index(r)] }
+
+// index returns the bucket index of a key, or -1.
+func (s Scheme) index(key string) int {
+	// Keys are sorted bytewise (single-digit levels, fixed labels).
+	lo, hi := 0, len(s.keys)
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		if s.keys[m] < key {
+			lo = m + 1
+		} else {
+			hi = m
+		}
+	}
+	if lo < len(s.keys) && s.keys[lo] == key {
+		return lo
+	}
+	return -1
+}

@@ -1,0 +1,585 @@
+// Package store is Headroom's durable sample store: one bbolt file holding,
+// per target, training samples stratified into buckets and a holdout set.
+//
+// On-disk layout (bbolt buckets nest as indented):
+//
+//	meta/
+//	    format            uint64 big-endian: layout version, formatVersion
+//	    scheme            bucket scheme name, e.g. "kv10,prefix4" (bucket.go)
+//	    seq               uint64 big-endian: the last sequence number handed out
+//	    generation.ttft   uint64 big-endian: DB.Generation of each target
+//	    generation.tpot
+//	ttft/
+//	    train/
+//	        kv_3_prefix_0/    key: uint64 big-endian sequence number
+//	        ...               value: sample record (encoding.go)
+//	    holdout/              same keys and values
+//	tpot/                     same as ttft/
+//
+// Invariants:
+//   - A sample with a target's label is in exactly one of that target's
+//     training buckets or its holdout, chosen by a salted hash of its
+//     encoding; a sample with both labels is stored under each target with the
+//     same sequence number.
+//   - Sequence numbers come from one store-wide counter (meta/seq), grow with
+//     insertion and are never reused: every stored key is ≤ meta/seq. So each
+//     bucket iterates oldest first and a target's buckets merge into global
+//     insertion order.
+//   - A training bucket holds at most Options.BucketCapacity samples and a
+//     holdout at most Options.HoldoutCapacity; eviction removes the smallest
+//     keys. Training bucket names are keys of the stored scheme.
+//   - One Add is one transaction: when it returns nil everything it stored is
+//     fsynced; when it fails none of it is stored.
+//   - The in-memory counts equal the committed file: they are computed at Open
+//     and changed only after a successful commit, by the one writer at a time.
+//
+// Open refuses, with an error saying what to do, a file that is not a bbolt
+// database, is damaged or truncated, or has another format version. It never
+// truncates or rewrites such a file; MoveAside sets it aside.
+package store
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime/debug"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+	berrors "go.etcd.io/bbolt/errors"
+
+	"github.com/headroomhq/headroom/features"
+)
+
+// formatVersion is the on-disk layout this binary reads and writes. Bump it
+// when a file written by the new code cannot be read by the old, or vice
+// versa; Open refuses any other version.
+const formatVersion = 1
+
+const numTargets = len(features.Targets)
+
+// Defaults for zero Options fields.
+const (
+	DefaultBucketCapacity  = 500
+	DefaultHoldoutFraction = 0.1
+	DefaultHoldoutCapacity = 1000
+	DefaultLockTimeout     = time.Second
+)
+
+// fillPercent packs pages full: keys only ever arrive at a bucket's end.
+const fillPercent = 1.0
+
+var (
+	bucketMeta    = []byte("meta")
+	bucketTrain   = []byte("train")
+	bucketHoldout = []byte("holdout")
+
+	keyFormat = []byte("format")
+	keyScheme = []byte("scheme")
+	keySeq    = []byte("seq")
+)
+
+// targetBucket and generationKey name each target's data; Target.String
+// is part of the file format through them.
+func targetBucket(t features.Target) []byte { return []byte(t.String()) }
+func generationKey(t features.Target) []byte {
+	return []byte("generation." + t.String())
+}
+
+// Errors Open wraps, for errors.Is.
+var (
+	// ErrLocked: another process (or another DB in this one) has the file open.
+	ErrLocked = errors.New("store is locked by another process")
+	// ErrCorrupt: the file is not a bbolt database, or is damaged.
+	ErrCorrupt = errors.New("corrupt store")
+	// ErrIncompatible: the file is intact but of a format this binary cannot read.
+	ErrIncompatible = errors.New("incompatible store")
+)
+
+// remedy ends every ErrCorrupt and ErrIncompatible message.
+const remedy = "move it aside (the file is kept as it is) or start with --store-reset to begin with an empty store"
+
+// Options configure a DB. Zero values mean the defaults.
+type Options struct {
+	// BucketCapacity is the number of samples each training bucket keeps;
+	// a full bucket evicts its oldest. Default 500.
+	BucketCapacity int
+	// HoldoutFraction is the share of samples held out per target, in
+	// [0, 1). Default 0.1; a negative value disables the holdout.
+	HoldoutFraction float64
+	// HoldoutCapacity is the number of holdout samples kept per target; a
+	// full holdout evicts its oldest. Default 1000.
+	HoldoutCapacity int
+	// Scheme decides each sample's bucket. Default DefaultScheme. Opening a
+	// store written with another scheme re-buckets its samples.
+	Scheme Scheme
+	// NoSync skips fsync on commit: for tests only, a crash loses data.
+	NoSync bool
+	// Timeout bounds the wait for the file lock. Default 1 s.
+	Timeout time.Duration
+
+	// tune adjusts bbolt's options; tests use it to provoke failures.
+	tune func(*bolt.Options)
+}
+
+func (o Options) withDefaults() (Options, error) {
+	switch {
+	case o.BucketCapacity < 0:
+		return o, fmt.Errorf("bucket capacity %d is negative", o.BucketCapacity)
+	case o.HoldoutCapacity < 0:
+		return o, fmt.Errorf("holdout capacity %d is negative", o.HoldoutCapacity)
+	case o.HoldoutFraction >= 1 || o.HoldoutFraction != o.HoldoutFraction:
+		return o, fmt.Errorf("holdout fraction %v is not below 1", o.HoldoutFraction)
+	case o.Timeout < 0:
+		return o, fmt.Errorf("lock timeout %s is negative", o.Timeout)
+	}
+	if o.BucketCapacity == 0 {
+		o.BucketCapacity = DefaultBucketCapacity
+	}
+	if o.HoldoutCapacity == 0 {
+		o.HoldoutCapacity = DefaultHoldoutCapacity
+	}
+	switch {
+	case o.HoldoutFraction == 0:
+		o.HoldoutFraction = DefaultHoldoutFraction
+	case o.HoldoutFraction < 0:
+		o.HoldoutFraction = 0
+	}
+	if o.Scheme.IsZero() {
+		o.Scheme = DefaultScheme()
+	}
+	if o.Timeout == 0 {
+		o.Timeout = DefaultLockTimeout
+	}
+	return o, nil
+}
+
+// DB is an open store. Its methods are safe for concurrent use.
+type DB struct {
+	bolt     *bolt.DB
+	path     string
+	opts     Options // with defaults applied
+	keyBytes [][]byte
+	report   OpenReport
+
+	// writeMu makes Add and Flush one writer at a time for the whole of
+	// "read counts, write transaction, publish counts", so the counts a
+	// writer decides evictions on are exactly the committed ones.
+	writeMu sync.Mutex
+	seq     uint64 // last sequence number committed; guarded by writeMu
+
+	mu         sync.RWMutex // guards the fields below
+	train      [numTargets][]int
+	trainTotal [numTargets]int
+	holdout    [numTargets]int
+	gen        [numTargets]uint64
+
+	commits atomic.Uint64 // successful write transactions
+}
+
+// OpenReport says what Open did to the file, for the caller's log.
+type OpenReport struct {
+	Created    bool   // the file was new or empty
+	FromScheme string // the stored scheme, when Open re-bucketed; else ""
+	// Dropped counts samples removed per target to fit the scheme and the
+	// capacities (after a scheme change or a capacity decrease).
+	Dropped [numTargets]int
+}
+
+// Open opens or creates the store at path. A second Open of the same file,
+// from any process, fails with ErrLocked after Options.Timeout. A file that
+// is not a store this binary can read fails with ErrCorrupt or
+// ErrIncompatible and is left untouched.
+func Open(path string, opts Options) (db *DB, err error) {
+	opts, err = opts.withDefaults()
+	if err != nil {
+		return nil, fmt.Errorf("open store %s: %w", path, err)
+	}
+	db = &DB{path: path, opts: opts}
+	for _, k := range opts.Scheme.keys {
+		db.keyBytes = append(db.keyBytes, []byte(k))
+	}
+
+	// bbolt reads the file through a memory map. On a truncated or damaged
+	// file a read can fault, or bbolt can panic on a broken invariant; both
+	// become an error here rather than killing the process. Faults become
+	// panics only on this goroutine, so all checking happens on it.
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	var file *os.File
+	defer func() {
+		if r := recover(); r != nil {
+			err = db.corrupt("it is damaged or truncated: reading it failed with %q", fmt.Sprint(r))
+			if db.bolt != nil {
+				_ = db.bolt.Close()
+			} else if file != nil {
+				_ = file.Close() // releases the lock bbolt took
+			}
+			db = nil
+		}
+	}()
+
+	bo := &bolt.Options{
+		Timeout:      opts.Timeout,
+		NoSync:       opts.NoSync,
+		NoGrowSync:   opts.NoSync,
+		FreelistType: bolt.FreelistMapType,
+		OpenFile: func(name string, flag int, perm os.FileMode) (*os.File, error) {
+			f, err := os.OpenFile(name, flag, perm)
+			file = f
+			return f, err
+		},
+	}
+	if opts.tune != nil {
+		opts.tune(bo)
+	}
+	db.bolt, err = bolt.Open(path, 0o600, bo)
+	if err != nil {
+		return nil, db.openError(err)
+	}
+	if err := db.load(); err != nil {
+		_ = db.bolt.Close()
+		return nil, err
+	}
+	return db, nil
+}
+
+func (db *DB) openError(err error) error {
+	switch {
+	case errors.Is(err, berrors.ErrTimeout):
+		return fmt.Errorf("open store %s: %w (gave up after %s): stop the other process or use another store path",
+			db.path, ErrLocked, db.opts.Timeout)
+	case errors.Is(err, berrors.ErrInvalid):
+		return db.corrupt("it is not a bbolt database, or both its meta pages are damaged")
+	case errors.Is(err, berrors.ErrChecksum):
+		return db.corrupt("its meta pages fail their checksums")
+	case errors.Is(err, berrors.ErrVersionMismatch):
+		return db.incompatible("it was written by an incompatible bbolt version")
+	case strings.Contains(err.Error(), "file size too small"):
+		return db.corrupt("it is too small to be a bbolt database (%v)", err)
+	}
+	return fmt.Errorf("open store %s: %w", db.path, err)
+}
+
+func (db *DB) corrupt(format string, args ...any) error {
+	return fmt.Errorf("open store %s: %w: %s: %s", db.path, ErrCorrupt, fmt.Sprintf(format, args...), remedy)
+}
+
+func (db *DB) incompatible(format string, args ...any) error {
+	return fmt.Errorf("open store %s: %w: %s: %s", db.path, ErrIncompatible, fmt.Sprintf(format, args...), remedy)
+}
+
+// fileState is what load reads from the file.
+type fileState struct {
+	empty   bool
+	scheme  Scheme
+	seq     uint64
+	gen     [numTargets]uint64
+	train   [numTargets][]int // per bucket index of scheme
+	holdout [numTargets]int
+}
+
+func (s *fileState) trainTotal(t features.Target) int {
+	n := 0
+	for _, c := range s.train[t] {
+		n += c
+	}
+	return n
+}
+
+// load checks the whole file, initialises a new one, adapts an existing one
+// to the options (reshape.go) and publishes the counts.
+func (db *DB) load() error {
+	st, err := db.readState()
+	if err != nil {
+		return err
+	}
+	switch {
+	case st.empty:
+		if err := db.initialize(); err != nil {
+			return fmt.Errorf("open store %s: initialize: %w", db.path, err)
+		}
+		db.report.Created = true
+		st = &fileState{scheme: db.opts.Scheme}
+		for _, t := range features.Targets {
+			st.train[t] = make([]int, db.opts.Scheme.NumBuckets())
+		}
+	case db.needsReshape(st):
+		if err := db.reshape(st); err != nil {
+			return fmt.Errorf("open store %s: adapt to options: %w", db.path, err)
+		}
+		if st, err = db.readState(); err != nil {
+			return err
+		}
+	}
+	db.seq = st.seq
+	db.train = st.train
+	db.holdout = st.holdout
+	db.gen = st.gen
+	for _, t := range features.Targets {
+		db.trainTotal[t] = st.trainTotal(t)
+	}
+	return nil
+}
+
+// readState reads and checks every record of the file.
+func (db *DB) readState() (*fileState, error) {
+	info, err := os.Stat(db.path)
+	if err != nil {
+		return nil, fmt.Errorf("open store %s: %w", db.path, err)
+	}
+	var st *fileState
+	err = db.bolt.View(func(tx *bolt.Tx) error {
+		// bbolt never shrinks a file below its high-water mark; a shorter
+		// file lost its tail.
+		if tx.Size() > info.Size() {
+			return db.corrupt("it is truncated: %d bytes, but its meta page says %d", info.Size(), tx.Size())
+		}
+		var err error
+		if st, err = db.readMeta(tx); err != nil || st.empty {
+			return err
+		}
+		for _, t := range features.Targets {
+			if err := db.readTarget(tx, st, t); err != nil {
+				return err
+			}
+		}
+		_ = tx.ForEach(func(_ []byte, b *bolt.Bucket) error { touch(b); return nil })
+		return checkPages(db, tx)
+	})
+	return st, err
+}
+
+// touch reads every page under b on this goroutine, buckets the store does
+// not know included, so a fault on a damaged page happens here, where Open
+// recovers it, and not in bbolt's checker goroutine.
+func touch(b *bolt.Bucket) {
+	c := b.Cursor()
+	for k, v := c.First(); k != nil; k, v = c.Next() {
+		if v == nil {
+			if child := b.Bucket(k); child != nil {
+				touch(child)
+			}
+		}
+	}
+}
+
+func (db *DB) readMeta(tx *bolt.Tx) (*fileState, error) {
+	meta := tx.Bucket(bucketMeta)
+	if meta == nil {
+		var found bool
+		_ = tx.ForEach(func([]byte, *bolt.Bucket) error { found = true; return nil })
+		if found {
+			return nil, db.corrupt("it is a bbolt database but not a Headroom store (no %q bucket)", bucketMeta)
+		}
+		// bbolt created the file but our first transaction never
+		// committed: nothing was stored.
+		return &fileState{empty: true}, nil
+	}
+	format, err := getUint64(meta, keyFormat)
+	if err != nil {
+		return nil, db.corrupt("%v", err)
+	}
+	if format != formatVersion {
+		return nil, db.incompatible("it has format version %d, this binary reads %d", format, formatVersion)
+	}
+	st := &fileState{}
+	name := meta.Get(keyScheme)
+	if name == nil {
+		return nil, db.corrupt("meta/%s is missing", keyScheme)
+	}
+	if st.scheme, err = ParseScheme(string(name)); err != nil {
+		return nil, db.incompatible("its bucket scheme cannot be read by this binary: %v", err)
+	}
+	if st.seq, err = getUint64(meta, keySeq); err != nil {
+		return nil, db.corrupt("%v", err)
+	}
+	for _, t := range features.Targets {
+		if st.gen[t], err = getUint64(meta, generationKey(t)); err != nil {
+			return nil, db.corrupt("%v", err)
+		}
+	}
+	return st, nil
+}
+
+// readTarget decodes every record of one target, checking the invariants
+// the rest of the package relies on, and counts them.
+func (db *DB) readTarget(tx *bolt.Tx, st *fileState, t features.Target) error {
+	root := tx.Bucket(targetBucket(t))
+	if root == nil {
+		return db.corrupt("bucket %s is missing", t)
+	}
+	train, holdout := root.Bucket(bucketTrain), root.Bucket(bucketHoldout)
+	if train == nil || holdout == nil {
+		return db.corrupt("bucket %s/%s or %s/%s is missing", t, bucketTrain, t, bucketHoldout)
+	}
+	st.train[t] = make([]int, st.scheme.NumBuckets())
+	err := train.ForEach(func(name, v []byte) error {
+		idx := st.scheme.index(string(name))
+		switch {
+		case v != nil:
+			return db.corrupt("%s/%s holds a record %x where only buckets belong", t, bucketTrain, name)
+		case idx < 0:
+			return db.corrupt("%s/%s/%s is not a bucket of scheme %s", t, bucketTrain, name, st.scheme)
+		}
+		n, err := db.checkRecords(train.Bucket(name), fmt.Sprintf("%s/%s/%s", t, bucketTrain, name), st.seq)
+		st.train[t][idx] = n
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	st.holdout[t], err = db.checkRecords(holdout, fmt.Sprintf("%s/%s", t, bucketHoldout), st.seq)
+	return err
+}
+
+func (db *DB) checkRecords(b *bolt.Bucket, path string, maxSeq uint64) (int, error) {
+	var s Sample
+	var prev uint64
+	n := 0
+	c := b.Cursor()
+	for k, v := c.First(); k != nil; k, v = c.Next() {
+		if len(k) != 8 || v == nil {
+			return n, db.corrupt("%s holds an entry with key %x that is not a sample", path, k)
+		}
+		seq := binary.BigEndian.Uint64(k)
+		if seq <= prev || seq > maxSeq {
+			return n, db.corrupt("%s key %d is out of order or beyond meta/seq %d", path, seq, maxSeq)
+		}
+		if err := decodeSample(v, &s); err != nil {
+			return n, db.corrupt("%s key %d: %v", path, seq, err)
+		}
+		prev = seq
+		n++
+	}
+	return n, nil
+}
+
+// checkPages runs bbolt's consistency check (free list against reachable
+// pages). It must run after touch: the check reads pages on a goroutine of
+// its own, where a fault would not be recoverable.
+func checkPages(db *DB, tx *bolt.Tx) error {
+	var problems []string
+	for err := range tx.Check() {
+		if len(problems) < 3 {
+			problems = append(problems, err.Error())
+		}
+	}
+	if len(problems) > 0 {
+		return db.corrupt("bbolt consistency check: %s", strings.Join(problems, "; "))
+	}
+	return nil
+}
+
+func getUint64(b *bolt.Bucket, key []byte) (uint64, error) {
+	v := b.Get(key)
+	if len(v) != 8 {
+		return 0, fmt.Errorf("meta/%s is missing or not 8 bytes", key)
+	}
+	return binary.BigEndian.Uint64(v), nil
+}
+
+func putUint64(b *bolt.Bucket, key []byte, v uint64) error {
+	return b.Put(key, binary.BigEndian.AppendUint64(nil, v))
+}
+
+// initialize creates the layout in an empty file.
+func (db *DB) initialize() error {
+	return db.update(func(tx *bolt.Tx) error {
+		meta, err := tx.CreateBucketIfNotExists(bucketMeta)
+		if err != nil {
+			return err
+		}
+		if err := putUint64(meta, keyFormat, formatVersion); err != nil {
+			return err
+		}
+		if err := meta.Put(keyScheme, []byte(db.opts.Scheme.String())); err != nil {
+			return err
+		}
+		if err := putUint64(meta, keySeq, 0); err != nil {
+			return err
+		}
+		for _, t := range features.Targets {
+			if err := putUint64(meta, generationKey(t), 0); err != nil {
+				return err
+			}
+			root, err := tx.CreateBucketIfNotExists(targetBucket(t))
+			if err != nil {
+				return err
+			}
+			for _, name := range [][]byte{bucketTrain, bucketHoldout} {
+				if _, err := root.CreateBucketIfNotExists(name); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	})
+}
+
+// update runs a write transaction and counts it when it commits.
+func (db *DB) update(fn func(*bolt.Tx) error) error {
+	if err := db.bolt.Update(fn); err != nil {
+		return err
+	}
+	db.commits.Add(1)
+	return nil
+}
+
+// Close closes the file. Counts keep answering from memory; reads and
+// writes fail.
+func (db *DB) Close() error {
+	if err := db.bolt.Close(); err != nil {
+		return fmt.Errorf("close store %s: %w", db.path, err)
+	}
+	return nil
+}
+
+// Path is the file's path as given to Open.
+func (db *DB) Path() string { return db.path }
+
+// Scheme is the bucket scheme in use.
+func (db *DB) Scheme() Scheme { return db.opts.Scheme }
+
+// Options returns the options in use, defaults applied.
+func (db *DB) Options() Options { return db.opts }
+
+// OpenReport says what Open changed in the file.
+func (db *DB) OpenReport() OpenReport { return db.report }
+
+// MoveAside renames the file at path to path.corrupt-<UTC timestamp>, so the
+// caller can start an empty store at path while the old file is kept for
+// inspection. It never overwrites an existing file. The store must not be
+// open.
+func MoveAside(path string) (string, error) {
+	if _, err := os.Lstat(path); err != nil {
+		return "", fmt.Errorf("move store aside: %w", err)
+	}
+	newPath := path + ".corrupt-" + time.Now().UTC().Format("20060102T150405.000000000Z")
+	if _, err := os.Lstat(newPath); err == nil {
+		return "", fmt.Errorf("move store %s aside: %s already exists", path, newPath)
+	}
+	if err := os.Rename(path, newPath); err != nil {
+		return "", fmt.Errorf("move store %s aside: %w", path, err)
+	}
+	// Make the rename itself durable before the caller creates a new file
+	// in its place.
+	if dir, err := os.Open(filepath.Dir(path)); err == nil {
+		_ = dir.Sync()
+		_ = dir.Close()
+	}
+	return newPath, nil
+}
+
+func validTarget(t features.Target) bool { return t >= 0 && int(t) < numTargets }
+
+func checkTarget(t features.Target) error {
+	if !validTarget(t) {
+		return fmt.Errorf("unknown target %d", t)
+	}
+	return nil
+}

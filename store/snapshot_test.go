@@ -1,0 +1,130 @@
+package store
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/headroomhq/headroom/features"
+)
+
+func TestSnapshotOrderAndBuckets(t *testing.T) {
+	o := testOptions()
+	o.BucketCapacity = 30 // small, so eviction interleaves with the order
+	db := openTest(t, tempPath(t), o)
+	var added []Sample
+	for i := range 6 {
+		batch := testSamples(500, uint64(i), time.Duration(i)*time.Second)
+		mustAdd(t, db, batch)
+		added = append(added, batch...)
+	}
+	for _, tg := range features.Targets {
+		train, holdout, err := db.Snapshot(tg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := db.Counts()
+		if len(train) != c.Train(tg) || len(holdout) != c.Holdout(tg) {
+			t.Fatalf("%s: snapshot %d/%d, counts %d/%d", tg, len(train), len(holdout), c.Train(tg), c.Holdout(tg))
+		}
+		// Timestamps grow with insertion in testSamples: insertion order
+		// is timestamp order.
+		for name, ss := range map[string][]Sample{"train": train, "holdout": holdout} {
+			if !slices.IsSortedFunc(ss, func(a, b Sample) int { return a.Timestamp.Compare(b.Timestamp) }) {
+				t.Errorf("%s %s: not oldest first", tg, name)
+			}
+		}
+
+		snap, err := db.SnapshotBuckets(tg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if snap.Generation != db.Generation(tg) {
+			t.Errorf("%s: snapshot generation %d, DB says %d", tg, snap.Generation, db.Generation(tg))
+		}
+		if !samplesEqual(snap.Holdout, holdout) {
+			t.Errorf("%s: SnapshotBuckets and Snapshot disagree on the holdout", tg)
+		}
+		counts := db.BucketCounts(tg)
+		var keys []string
+		var flat []Sample
+		for _, b := range snap.Buckets {
+			keys = append(keys, b.Key)
+			if len(b.Samples) != counts[b.Key] || len(b.Samples) > o.BucketCapacity {
+				t.Errorf("%s %s: %d samples, BucketCounts says %d", tg, b.Key, len(b.Samples), counts[b.Key])
+			}
+			for _, s := range b.Samples {
+				if db.Scheme().Key(&s.Row) != b.Key {
+					t.Errorf("%s: sample of bucket %s in bucket %s", tg, db.Scheme().Key(&s.Row), b.Key)
+				}
+			}
+			flat = append(flat, b.Samples...)
+		}
+		if !slices.IsSorted(keys) || len(keys) != len(counts) {
+			t.Errorf("%s: bucket keys %v not sorted or not the non-empty buckets %v", tg, keys, counts)
+		}
+		// The merged training set is the buckets' samples, re-ordered.
+		slices.SortFunc(flat, func(a, b Sample) int { return a.Timestamp.Compare(b.Timestamp) })
+		if !samplesEqual(flat, train) {
+			t.Errorf("%s: merged training set differs from the buckets", tg)
+		}
+		// A caller appending to one bucket must not clobber the next.
+		if len(snap.Buckets) > 1 {
+			first, second := snap.Buckets[0].Samples, snap.Buckets[1].Samples[0]
+			_ = append(first, Sample{})
+			if !sampleEqual(&snap.Buckets[1].Samples[0], &second) {
+				t.Errorf("%s: appending to a bucket overwrote the next", tg)
+			}
+		}
+	}
+	if _, _, err := db.Snapshot(features.Target(7)); err == nil {
+		t.Error("Snapshot of an unknown target succeeded")
+	}
+}
+
+// The snapshot is a copy: later Adds and Flushes do not change it.
+func TestSnapshotIsACopy(t *testing.T) {
+	db := openTest(t, tempPath(t), testOptions())
+	mustAdd(t, db, testSamples(300, 1, 0))
+	train, holdout, err := db.Snapshot(features.TTFT)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keep := slices.Clone(train)
+	keepHoldout := slices.Clone(holdout)
+	mustAdd(t, db, testSamples(300, 2, time.Second))
+	if _, err := db.Flush(true, true); err != nil {
+		t.Fatal(err)
+	}
+	if !samplesEqual(train, keep) || !samplesEqual(holdout, keepHoldout) {
+		t.Error("snapshot changed after Add and Flush")
+	}
+}
+
+// BenchmarkSnapshot reads a full default store: 40 buckets × 500 samples
+// of one target, plus its holdout.
+func BenchmarkSnapshot(b *testing.B) {
+	db, err := Open(tempPath(b), Options{NoSync: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer db.Close()
+	for i := 0; db.Counts().Train(features.TTFT) < 20000; i++ {
+		if i > 1000 {
+			b.Fatalf("store does not fill: %+v", db.Counts())
+		}
+		if _, err := db.Add(testSamples(5000, uint64(i), time.Duration(i)*time.Second)); err != nil {
+			b.Fatal(err)
+		}
+	}
+	n := db.Counts().Train(features.TTFT) + db.Counts().Holdout(features.TTFT)
+	b.ReportAllocs()
+	for b.Loop() {
+		train, holdout, err := db.Snapshot(features.TTFT)
+		if err != nil || len(train)+len(holdout) != n {
+			b.Fatalf("snapshot: %d samples, err %v", len(train)+len(holdout), err)
+		}
+	}
+	b.ReportMetric(float64(n), "samples")
+	b.ReportMetric(float64(n*b.N)/b.Elapsed().Seconds(), "samples/s")
+}
