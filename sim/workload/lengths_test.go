@@ -1,0 +1,89 @@
+package workload
+
+import (
+	"encoding/json"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"github.com/headroomhq/headroom/sim"
+)
+
+const tracePath = "../../../shared/data/traces/sharegpt-h200.jsonl"
+
+func TestLogNormalSample(t *testing.T) {
+	d := LogNormal{Mu: math.Log(100), Sigma: 1, Min: 20, Max: 400}
+	rng := newRand(1, 1)
+	v := make([]float64, 20000)
+	for i := range v {
+		x := d.Sample(rng)
+		if x < d.Min || x > d.Max {
+			t.Fatalf("sample %d outside [%d, %d]", x, d.Min, d.Max)
+		}
+		v[i] = float64(x)
+	}
+	slices.Sort(v)
+	if med := sim.Quantile(v, 0.5); math.Abs(med-100) > 5 {
+		t.Errorf("median %.1f, want about 100", med)
+	}
+	// P(X < 20) = Φ(ln(0.2)) ≈ 5.4%: clipped samples pile up at Min.
+	if low := sim.Quantile(v, 0.05); low != 20 {
+		t.Errorf("5th percentile %.0f, want the clip 20", low)
+	}
+}
+
+func TestFitPromptLengthsRecoversParameters(t *testing.T) {
+	want := LogNormal{Mu: 5, Sigma: 0.8, Min: 1, Max: 1 << 30}
+	path := filepath.Join(t.TempDir(), "trace.jsonl")
+	f, _ := os.Create(path)
+	enc := json.NewEncoder(f)
+	rng := newRand(2, 2)
+	for range 20000 {
+		// Unrounded lengths, so the estimate is exact up to sampling error.
+		x := math.Exp(want.Mu + want.Sigma*rng.NormFloat64())
+		enc.Encode(sim.TraceRow{InputTokenLength: x, ActualTTFTMs: 10})
+		enc.Encode(sim.TraceRow{InputTokenLength: 1, ActualTPOTMs: 10}) // not a TTFT row: ignored
+	}
+	f.Close()
+	got, err := FitPromptLengths(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if math.Abs(got.Mu-want.Mu) > 0.02 || math.Abs(got.Sigma-want.Sigma) > 0.02 {
+		t.Errorf("fit %+v, want mu %v sigma %v", got, want.Mu, want.Sigma)
+	}
+}
+
+// TestChatPromptLengthsAreTheTraceFit keeps the default equal to the fit
+// and logs how the fitted distribution's quantiles compare with the trace's.
+func TestChatPromptLengthsAreTheTraceFit(t *testing.T) {
+	rows, err := sim.ReadTrace(tracePath)
+	if err != nil {
+		t.Skipf("shared trace not available: %v", err)
+	}
+	fit, err := FitPromptLengths(tracePath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := ChatPromptLengths
+	if math.Abs(fit.Mu-d.Mu) > 5e-4 || math.Abs(fit.Sigma-d.Sigma) > 5e-4 || fit.Min != d.Min || fit.Max != d.Max {
+		t.Errorf("default %+v, the trace fits %+v", d, fit)
+	}
+	var trace, model []float64
+	for _, r := range rows {
+		if r.ActualTTFTMs > 0 {
+			trace = append(trace, r.InputTokenLength)
+		}
+	}
+	rng := newRand(1, 1)
+	for range 100000 {
+		model = append(model, float64(d.Sample(rng)))
+	}
+	slices.Sort(trace)
+	slices.Sort(model)
+	for _, q := range []float64{0.1, 0.5, 0.9, 0.99} {
+		t.Logf("prompt tokens q%.2f: trace %.0f, log-normal %.0f", q, sim.Quantile(trace, q), sim.Quantile(model, q))
+	}
+}
