@@ -1,0 +1,95 @@
+package model
+
+import (
+	"fmt"
+	"math"
+	"sort"
+)
+
+// calibrationGrid is the number of evenly spaced probabilities at which a
+// Calibration stores its residual quantiles: 1%, 2%, …, 99%.
+const calibrationGrid = 99
+
+// Calibration is the distribution of log(actual / predicted) on rows the
+// model did not train on. Quantile predictions and bounds come from it: XGBoost
+// 1.7 has no quantile objective, and a calibrated residual quantile means what
+// it says, where the reference's fixed ±10% did not.
+type Calibration struct {
+	// Source is "holdout" when the residuals come from held-out rows, "train"
+	// when there were too few and in-sample residuals stood in.
+	Source string `json:"source"`
+	Rows   int    `json:"rows"`
+	// LogResiduals[i] is the (i+1)% quantile of log(actual/predicted).
+	LogResiduals []float64 `json:"log_residuals"`
+}
+
+// NewCalibration summarises residuals log(actual/predicted). It needs at
+// least one; every value must be finite.
+func NewCalibration(source string, logResiduals []float64) (Calibration, error) {
+	if len(logResiduals) == 0 {
+		return Calibration{}, fmt.Errorf("calibration: no residuals")
+	}
+	r := append([]float64(nil), logResiduals...)
+	for _, v := range r {
+		if !finite(v) {
+			return Calibration{}, fmt.Errorf("calibration: non-finite residual %v", v)
+		}
+	}
+	sort.Float64s(r)
+	c := Calibration{Source: source, Rows: len(r), LogResiduals: make([]float64, calibrationGrid)}
+	for i := range c.LogResiduals {
+		c.LogResiduals[i] = sortedQuantile(r, float64(i+1)/(calibrationGrid+1))
+	}
+	return c, nil
+}
+
+// LogResidual returns the q quantile of log(actual/predicted), interpolating
+// between grid points and holding the end values beyond 1% and 99%. A zero
+// Calibration returns 0: the central prediction.
+func (c Calibration) LogResidual(q float64) float64 {
+	n := len(c.LogResiduals)
+	if n == 0 {
+		return 0
+	}
+	pos := q*(calibrationGrid+1) - 1 // index in the grid, fractional
+	switch {
+	case pos <= 0:
+		return c.LogResiduals[0]
+	case pos >= float64(n-1):
+		return c.LogResiduals[n-1]
+	}
+	i := int(pos)
+	f := pos - float64(i)
+	return c.LogResiduals[i]*(1-f) + c.LogResiduals[i+1]*f
+}
+
+// Validate checks a decoded calibration.
+func (c Calibration) Validate() error {
+	if len(c.LogResiduals) != 0 && len(c.LogResiduals) != calibrationGrid {
+		return fmt.Errorf("calibration: %d quantiles, want %d", len(c.LogResiduals), calibrationGrid)
+	}
+	for i, v := range c.LogResiduals {
+		if !finite(v) || math.Abs(v) > 50 {
+			return fmt.Errorf("calibration: quantile %d is %v", i, v)
+		}
+		if i > 0 && v < c.LogResiduals[i-1] {
+			return fmt.Errorf("calibration: quantiles decrease at %d", i)
+		}
+	}
+	return nil
+}
+
+// sortedQuantile is the linearly interpolated q quantile of sorted values
+// (the "type 7" definition numpy uses by default).
+func sortedQuantile(sorted []float64, q float64) float64 {
+	if len(sorted) == 1 {
+		return sorted[0]
+	}
+	pos := q * float64(len(sorted)-1)
+	i := int(pos)
+	if i >= len(sorted)-1 {
+		return sorted[len(sorted)-1]
+	}
+	f := pos - float64(i)
+	return sorted[i]*(1-f) + sorted[i+1]*f
+}

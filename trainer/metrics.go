@@ -1,0 +1,152 @@
+package trainer
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/headroomhq/headroom/features"
+	"github.com/headroomhq/headroom/model"
+	"github.com/headroomhq/headroom/store"
+)
+
+// Metrics are the trainer's Prometheus series. A nil *Metrics records
+// nothing, so tests and tools can run a trainer without a registry.
+type Metrics struct {
+	runs            *prometheus.CounterVec
+	duration        *prometheus.HistogramVec
+	publishFailures prometheus.Counter
+	bundleVersion   prometheus.Gauge
+	bundleCreated   prometheus.Gauge
+	holdoutMAPE     *prometheus.GaugeVec
+	holdoutRows     *prometheus.GaugeVec
+	xgboost         prometheus.Gauge
+}
+
+// NewMetrics registers the trainer's series with reg.
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		runs: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "headroom_training_runs_total",
+			Help: "Training runs per target and result (ok, failed).",
+		}, []string{"target", "result"}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "headroom_training_duration_seconds",
+			Help:    "Wall time of one target's training run.",
+			Buckets: prometheus.ExponentialBuckets(0.05, 2, 12),
+		}, []string{"target"}),
+		publishFailures: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "headroom_bundle_publish_failures_total",
+			Help: "Bundles that could not be written; the previous bundle stays in service.",
+		}),
+		bundleVersion: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "headroom_bundle_version",
+			Help: "Version of the newest published bundle (0 before the first).",
+		}),
+		bundleCreated: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "headroom_bundle_created_timestamp_seconds",
+			Help: "Unix time the newest bundle was created; age = time() - this.",
+		}),
+		holdoutMAPE: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "headroom_holdout_mape_percent",
+			Help: "Mean absolute percentage error of the newest model on held-out samples.",
+		}, []string{"target", "model"}),
+		holdoutRows: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "headroom_holdout_rows",
+			Help: "Held-out rows the newest model was measured on.",
+		}, []string{"target"}),
+		xgboost: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "headroom_xgboost_available",
+			Help: "1 when the xgboost binary was found; 0 means linear models only.",
+		}),
+	}
+	reg.MustRegister(m.runs, m.duration, m.publishFailures, m.bundleVersion, m.bundleCreated,
+		m.holdoutMAPE, m.holdoutRows, m.xgboost)
+	return m
+}
+
+func (m *Metrics) observeRun(t features.Target, d time.Duration, err error) {
+	if m == nil {
+		return
+	}
+	result := "ok"
+	if err != nil {
+		result = "failed"
+	}
+	m.runs.WithLabelValues(t.String(), result).Inc()
+	m.duration.WithLabelValues(t.String()).Observe(d.Seconds())
+}
+
+func (m *Metrics) publishFailed() {
+	if m != nil {
+		m.publishFailures.Inc()
+	}
+}
+
+func (m *Metrics) observeBundle(p *model.Published) {
+	if m == nil || p == nil {
+		return
+	}
+	m.bundleVersion.Set(float64(p.Bundle.Version))
+	m.bundleCreated.Set(float64(p.Bundle.CreatedAt.UnixNano()) / 1e9)
+	for _, t := range features.Targets {
+		if tm := p.Bundle.Target(t); tm != nil {
+			m.observeQuality(t, tm)
+		}
+	}
+}
+
+func (m *Metrics) observeQuality(t features.Target, tm *model.TargetModel) {
+	if m == nil {
+		return
+	}
+	m.holdoutMAPE.WithLabelValues(t.String(), "served").Set(tm.Holdout.MAPE)
+	m.holdoutMAPE.WithLabelValues(t.String(), "linear").Set(tm.HoldoutLinear.MAPE)
+	m.holdoutRows.WithLabelValues(t.String()).Set(float64(tm.Holdout.Rows))
+}
+
+func (m *Metrics) observeXGBoost(ok bool) {
+	if m == nil {
+		return
+	}
+	if ok {
+		m.xgboost.Set(1)
+	} else {
+		m.xgboost.Set(0)
+	}
+}
+
+// storeCollector exports the store's sample counts at scrape time, so the
+// figures are always the store's own and never a second bookkeeping.
+type storeCollector struct {
+	db      *store.DB
+	buckets *prometheus.Desc
+	totals  *prometheus.Desc
+}
+
+// NewStoreCollector exports samples stored per bucket and per side.
+func NewStoreCollector(db *store.DB) prometheus.Collector {
+	return &storeCollector{
+		db: db,
+		buckets: prometheus.NewDesc("headroom_store_bucket_samples",
+			"Training samples stored per target and bucket.", []string{"target", "bucket"}, nil),
+		totals: prometheus.NewDesc("headroom_store_samples",
+			"Samples stored per target and side (train, holdout).", []string{"target", "side"}, nil),
+	}
+}
+
+func (c *storeCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.buckets
+	ch <- c.totals
+}
+
+func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
+	counts := c.db.Counts()
+	for _, t := range features.Targets {
+		for bucket, n := range c.db.BucketCounts(t) {
+			ch <- prometheus.MustNewConstMetric(c.buckets, prometheus.GaugeValue, float64(n), t.String(), bucket)
+		}
+		ch <- prometheus.MustNewConstMetric(c.totals, prometheus.GaugeValue, float64(counts.Train(t)), t.String(), "train")
+		ch <- prometheus.MustNewConstMetric(c.totals, prometheus.GaugeValue, float64(counts.Holdout(t)), t.String(), "holdout")
+	}
+}

@@ -1,0 +1,363 @@
+package trainer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/headroomhq/headroom/features"
+	"github.com/headroomhq/headroom/model"
+	"github.com/headroomhq/headroom/store"
+)
+
+// Config configures a Trainer. The zero value of each field means its default.
+type Config struct {
+	// Interval between retrain attempts (default 10 s).
+	Interval time.Duration
+	// MinSamplesFresh is the number of training samples a target needs for
+	// its first model (default 10); MinSamples the number it needs to
+	// retrain once it has one (default 100). The reference lowered its
+	// threshold for the whole process after a cold start; here the fresh
+	// threshold applies only until a target has a model.
+	MinSamplesFresh int
+	MinSamples      int
+	Fit             FitConfig
+	// Columns per target; nil means features.DefaultTTFTColumns / TPOT.
+	TTFTColumns, TPOTColumns []string
+	// BundleDir holds published bundles; KeepBundles of them are kept (default 5).
+	BundleDir   string
+	KeepBundles int
+	// SigningKey, when set, signs every bundle with HMAC-SHA256.
+	SigningKey []byte
+	Logger     *slog.Logger
+	Metrics    *Metrics // may be nil
+	// Now is the clock (default time.Now); tests set it.
+	Now func() time.Time
+}
+
+func (c *Config) setDefaults() {
+	if c.Interval <= 0 {
+		c.Interval = 10 * time.Second
+	}
+	if c.MinSamplesFresh <= 0 {
+		c.MinSamplesFresh = 10
+	}
+	if c.MinSamples <= 0 {
+		c.MinSamples = 100
+	}
+	if c.Fit.Kind == "" {
+		def := DefaultFitConfig()
+		def.XGBoost = c.Fit.XGBoost
+		c.Fit = def
+	}
+	if c.TTFTColumns == nil {
+		c.TTFTColumns = features.DefaultTTFTColumns
+	}
+	if c.TPOTColumns == nil {
+		c.TPOTColumns = features.DefaultTPOTColumns
+	}
+	if c.KeepBundles <= 0 {
+		c.KeepBundles = 5
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+}
+
+// TargetStatus is what the trainer knows about one target's training.
+type TargetStatus struct {
+	LastAttempt    time.Time `json:"last_attempt,omitzero"`
+	LastSuccess    time.Time `json:"last_success,omitzero"`
+	LastError      string    `json:"last_error,omitempty"`
+	LastErrorAt    time.Time `json:"last_error_at,omitzero"`
+	Runs           int       `json:"runs"`
+	Failures       int       `json:"failures"`
+	LastDurationS  float64   `json:"last_duration_seconds"`
+	TrainedOnGen   uint64    `json:"trained_on_generation"`
+	WaitingFor     int       `json:"waiting_for_samples,omitempty"`
+	ServingLinear  bool      `json:"serving_linear_only"`
+	LastSkipReason string    `json:"last_skip_reason,omitempty"`
+}
+
+// Status is a snapshot of the trainer's state.
+type Status struct {
+	XGBoostAvailable bool                    `json:"xgboost_available"`
+	XGBoostError     string                  `json:"xgboost_error,omitempty"`
+	Targets          map[string]TargetStatus `json:"targets"`
+}
+
+// Trainer retrains models from a store and publishes bundles. Retrain runs
+// one at a time; Current and Status are safe to call concurrently with it.
+type Trainer struct {
+	cfg     Config
+	db      *store.DB
+	schemas [2]features.Schema
+
+	current atomic.Pointer[model.Published]
+
+	retrainMu sync.Mutex // one retrain at a time
+	statusMu  sync.Mutex
+	status    [2]TargetStatus
+	xgbErr    error
+
+	// published is closed and replaced on every publication, for waiters.
+	publishedMu sync.Mutex
+	published   chan struct{}
+}
+
+// New makes a trainer over db and loads the newest valid bundle from
+// cfg.BundleDir, if any. A missing xgboost binary is not an error: the
+// trainer then fits linear models and says so in Status and metrics.
+func New(cfg Config, db *store.DB) (*Trainer, error) {
+	cfg.setDefaults()
+	t := &Trainer{cfg: cfg, db: db, published: make(chan struct{})}
+	var err error
+	if t.schemas[features.TTFT], err = features.NewSchema(cfg.TTFTColumns); err != nil {
+		return nil, fmt.Errorf("ttft columns: %w", err)
+	}
+	if t.schemas[features.TPOT], err = features.NewSchema(cfg.TPOTColumns); err != nil {
+		return nil, fmt.Errorf("tpot columns: %w", err)
+	}
+	if cfg.Fit.XGBoost != nil {
+		if path, err := cfg.Fit.XGBoost.Available(); err != nil {
+			t.xgbErr = err
+			cfg.Logger.Error("xgboost binary not found: training LINEAR MODELS ONLY until it is installed (apt-get install xgboost)",
+				"error", err)
+		} else {
+			cfg.Logger.Info("xgboost binary found", "path", path)
+		}
+	} else {
+		t.xgbErr = errors.New("xgboost disabled by configuration")
+	}
+	if cfg.BundleDir != "" {
+		pub, err := model.LoadNewestBundle(cfg.BundleDir, cfg.SigningKey, func(path string, err error) {
+			cfg.Logger.Warn("skipping unreadable bundle", "path", path, "error", err)
+		})
+		if err != nil {
+			return nil, err
+		}
+		if pub != nil {
+			t.current.Store(pub)
+			for _, tg := range features.Targets {
+				if m := pub.Bundle.Target(tg); m != nil {
+					t.status[tg].TrainedOnGen = m.StoreGeneration
+					t.status[tg].ServingLinear = m.Kind == model.KindLinear
+				}
+			}
+			cfg.Logger.Info("loaded saved bundle", "version", pub.Bundle.Version, "created_at", pub.Bundle.CreatedAt)
+		}
+	}
+	cfg.Metrics.observeXGBoost(t.xgbErr == nil)
+	cfg.Metrics.observeBundle(t.current.Load())
+	return t, nil
+}
+
+// Current is the newest published bundle, or nil before the first.
+func (t *Trainer) Current() *model.Published { return t.current.Load() }
+
+// Published returns a channel closed at the next publication.
+func (t *Trainer) Published() <-chan struct{} {
+	t.publishedMu.Lock()
+	defer t.publishedMu.Unlock()
+	return t.published
+}
+
+// Schema is the column list the trainer builds for a target.
+func (t *Trainer) Schema(tg features.Target) features.Schema { return t.schemas[tg] }
+
+// Status returns a snapshot of the trainer's state.
+func (t *Trainer) Status() Status {
+	t.statusMu.Lock()
+	defer t.statusMu.Unlock()
+	s := Status{XGBoostAvailable: t.xgbErr == nil, Targets: map[string]TargetStatus{}}
+	if t.xgbErr != nil {
+		s.XGBoostError = t.xgbErr.Error()
+	}
+	for _, tg := range features.Targets {
+		s.Targets[tg.String()] = t.status[tg]
+	}
+	return s
+}
+
+// Run retrains every Interval until ctx ends.
+func (t *Trainer) Run(ctx context.Context) {
+	tick := time.NewTicker(t.cfg.Interval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+			if _, err := t.Retrain(ctx); err != nil && ctx.Err() == nil {
+				t.cfg.Logger.Warn("retrain failed; keeping the last good bundle", "error", err)
+			}
+		}
+	}
+}
+
+// Retrain trains every target whose samples changed since its last model and
+// that has enough of them, and publishes a new bundle when any target got a
+// new model. It returns the published bundle, or nil when nothing changed.
+// Targets train concurrently: each runs its own single-threaded xgboost.
+func (t *Trainer) Retrain(ctx context.Context) (*model.Published, error) {
+	t.retrainMu.Lock()
+	defer t.retrainMu.Unlock()
+
+	prev := t.current.Load()
+	var prevBundle *model.Bundle
+	if prev != nil {
+		prevBundle = prev.Bundle
+	}
+	var (
+		wg      sync.WaitGroup
+		results [2]*model.TargetModel
+		errs    [2]error
+	)
+	for _, tg := range features.Targets {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			results[tg], errs[tg] = t.retrainTarget(ctx, tg, prevBundle.Target(tg))
+		}()
+	}
+	wg.Wait()
+
+	if results[features.TTFT] == nil && results[features.TPOT] == nil {
+		return nil, errors.Join(errs[:]...)
+	}
+	next := &model.Bundle{CreatedAt: t.cfg.Now().UTC(), XGBoostMissing: t.xgbErr != nil}
+	if prevBundle != nil {
+		next.Version = prevBundle.Version + 1
+		next.TTFT, next.TPOT = prevBundle.TTFT, prevBundle.TPOT
+	} else {
+		next.Version = 1
+	}
+	if results[features.TTFT] != nil {
+		next.TTFT = results[features.TTFT]
+	}
+	if results[features.TPOT] != nil {
+		next.TPOT = results[features.TPOT]
+	}
+	pub, err := t.publish(next)
+	if err != nil {
+		return nil, errors.Join(append(errs[:], err)...)
+	}
+	return pub, errors.Join(errs[:]...)
+}
+
+// publish encodes, writes and swaps in a bundle.
+func (t *Trainer) publish(b *model.Bundle) (*model.Published, error) {
+	encoded, err := b.Encode(t.cfg.SigningKey)
+	if err != nil {
+		return nil, err
+	}
+	if t.cfg.BundleDir != "" {
+		path, err := model.WriteBundle(t.cfg.BundleDir, b.Version, encoded)
+		if err != nil {
+			t.cfg.Metrics.publishFailed()
+			return nil, fmt.Errorf("publish bundle %d: %w", b.Version, err)
+		}
+		if err := model.PruneBundles(t.cfg.BundleDir, t.cfg.KeepBundles); err != nil {
+			t.cfg.Logger.Warn("pruning old bundles failed", "error", err)
+		}
+		t.cfg.Logger.Info("published bundle", "version", b.Version, "path", path, "bytes", len(encoded))
+	}
+	pub := &model.Published{Bundle: b, Encoded: encoded}
+	t.current.Store(pub)
+	t.cfg.Metrics.observeBundle(pub)
+	t.publishedMu.Lock()
+	close(t.published)
+	t.published = make(chan struct{})
+	t.publishedMu.Unlock()
+	return pub, nil
+}
+
+// retrainTarget returns a new model for tg, or nil when there is nothing to
+// do (no new samples, too few) or training failed (error set).
+func (t *Trainer) retrainTarget(ctx context.Context, tg features.Target, prev *model.TargetModel) (*model.TargetModel, error) {
+	gen := t.db.Generation(tg)
+	t.statusMu.Lock()
+	st := &t.status[tg]
+	if prev != nil && st.TrainedOnGen == gen {
+		st.LastSkipReason = "no new samples"
+		t.statusMu.Unlock()
+		return nil, nil
+	}
+	t.statusMu.Unlock()
+
+	need := t.cfg.MinSamples
+	if prev == nil {
+		need = t.cfg.MinSamplesFresh
+	}
+	counts := t.db.Counts()
+	have := counts.Train(tg)
+	if have < need {
+		t.setStatus(tg, func(s *TargetStatus) {
+			s.WaitingFor = need - have
+			s.LastSkipReason = fmt.Sprintf("%d training samples, need %d", have, need)
+		})
+		return nil, nil
+	}
+
+	start := t.cfg.Now()
+	m, err := t.fitTarget(ctx, tg, gen)
+	dur := time.Since(start)
+	t.cfg.Metrics.observeRun(tg, dur, err)
+	if err != nil {
+		t.cfg.Logger.Warn("training failed", "target", tg, "error", err, "seconds", dur.Seconds())
+	}
+	t.setStatus(tg, func(s *TargetStatus) {
+		s.LastAttempt = start.UTC()
+		s.LastDurationS = dur.Seconds()
+		s.Runs++
+		s.WaitingFor = 0
+		s.LastSkipReason = ""
+		if err != nil {
+			s.Failures++
+			s.LastError = err.Error()
+			s.LastErrorAt = start.UTC()
+		}
+	})
+	switch {
+	case m == nil:
+		return nil, fmt.Errorf("%s: %w", tg, err)
+	case err != nil && prev != nil && prev.Kind != model.KindLinear:
+		// The trees failed but a tree model is in service: keep it rather
+		// than downgrade to a line.
+		return nil, fmt.Errorf("%s: %w", tg, err)
+	}
+	m.StoreGeneration = gen
+	t.setStatus(tg, func(s *TargetStatus) {
+		s.LastSuccess = start.UTC()
+		s.TrainedOnGen = gen
+		s.ServingLinear = m.Kind == model.KindLinear
+	})
+	t.cfg.Metrics.observeQuality(tg, m)
+	return m, err
+}
+
+func (t *Trainer) fitTarget(ctx context.Context, tg features.Target, gen uint64) (*model.TargetModel, error) {
+	train, holdout, err := t.db.Snapshot(tg)
+	if err != nil {
+		return nil, fmt.Errorf("snapshot: %w", err)
+	}
+	schema := t.schemas[tg]
+	cfg := t.cfg.Fit
+	if t.xgbErr != nil {
+		cfg.XGBoost = nil
+	}
+	return Fit(ctx, schema, BuildDataset(schema, tg, train), BuildDataset(schema, tg, holdout), cfg)
+}
+
+func (t *Trainer) setStatus(tg features.Target, f func(*TargetStatus)) {
+	t.statusMu.Lock()
+	f(&t.status[tg])
+	t.statusMu.Unlock()
+}

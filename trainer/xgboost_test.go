@@ -1,0 +1,728 @@
+package trainer
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"math"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/headroomhq/headroom/model"
+)
+
+// requireXGBoost returns a runner for the real CLI, or skips the test.
+func requireXGBoost(t testing.TB) XGBoost {
+	t.Helper()
+	x := XGBoost{TempDir: t.TempDir()}
+	if _, err := x.Available(); err != nil {
+		t.Skipf("skipping: needs the xgboost CLI (apt-get install xgboost): %v", err)
+	}
+	return x
+}
+
+// predictCLI predicts rows X with `xgboost task=pred`. Rows are written as
+// writeCSV writes training rows (NaN as "nan", which XGBoost reads as
+// missing).
+func (x XGBoost) predictCLI(ctx context.Context, modelJSON []byte, X [][]float64) ([]float32, error) {
+	dir, err := os.MkdirTemp(x.TempDir, "xgboost-pred-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	if err := writeCSV(filepath.Join(dir, "test.csv"), X, nil); err != nil {
+		return nil, err
+	}
+	return x.predictCSVFile(ctx, dir, modelJSON, len(X))
+}
+
+// predictCSV predicts rows given as CSV text, label column first.
+func (x XGBoost) predictCSV(ctx context.Context, modelJSON []byte, csv string, rows int) ([]float32, error) {
+	dir, err := os.MkdirTemp(x.TempDir, "xgboost-pred-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	if err := os.WriteFile(filepath.Join(dir, "test.csv"), []byte(csv), 0o600); err != nil {
+		return nil, err
+	}
+	return x.predictCSVFile(ctx, dir, modelJSON, rows)
+}
+
+// predictCSVFile predicts dir/test.csv with the given model. The CLI prints
+// each prediction with 9 significant digits (std::setprecision of float's
+// max_digits10), enough to name every float32 uniquely, so parsing the text
+// as float32 recovers XGBoost's prediction exactly and comparisons below are
+// bit-exact.
+func (x XGBoost) predictCSVFile(ctx context.Context, dir string, modelJSON []byte, rows int) ([]float32, error) {
+	if err := os.WriteFile(filepath.Join(dir, "model.json"), modelJSON, 0o600); err != nil {
+		return nil, err
+	}
+	conf := strings.Join([]string{
+		"task = pred",
+		"nthread = 1",
+		`model_in = "model.json"`,
+		`test:data = "test.csv?format=csv&label_column=0"`,
+		`name_pred = "pred.txt"`,
+	}, "\n") + "\n"
+	if err := os.WriteFile(filepath.Join(dir, "pred.conf"), []byte(conf), 0o600); err != nil {
+		return nil, err
+	}
+	if err := x.run(ctx, dir, "pred.conf"); err != nil {
+		return nil, fmt.Errorf("xgboost pred: %w", err)
+	}
+	out, err := os.ReadFile(filepath.Join(dir, "pred.txt"))
+	if err != nil {
+		return nil, err
+	}
+	lines := strings.Fields(string(out))
+	if len(lines) != rows {
+		return nil, fmt.Errorf("xgboost pred: %d predictions for %d rows", len(lines), rows)
+	}
+	preds := make([]float32, rows)
+	for i, s := range lines {
+		v, err := strconv.ParseFloat(s, 32)
+		if err != nil {
+			return nil, fmt.Errorf("xgboost pred line %d: %w", i+1, err)
+		}
+		preds[i] = float32(v)
+	}
+	return preds, nil
+}
+
+// syntheticRows makes rows shaped like the service's features: fractions,
+// wide and narrow integers (narrow ones tie a lot, so hist cuts land exactly
+// on data values), large values with fractions, tiny values and signed
+// values, with a nonlinear noisy label.
+func syntheticRows(rng *rand.Rand, n int) (X [][]float64, y []float64) {
+	for range n {
+		kv := rng.Float64()
+		tokens := float64(rng.IntN(8000))
+		waiting := float64(rng.IntN(30))
+		inflight := rng.Float64() * 1e6
+		tiny := rng.Float64() * 1e-3
+		signed := rng.NormFloat64() * 50
+		X = append(X, []float64{kv, tokens, waiting, inflight, tiny, signed})
+		y = append(y, 20+80*kv*kv+0.01*tokens+3*waiting*math.Sqrt(waiting)+2e-5*inflight+1e4*tiny+0.1*math.Abs(signed)+rng.NormFloat64()*5)
+	}
+	return X, y
+}
+
+func mean(v []float64) float64 {
+	s := 0.0
+	for _, x := range v {
+		s += x
+	}
+	return s / float64(len(v))
+}
+
+// splitPoints lists every (feature, threshold) the model splits on.
+func splitPoints(trees *model.Trees) map[[2]float64]bool {
+	points := map[[2]float64]bool{}
+	var walk func(n *model.DumpNode)
+	walk = func(n *model.DumpNode) {
+		if n.Children == nil {
+			return
+		}
+		f, _ := strconv.Atoi(n.Split)
+		points[[2]float64{float64(f), float64(n.SplitCondition)}] = true
+		walk(&n.Children[0])
+		walk(&n.Children[1])
+	}
+	for _, root := range trees.Dump(nil) {
+		walk(&root)
+	}
+	return points
+}
+
+// TestTrainMatchesXGBoostPredictions trains real models with the CLI and
+// checks that Trees.Predict equals `xgboost task=pred` bit for bit, on the
+// training rows, on rows placed exactly on every split threshold and on its
+// float32 neighbours, and on rows with missing values.
+func TestTrainMatchesXGBoostPredictions(t *testing.T) {
+	x := requireXGBoost(t)
+	ctx := context.Background()
+	deep := XGBoostParams{Rounds: 60, MaxDepth: 8, Eta: 0.3, Subsample: 1, ColsampleBytree: 1, MinChildWeight: 1, Seed: 7}
+	defaults := DefaultXGBoostParams()
+	defaults.Rounds = 100
+	for _, tc := range []struct {
+		name string
+		p    XGBoostParams
+		rows int
+	}{
+		{"defaults-100-trees", defaults, 4000},
+		{"deep-unsampled", deep, 2000},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(1, uint64(tc.rows)))
+			X, y := syntheticRows(rng, tc.rows)
+			base := mean(y)
+			trees, raw, err := x.train(ctx, X, y, base, tc.p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if trees.NumTrees() != tc.p.Rounds || trees.NumFeatures() != len(X[0]) ||
+				trees.BaseScore() != float32(base) || trees.MaxDepth() > tc.p.MaxDepth || trees.MaxDepth() < 2 {
+				t.Fatalf("model: %d trees, %d features, base %v, depth %d; want %d, %d, %v, depth in [2, %d]",
+					trees.NumTrees(), trees.NumFeatures(), trees.BaseScore(), trees.MaxDepth(),
+					tc.p.Rounds, len(X[0]), float32(base), tc.p.MaxDepth)
+			}
+
+			rows := append([][]float64(nil), X...)
+			type probe struct{ at, below int } // row indices: on the threshold, one float32 below it
+			var probes []probe
+			points := slices.SortedFunc(maps.Keys(splitPoints(trees)), func(a, b [2]float64) int {
+				return cmp.Or(cmp.Compare(a[0], b[0]), cmp.Compare(a[1], b[1]))
+			})
+			for _, pt := range points {
+				f, thr := int(pt[0]), float32(pt[1])
+				row := X[rng.IntN(len(X))]
+				for _, v := range []float32{thr, math.Nextafter32(thr, float32(math.Inf(-1))), math.Nextafter32(thr, float32(math.Inf(1)))} {
+					r := append([]float64(nil), row...)
+					r[f] = float64(v)
+					rows = append(rows, r)
+				}
+				probes = append(probes, probe{len(rows) - 3, len(rows) - 2})
+			}
+			for range 500 {
+				r := append([]float64(nil), X[rng.IntN(len(X))]...)
+				for j := range r {
+					if rng.IntN(3) == 0 {
+						r[j] = math.NaN()
+					}
+				}
+				rows = append(rows, r)
+			}
+			for _, r := range rows {
+				for _, v := range r {
+					if _, exact := xgboostDecimal(float32(v)); !exact {
+						t.Fatalf("value %v has no text XGBoost reads exactly; the comparison would be meaningless", v)
+					}
+				}
+			}
+
+			want, err := x.predictCLI(ctx, raw, rows)
+			if err != nil {
+				t.Fatal(err)
+			}
+			bad := 0
+			for i, r := range rows {
+				got := float32(trees.Predict(r))
+				if math.Float32bits(got) != math.Float32bits(want[i]) {
+					if bad++; bad <= 5 {
+						t.Errorf("row %d %v: Predict %v (%#x), xgboost %v (%#x)", i, r, got, math.Float32bits(got), want[i], math.Float32bits(want[i]))
+					}
+				}
+			}
+			if bad > 0 {
+				t.Fatalf("%d of %d rows differ", bad, len(rows))
+			}
+			// The threshold rows must exercise the boundary: a value on the
+			// threshold goes right, one float32 below goes left, and that
+			// changes some predictions.
+			moved := 0
+			for _, p := range probes {
+				if want[p.at] != want[p.below] {
+					moved++
+				}
+			}
+			if len(probes) == 0 || moved == 0 {
+				t.Fatalf("%d split thresholds, %d where the float32 just below predicts differently", len(probes), moved)
+			}
+			t.Logf("%d rows equal (%d split thresholds, %d decisive)", len(rows), len(probes), moved)
+		})
+	}
+}
+
+// TestXGBoostReadsTextExactly checks what XGBoost's text parser reads, with
+// models that split column j at its value v and at the next float32 above v:
+// a row reading v exactly predicts 0, one that reads it low or high predicts
+// 2^(j mod 24). Each row fills one block of 24 columns and leaves the rest
+// missing, which the stumps send to a 0 leaf, so one CLI run checks many
+// values. For each value it writes xgboostDecimal's text and the shortest
+// decimals strconv writes, and requires dmlcStrtof to predict the CLI's
+// reading of every one of them, and xgboostDecimal's to be exact.
+func TestXGBoostReadsTextExactly(t *testing.T) {
+	x := requireXGBoost(t)
+	ctx := context.Background()
+	rng := rand.New(rand.NewPCG(3, 4))
+	const (
+		bits   = 24 // a float32 sum of distinct powers of two below 2^24 is exact
+		blocks = 16
+		width  = bits * blocks
+	)
+	formats := []struct {
+		name   string
+		format func(float32) string
+	}{
+		{"xgboostDecimal", func(v float32) string { s, _ := xgboostDecimal(v); return s }},
+		{"shortest-g", func(v float32) string { return strconv.FormatFloat(float64(v), 'g', -1, 32) }},
+		{"shortest-e", func(v float32) string { return strconv.FormatFloat(float64(v), 'e', -1, 32) }},
+		{"shortest-f", func(v float32) string { return strconv.FormatFloat(float64(v), 'f', -1, 32) }},
+	}
+	misread := make([]int, len(formats))
+	total := 0
+	for run := range 3 {
+		vals := make([]float32, width)
+		for j := range vals {
+			// Magnitudes from 1e-30 to 1e30, integers, and both signs.
+			v := math.Pow(10, -30+60*rng.Float64())
+			if j%4 == 0 {
+				v = float64(rng.IntN(100000))
+			} else if j%4 == 1 {
+				v = rng.Float64() * math.Pow(10, float64(rng.IntN(8)))
+			}
+			if rng.IntN(5) == 0 {
+				v = -v
+			}
+			vals[j] = float32(v)
+		}
+		if run == 0 {
+			// Values whose shortest decimals XGBoost misreads.
+			copy(vals, []float32{1.67, 1.84, 3.39, 1330937.8, 4.6888983e-04, 1e20, 1e-30})
+		}
+		var trees []string
+		for j, v := range vals {
+			bit := float32(int(1) << (j % bits))
+			trees = append(trees,
+				stumpTree(2*j, j, v, bit, 0, false, width),
+				stumpTree(2*j+1, j, math.Nextafter32(v, float32(math.Inf(1))), 0, bit, true, width))
+		}
+		var csv strings.Builder
+		for _, f := range formats {
+			for b := range blocks {
+				csv.WriteString("0")
+				for j, v := range vals {
+					s := "nan"
+					if j/bits == b {
+						s = f.format(v)
+					}
+					csv.WriteString("," + s)
+				}
+				csv.WriteString("\n")
+			}
+		}
+		preds, err := x.predictCSV(ctx, xgbModelJSON(0, width, trees), csv.String(), len(formats)*blocks)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, f := range formats {
+			for j, v := range vals {
+				mask := int(preds[i*blocks+j/bits])
+				s := f.format(v)
+				cliExact := mask&(1<<(j%bits)) == 0
+				simExact := dmlcStrtof(s) == v
+				if cliExact != simExact {
+					t.Errorf("%q for %v: xgboost reads it exactly: %v; dmlcStrtof reads %v", s, v, cliExact, dmlcStrtof(s))
+				}
+				if !cliExact {
+					misread[i]++
+				}
+			}
+		}
+		total += width
+	}
+	for i, f := range formats {
+		t.Logf("%s: %d of %d values misread", f.name, misread[i], total)
+	}
+	if misread[0] != 0 {
+		t.Errorf("xgboostDecimal text misread for %d values", misread[0])
+	}
+	if misread[1] == 0 {
+		t.Errorf("no shortest decimal misread: the parser model is untested against a misreading")
+	}
+}
+
+// stumpTree is one XGBoost 1.7 JSON tree: feature < cond ? left : right,
+// missing values going left iff defaultLeft.
+func stumpTree(id, feature int, cond, left, right float32, defaultLeft bool, numFeature int) string {
+	dl := 0
+	if defaultLeft {
+		dl = 1
+	}
+	return fmt.Sprintf(`{"base_weights":[0E0,0E0,0E0],"categories":[],"categories_nodes":[],"categories_segments":[],`+
+		`"categories_sizes":[],"default_left":[%d,0,0],"id":%d,"left_children":[1,-1,-1],"loss_changes":[0E0,0E0,0E0],`+
+		`"parents":[2147483647,0,0],"right_children":[2,-1,-1],"split_conditions":[%s,%s,%s],"split_indices":[%d,0,0],`+
+		`"split_type":[0,0,0],"sum_hessian":[1E0,1E0,1E0],"tree_param":{"num_deleted":"0","num_feature":"%d",`+
+		`"num_nodes":"3","size_leaf_vector":"0"}}`,
+		dl, id, jsonFloat(cond), jsonFloat(left), jsonFloat(right), feature, numFeature)
+}
+
+// xgbModelJSON wraps trees in an XGBoost 1.7 JSON model file.
+func xgbModelJSON(base float32, numFeature int, trees []string) []byte {
+	info := strings.TrimSuffix(strings.Repeat("0,", len(trees)), ",")
+	return fmt.Appendf(nil, `{"learner":{"attributes":{},"feature_names":[],"feature_types":[],"gradient_booster":{"model":{`+
+		`"gbtree_model_param":{"num_parallel_tree":"1","num_trees":"%d","size_leaf_vector":"0"},"tree_info":[%s],"trees":[%s]},`+
+		`"name":"gbtree"},"learner_model_param":{"base_score":"%s","boost_from_average":"0","num_class":"0","num_feature":"%d",`+
+		`"num_target":"1"},"objective":{"name":"reg:squarederror","reg_loss_param":{"scale_pos_weight":"1"}}},"version":[1,7,4]}`,
+		len(trees), info, strings.Join(trees, ","), jsonFloat(base), numFeature)
+}
+
+// jsonFloat writes a float32 as XGBoost does: its JSON reader insists on an
+// exponent or a point in a float.
+func jsonFloat(v float32) string { return strconv.FormatFloat(float64(v), 'E', -1, 32) }
+
+func TestXGBoostDecimal(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	for _, r := range []struct{ lo, hi float64 }{
+		{1e-35, 1e-20}, {1e-20, 1e-6}, {1e-6, 1}, {1, 1e4}, {1e4, 1e9}, {1e9, 1e20}, {1e20, math.MaxFloat32},
+	} {
+		for range 20000 {
+			v := float32(math.Exp(math.Log(r.lo) + rng.Float64()*(math.Log(r.hi)-math.Log(r.lo))))
+			if rng.IntN(2) == 0 {
+				v = -v
+			}
+			s, exact := xgboostDecimal(v)
+			if !exact || dmlcStrtof(s) != v {
+				t.Fatalf("xgboostDecimal(%v) = %q, exact %v, read as %v", v, s, exact, dmlcStrtof(s))
+			}
+		}
+	}
+	for _, tc := range []struct {
+		v     float32
+		want  string
+		exact bool
+	}{
+		{0, "0", true},
+		{-2.5, "-2.5", true},
+		{0.1, "0.1", true},
+		{16777216, "16777216", true},
+		// The parser computes 1 + float32(0.67) and rounds up to 1.6700001:
+		// more digits steer it.
+		{1.67, "1.66999996", true},
+		{1e-30, "1e-30", true},
+		{1e20, "1000000000000000000e+2", true},
+		{float32(math.NaN()), "nan", true},
+		{float32(math.Inf(-1)), "-inf", true},
+		{math.SmallestNonzeroFloat32, "1e-45", false},
+	} {
+		s, exact := xgboostDecimal(tc.v)
+		if s != tc.want || exact != tc.exact {
+			t.Errorf("xgboostDecimal(%v) = %q, %v; want %q, %v", tc.v, s, exact, tc.want, tc.exact)
+		}
+		if exact && tc.v == tc.v && dmlcStrtof(s) != tc.v {
+			t.Errorf("xgboostDecimal(%v) = %q, read as %v", tc.v, s, dmlcStrtof(s))
+		}
+	}
+}
+
+func TestTrainRejectsBadInput(t *testing.T) {
+	// The binary does not exist: any error other than the expected one
+	// means validation let the input through.
+	x := XGBoost{Binary: filepath.Join(t.TempDir(), "no-xgboost"), TempDir: t.TempDir()}
+	good := [][]float64{{1, 2}, {3, 4}}
+	p := DefaultXGBoostParams()
+	for _, tc := range []struct {
+		name string
+		X    [][]float64
+		y    []float64
+		base float64
+		p    func(*XGBoostParams)
+		want string
+	}{
+		{"no rows", nil, nil, 0, nil, "no rows"},
+		{"no features", [][]float64{{}, {}}, []float64{1, 2}, 0, nil, "no features"},
+		{"ragged", [][]float64{{1, 2}, {3}}, []float64{1, 2}, 0, nil, "row 1 has 1 features"},
+		{"label count", good, []float64{1}, 0, nil, "1 labels for 2 rows"},
+		{"nan feature", [][]float64{{1, math.NaN()}, {3, 4}}, []float64{1, 2}, 0, nil, "row 0 feature 1"},
+		{"inf label", good, []float64{1, math.Inf(1)}, 0, nil, "label 1"},
+		{"float32 overflow", [][]float64{{1, 2}, {1e39, 4}}, []float64{1, 2}, 0, nil, "row 1 feature 0"},
+		{"nan base", good, []float64{1, 2}, math.NaN(), nil, "base score"},
+		{"bad params", good, []float64{1, 2}, 0, func(p *XGBoostParams) { p.Eta = 0 }, "eta"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := p
+			if tc.p != nil {
+				tc.p(&p)
+			}
+			_, err := x.Train(context.Background(), tc.X, tc.y, tc.base, p)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err = %v, want it to mention %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestXGBoostParamsValidate(t *testing.T) {
+	if err := DefaultXGBoostParams().Validate(); err != nil {
+		t.Fatalf("defaults: %v", err)
+	}
+	for _, tc := range []struct {
+		name   string
+		change func(*XGBoostParams)
+		want   string // "" means valid
+	}{
+		{"zero rounds", func(p *XGBoostParams) { p.Rounds = 0 }, "rounds"},
+		{"zero depth", func(p *XGBoostParams) { p.MaxDepth = 0 }, "max depth"},
+		{"too deep", func(p *XGBoostParams) { p.MaxDepth = model.MaxTreeDepth + 1 }, "max depth"},
+		{"deepest", func(p *XGBoostParams) { p.MaxDepth = model.MaxTreeDepth }, ""},
+		{"eta zero", func(p *XGBoostParams) { p.Eta = 0 }, "eta"},
+		{"eta one", func(p *XGBoostParams) { p.Eta = 1 }, ""},
+		{"eta above one", func(p *XGBoostParams) { p.Eta = 1.5 }, "eta"},
+		{"eta NaN", func(p *XGBoostParams) { p.Eta = math.NaN() }, "eta"},
+		{"subsample zero", func(p *XGBoostParams) { p.Subsample = 0 }, "subsample"},
+		{"colsample above one", func(p *XGBoostParams) { p.ColsampleBytree = 1.01 }, "colsample_bytree"},
+		{"negative min child weight", func(p *XGBoostParams) { p.MinChildWeight = -1 }, "min_child_weight"},
+		{"negative gamma", func(p *XGBoostParams) { p.Gamma = -0.1 }, "gamma"},
+		{"zero gamma", func(p *XGBoostParams) { p.Gamma = 0 }, ""},
+		{"infinite lambda", func(p *XGBoostParams) { p.Lambda = math.Inf(1) }, "lambda"},
+		{"negative alpha", func(p *XGBoostParams) { p.Alpha = -1 }, "alpha"},
+		{"negative seed", func(p *XGBoostParams) { p.Seed = -5 }, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := DefaultXGBoostParams()
+			tc.change(&p)
+			err := p.Validate()
+			if tc.want == "" {
+				if err != nil {
+					t.Fatalf("valid params refused: %v", err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err = %v, want it to mention %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// fakeXGBoost writes an executable shell script standing in for xgboost.
+func fakeXGBoost(t *testing.T, body string) XGBoost {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "fake-xgboost")
+	if err := os.WriteFile(path, []byte("#!/bin/sh\n"+body+"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return XGBoost{Binary: path, TempDir: t.TempDir(), Timeout: 10 * time.Second}
+}
+
+func requireEmptyDir(t *testing.T, dir string) {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(entries) != 0 {
+		t.Fatalf("%s holds %d entries after the run; want the run directory removed", dir, len(entries))
+	}
+}
+
+// TestTrainWritesConfigAndData checks the inputs handed to the CLI, with a
+// fake that copies them out.
+func TestTrainWritesConfigAndData(t *testing.T) {
+	out := t.TempDir()
+	x := fakeXGBoost(t, fmt.Sprintf(`cp "$1" %q/conf && cp train.csv %q/csv && exit 1`, out, out))
+	X := [][]float64{{1330937.8, 0.1}, {7, -2.5}}
+	y := []float64{12.345, 4.6888983e-04}
+	p := DefaultXGBoostParams()
+	p.Seed = -3
+	if _, err := x.Train(context.Background(), X, y, 0.1, p); err == nil || !strings.Contains(err.Error(), "exit status 1") {
+		t.Fatalf("err = %v, want the fake's exit status", err)
+	}
+	requireEmptyDir(t, x.TempDir)
+	conf, err := os.ReadFile(filepath.Join(out, "conf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range []string{
+		"objective = reg:squarederror", "tree_method = hist", "nthread = 1", "booster = gbtree",
+		"base_score = 0.1", "num_round = 200", "max_depth = 6", "eta = 0.05", "subsample = 0.8",
+		"colsample_bytree = 0.8", "min_child_weight = 5", "gamma = 0.2", "lambda = 0.1", "alpha = 0.01",
+		"seed = -3", `data = "train.csv?format=csv&label_column=0"`, `model_out = "model.json"`,
+	} {
+		if !strings.Contains("\n"+string(conf), "\n"+line+"\n") {
+			t.Errorf("config lacks line %q:\n%s", line, conf)
+		}
+	}
+	csv, err := os.ReadFile(filepath.Join(out, "csv"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSuffix(string(csv), "\n"), "\n")
+	if len(lines) != len(X) {
+		t.Fatalf("csv has %d lines, want %d:\n%s", len(lines), len(X), csv)
+	}
+	for i, line := range lines {
+		fields := strings.Split(line, ",")
+		want := append([]float64{y[i]}, X[i]...)
+		if len(fields) != len(want) {
+			t.Fatalf("csv line %d %q: %d fields, want %d", i, line, len(fields), len(want))
+		}
+		for j, s := range fields {
+			if got := dmlcStrtof(s); got != float32(want[j]) {
+				t.Errorf("csv line %d field %d %q reads as %v, want %v", i, j, s, got, float32(want[j]))
+			}
+		}
+	}
+}
+
+func TestTrainFailures(t *testing.T) {
+	X := [][]float64{{1, 2}, {3, 4}}
+	y := []float64{1, 2}
+	p := DefaultXGBoostParams()
+	p.Rounds = 2
+	stump0, stump1 := stumpTree(0, 0, 2, 1, 2, false, 2), stumpTree(1, 0, 2, 1, 2, false, 2)
+	for _, tc := range []struct {
+		name   string
+		script string
+		want   []string
+	}{
+		{"exit status", `echo "loading data" ; echo "[12:00:00] fatal: disk on fire" >&2; exit 3`,
+			[]string{"exit status 3", "disk on fire"}},
+		{"stack trace dropped", `printf 'Check failed: bad thing\nStack trace:\n  [bt] (0) xgboost(+0x1)\n' >&2; exit 1`,
+			[]string{"Check failed: bad thing"}},
+		{"killed by signal", `kill -9 $$`, []string{"signal: killed"}},
+		{"no model written", `exit 0`, []string{"read model"}},
+		{"garbage model", `echo 'not a model' > model.json`, []string{"parse xgboost model"}},
+		{"truncated model", `printf '{"learner":{' > model.json`, []string{"parse xgboost model"}},
+		{"wrong tree count", fmt.Sprintf(`echo '%s' > model.json`, xgbModelJSON(0, 2, []string{stump0})),
+			[]string{"1 trees for 2 rounds"}},
+		{"wrong feature count", fmt.Sprintf(`echo '%s' > model.json`, xgbModelJSON(0, 3, []string{stump0, stump1})),
+			[]string{"3 features, data has 2"}},
+		{"wrong base score", fmt.Sprintf(`echo '%s' > model.json`, xgbModelJSON(0.5, 2, []string{stump0, stump1})),
+			[]string{"base score 0.5, asked for 1.5"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			x := fakeXGBoost(t, tc.script)
+			_, err := x.Train(context.Background(), X, y, 1.5, p)
+			if err == nil {
+				t.Fatal("Train succeeded")
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("err = %v, want it to mention %q", err, w)
+				}
+			}
+			if strings.Contains(err.Error(), "[bt]") {
+				t.Errorf("err carries a native stack trace: %v", err)
+			}
+			requireEmptyDir(t, x.TempDir)
+		})
+	}
+	t.Run("control: a well-formed model is accepted", func(t *testing.T) {
+		x := fakeXGBoost(t, fmt.Sprintf(`echo '%s' > model.json`, xgbModelJSON(1.5, 2, []string{stump0, stump1})))
+		trees, err := x.Train(context.Background(), X, y, 1.5, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := trees.Predict([]float64{3, 0}); got != 1.5+2+2 {
+			t.Fatalf("Predict = %v, want 5.5", got)
+		}
+	})
+}
+
+func TestMissingBinary(t *testing.T) {
+	x := XGBoost{Binary: filepath.Join(t.TempDir(), "no-such-xgboost"), TempDir: t.TempDir()}
+	if _, err := x.Available(); err == nil || !strings.Contains(err.Error(), "not found") {
+		t.Fatalf("Available: err = %v, want not found", err)
+	}
+	_, err := x.Train(context.Background(), [][]float64{{1}}, []float64{1}, 0, DefaultXGBoostParams())
+	if err == nil || !strings.Contains(err.Error(), "not found") {
+		t.Fatalf("Train: err = %v, want not found", err)
+	}
+	requireEmptyDir(t, x.TempDir)
+}
+
+// processGone reports whether pid has exited (a zombie counts: it runs
+// nothing, and in a container nobody may reap it).
+func processGone(pid int) bool {
+	if err := syscall.Kill(pid, 0); errors.Is(err, syscall.ESRCH) {
+		return true
+	}
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return os.IsNotExist(err)
+	}
+	// Fields after the parenthesised command: the first is the state.
+	if i := strings.LastIndexByte(string(stat), ')'); i >= 0 {
+		return strings.HasPrefix(string(stat[i+1:]), " Z")
+	}
+	return false
+}
+
+// TestTrainTimeout runs a fake that starts a child and hangs; Train must
+// return promptly with a timeout error and leave neither process running.
+func TestTrainTimeout(t *testing.T) {
+	pids := t.TempDir()
+	for _, tc := range []struct {
+		name    string
+		cancel  bool // cancel the caller's context instead of timing out
+		timeout time.Duration
+		want    string
+	}{
+		{"timeout", false, 300 * time.Millisecond, "timed out after 300ms"},
+		{"caller cancels", true, 10 * time.Second, "interrupted"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := filepath.Join(pids, tc.name)
+			if err := os.Mkdir(dir, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			x := fakeXGBoost(t, fmt.Sprintf(`sleep 30 & echo $! > %q/child; echo $$ > %q/self; wait`, dir, dir))
+			x.Timeout = tc.timeout
+			ctx := context.Background()
+			if tc.cancel {
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithCancel(ctx)
+				time.AfterFunc(300*time.Millisecond, cancel)
+			}
+			start := time.Now()
+			_, err := x.Train(ctx, [][]float64{{1}}, []float64{1}, 0, DefaultXGBoostParams())
+			elapsed := time.Since(start)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err = %v, want it to mention %q", err, tc.want)
+			}
+			if tc.cancel && !errors.Is(err, context.Canceled) {
+				t.Errorf("err = %v, want it to wrap context.Canceled", err)
+			}
+			if elapsed > 5*time.Second {
+				t.Errorf("Train returned after %v", elapsed)
+			}
+			for _, name := range []string{"self", "child"} {
+				b, err := os.ReadFile(filepath.Join(dir, name))
+				if err != nil {
+					t.Fatalf("the fake did not record its %s pid: %v", name, err)
+				}
+				pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+				if err != nil {
+					t.Fatal(err)
+				}
+				deadline := time.Now().Add(2 * time.Second)
+				for !processGone(pid) {
+					if time.Now().After(deadline) {
+						t.Fatalf("%s process %d still running after Train returned", name, pid)
+					}
+					time.Sleep(10 * time.Millisecond)
+				}
+			}
+			requireEmptyDir(t, x.TempDir)
+		})
+	}
+}
+
+func TestTailBuffer(t *testing.T) {
+	b := &tailBuffer{max: 64}
+	for i := range 100 {
+		fmt.Fprintf(b, "line %d\n", i)
+	}
+	b.Write([]byte("Stack trace:\n  [bt] (0) frame\nlast words\n"))
+	got := b.suffix()
+	if !strings.HasSuffix(got, "line 99 | last words") || strings.Contains(got, "line 1 ") || strings.Contains(got, "[bt]") {
+		t.Fatalf("suffix = %q", got)
+	}
+	if len(got) > 64+len(": ") {
+		t.Fatalf("suffix keeps %d bytes, more than the last 64 written", len(got))
+	}
+	if got := (&tailBuffer{max: 64}).suffix(); got != " (no output)" {
+		t.Fatalf("empty suffix = %q", got)
+	}
+}
