@@ -1,0 +1,149 @@
+// Package predictor serves predictions from the newest model bundle.
+//
+// The read path takes no lock: the current bundle sits behind an atomic
+// pointer, bundles are immutable, and a swap is one pointer store, so a
+// prediction in flight finishes on the bundle it started with.
+package predictor
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"sync/atomic"
+	"time"
+
+	"github.com/headroomhq/headroom/features"
+	"github.com/headroomhq/headroom/model"
+)
+
+// Objective says which statistic a prediction is.
+type Objective string
+
+const (
+	Mean     Objective = "mean"     // the model's central estimate
+	Quantile Objective = "quantile" // a calibrated quantile q
+)
+
+// ParseObjective accepts "mean" or "quantile".
+func ParseObjective(s string) (Objective, error) {
+	switch Objective(s) {
+	case Mean, Quantile:
+		return Objective(s), nil
+	}
+	return "", fmt.Errorf("objective %q: want mean or quantile", s)
+}
+
+// ErrNotReady is returned while no bundle with any model has been loaded.
+var ErrNotReady = errors.New("no model loaded yet")
+
+// Prediction is the answer for one row. Bounds are the calibrated 5% and 95%
+// quantiles; for a target without a model every field is 0.
+type Prediction struct {
+	TTFTMs, TPOTMs         float64
+	TTFTBounds, TPOTBounds [2]float64
+	// Uncertainty is half the 90% interval's width in log space, as a
+	// fraction of the prediction: the relative spread the calibration saw.
+	TTFTUncertainty, TPOTUncertainty float64
+}
+
+// boundsLow and boundsHigh are the quantiles reported as prediction bounds.
+const (
+	boundsLow  = 0.05
+	boundsHigh = 0.95
+)
+
+// loaded is one bundle in service with the time it was swapped in.
+type loaded struct {
+	pub      *model.Published
+	loadedAt time.Time
+}
+
+// Predictor holds the bundle in service. The zero value is not ready; Swap
+// makes it ready.
+type Predictor struct {
+	objective Objective
+	quantile  float64
+	cur       atomic.Pointer[loaded]
+}
+
+// New returns a predictor answering objective at quantile q (used only for
+// the quantile objective, but always reported, as the reference does).
+func New(objective Objective, q float64) (*Predictor, error) {
+	if _, err := ParseObjective(string(objective)); err != nil {
+		return nil, err
+	}
+	if !(q > 0 && q < 1) {
+		return nil, fmt.Errorf("quantile %v: must lie strictly between 0 and 1", q)
+	}
+	return &Predictor{objective: objective, quantile: q}, nil
+}
+
+// Objective and Quantile report the configured statistic.
+func (p *Predictor) Objective() Objective { return p.objective }
+func (p *Predictor) Quantile() float64    { return p.quantile }
+
+// Swap puts pub in service if it differs from the current bundle and is not
+// older. It returns whether it swapped.
+func (p *Predictor) Swap(pub *model.Published, now time.Time) bool {
+	for {
+		cur := p.cur.Load()
+		if cur != nil && (cur.pub.Bundle.Checksum == pub.Bundle.Checksum || cur.pub.Bundle.Version > pub.Bundle.Version) {
+			return false
+		}
+		if p.cur.CompareAndSwap(cur, &loaded{pub: pub, loadedAt: now}) {
+			return true
+		}
+	}
+}
+
+// Current returns the bundle in service and when it was loaded; nil before
+// the first.
+func (p *Predictor) Current() (*model.Published, time.Time) {
+	cur := p.cur.Load()
+	if cur == nil {
+		return nil, time.Time{}
+	}
+	return cur.pub, cur.loadedAt
+}
+
+// Ready reports whether predictions can be served: some target has a model.
+func (p *Predictor) Ready() bool {
+	cur := p.cur.Load()
+	return cur != nil && (cur.pub.Bundle.TTFT != nil || cur.pub.Bundle.TPOT != nil)
+}
+
+// Predict fills out[i] for rows[i]; out must be at least as long as rows.
+// It returns the load time of the bundle it used. It does not allocate.
+func (p *Predictor) Predict(rows []features.Row, out []Prediction) (time.Time, error) {
+	cur := p.cur.Load()
+	if cur == nil {
+		return time.Time{}, ErrNotReady
+	}
+	b := cur.pub.Bundle
+	if b.TTFT == nil && b.TPOT == nil {
+		return time.Time{}, ErrNotReady
+	}
+	var buf [64]float64
+	for i := range rows {
+		out[i] = Prediction{}
+		if b.TTFT != nil {
+			out[i].TTFTMs, out[i].TTFTBounds, out[i].TTFTUncertainty = p.predictTarget(b.TTFT, &rows[i], buf[:0])
+		}
+		if b.TPOT != nil {
+			out[i].TPOTMs, out[i].TPOTBounds, out[i].TPOTUncertainty = p.predictTarget(b.TPOT, &rows[i], buf[:0])
+		}
+	}
+	return cur.loadedAt, nil
+}
+
+func (p *Predictor) predictTarget(m *model.TargetModel, row *features.Row, buf []float64) (float64, [2]float64, float64) {
+	x := m.Schema().Build(row, buf)
+	central := m.Predict(x)
+	y := central
+	if p.objective == Quantile {
+		y = m.Quantile(central, p.quantile)
+	}
+	lo, hi := m.Quantile(central, boundsLow), m.Quantile(central, boundsHigh)
+	unc := (math.Log(hi) - math.Log(lo)) / 2
+	return y, [2]float64{lo, hi}, unc
+}

@@ -1,0 +1,167 @@
+package predictor
+
+import (
+	"errors"
+	"math"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/headroomhq/headroom/features"
+	"github.com/headroomhq/headroom/model"
+)
+
+// linearModel predicts base + perRunning·num_request_running, with log
+// residuals spread evenly over ±spread for calibration.
+func linearModel(t testing.TB, cols []string, base, perRunning, spread float64) *model.TargetModel {
+	t.Helper()
+	s := features.MustSchema(cols...)
+	n := s.Len()
+	lin := &model.Linear{Intercept: base, Coef: make([]float64, n), Mean: make([]float64, n), Scale: make([]float64, n)}
+	for i := range lin.Scale {
+		lin.Scale[i] = 1
+	}
+	lin.Coef[s.Index("num_request_running")] = perRunning
+	res := make([]float64, 1001)
+	for i := range res {
+		res[i] = spread * (float64(i)/500 - 1)
+	}
+	cal, err := model.NewCalibration("holdout", res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := &model.TargetModel{Kind: model.KindLinear, Columns: cols, Linear: lin, BaseFloorMs: 1, MinMs: 0.1,
+		MaxMs: 1e6, Ranges: make([]model.Range, n), Calibration: cal}
+	if err := m.Prepare(); err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func testPublished(t testing.TB, version uint64, ttftBase float64) *model.Published {
+	t.Helper()
+	b := &model.Bundle{Version: version, CreatedAt: time.Now().UTC(),
+		TTFT: linearModel(t, features.DefaultTTFTColumns, ttftBase, 10, 0.2),
+		TPOT: linearModel(t, features.DefaultTPOTColumns, 15, 0.5, 0.1)}
+	data, err := b.Encode(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &model.Published{Bundle: b, Encoded: data}
+}
+
+func TestPredictNotReady(t *testing.T) {
+	p, _ := New(Mean, 0.9)
+	if p.Ready() {
+		t.Fatal("ready without a bundle")
+	}
+	if _, err := p.Predict([]features.Row{{}}, make([]Prediction, 1)); !errors.Is(err, ErrNotReady) {
+		t.Fatalf("Predict without a bundle: %v, want ErrNotReady", err)
+	}
+}
+
+func TestPredictMeanQuantileAndBounds(t *testing.T) {
+	rows := []features.Row{{NumRequestRunning: 1}, {NumRequestRunning: 5}}
+	mean, _ := New(Mean, 0.9)
+	quant, _ := New(Quantile, 0.9)
+	pub := testPublished(t, 1, 100)
+	mean.Swap(pub, time.Now())
+	quant.Swap(pub, time.Now())
+	pm, pq := make([]Prediction, 2), make([]Prediction, 2)
+	if _, err := mean.Predict(rows, pm); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := quant.Predict(rows, pq); err != nil {
+		t.Fatal(err)
+	}
+	// In order: row i's prediction is row i's.
+	if pm[0].TTFTMs != 110 || pm[1].TTFTMs != 150 || math.Abs(pm[1].TPOTMs-17.5) > 1e-9 {
+		t.Fatalf("mean predictions %+v", pm)
+	}
+	// The 90% quantile sits at exp(0.8·0.2) above the centre.
+	if want := 110 * math.Exp(0.16); math.Abs(pq[0].TTFTMs-want) > 1e-6 {
+		t.Errorf("q90 TTFT %v, want %v", pq[0].TTFTMs, want)
+	}
+	for _, p := range pm {
+		if !(p.TTFTBounds[0] < p.TTFTMs && p.TTFTMs < p.TTFTBounds[1]) || !(p.TTFTUncertainty > 0) {
+			t.Errorf("bounds %v and uncertainty %v do not bracket %v", p.TTFTBounds, p.TTFTUncertainty, p.TTFTMs)
+		}
+	}
+}
+
+func TestNewValidates(t *testing.T) {
+	for _, q := range []float64{0, 1, -0.5, math.NaN()} {
+		if _, err := New(Quantile, q); err == nil {
+			t.Errorf("quantile %v accepted", q)
+		}
+	}
+	if _, err := New("median", 0.5); err == nil {
+		t.Error("objective median accepted")
+	}
+}
+
+func TestSwapOnlyForwards(t *testing.T) {
+	p, _ := New(Mean, 0.9)
+	v2, v1 := testPublished(t, 2, 100), testPublished(t, 1, 200)
+	if !p.Swap(v2, time.Now()) {
+		t.Fatal("first swap refused")
+	}
+	if p.Swap(v1, time.Now()) {
+		t.Error("swapped to an older version")
+	}
+	if p.Swap(v2, time.Now()) {
+		t.Error("swapped to the same bundle again")
+	}
+}
+
+// A swap during a storm of predictions never yields a mixed or failed answer.
+func TestSwapUnderLoad(t *testing.T) {
+	p, _ := New(Mean, 0.9)
+	p.Swap(testPublished(t, 1, 100), time.Now())
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	errs := make(chan string, 4)
+	for g := 0; g < 4; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rows := []features.Row{{NumRequestRunning: 0}}
+			out := make([]Prediction, 1)
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if _, err := p.Predict(rows, out); err != nil {
+					errs <- err.Error()
+					return
+				}
+				if ttft := out[0].TTFTMs; ttft < 100 || ttft >= 100+50 {
+					errs <- "prediction from no known bundle"
+					return
+				}
+			}
+		}()
+	}
+	for v := uint64(2); v < 50; v++ {
+		p.Swap(testPublished(t, v, 100+float64(v)), time.Now())
+	}
+	close(stop)
+	wg.Wait()
+	close(errs)
+	for e := range errs {
+		t.Error(e)
+	}
+}
+
+func BenchmarkPredict10Rows(b *testing.B) {
+	p, _ := New(Mean, 0.9)
+	p.Swap(testPublished(b, 1, 100), time.Now())
+	rows := make([]features.Row, 10)
+	out := make([]Prediction, 10)
+	b.ReportAllocs()
+	for b.Loop() {
+		p.Predict(rows, out)
+	}
+}

@@ -1,0 +1,207 @@
+package trainer
+
+import (
+	"context"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/headroomhq/headroom/features"
+	"github.com/headroomhq/headroom/model"
+	"github.com/headroomhq/headroom/store"
+)
+
+// syntheticSamples returns n TTFT samples whose latency grows with prompt
+// length and load, plus noise.
+func syntheticSamples(rng *rand.Rand, n int) []store.Sample {
+	s := make([]store.Sample, n)
+	for i := range s {
+		row := features.Row{
+			KVCachePercentage: rng.Float64() * 0.5, InputTokenLength: int64(rng.IntN(2000) + 10),
+			NumRequestRunning: int64(rng.IntN(30)), NumRequestWaiting: int64(rng.IntN(3)),
+		}
+		ttft := (20 + 0.1*float64(row.InputTokenLength) + 2*float64(row.NumRequestRunning)) * (1 + 0.05*rng.NormFloat64())
+		s[i] = store.Sample{Row: row, ActualTTFTMs: ttft, Timestamp: time.Unix(1_800_000_000+int64(i), 0).UTC()}
+	}
+	return s
+}
+
+type trainerFixture struct {
+	dir string
+	db  *store.DB
+	rng *rand.Rand
+}
+
+func newFixture(t *testing.T) *trainerFixture {
+	t.Helper()
+	f := &trainerFixture{dir: t.TempDir(), rng: rand.New(rand.NewPCG(7, 8))}
+	f.open(t)
+	return f
+}
+
+func (f *trainerFixture) open(t *testing.T) {
+	t.Helper()
+	db, err := store.Open(filepath.Join(f.dir, "samples.db"), store.Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.db = db
+	t.Cleanup(func() { db.Close() })
+}
+
+func (f *trainerFixture) add(t *testing.T, n int) {
+	t.Helper()
+	if _, err := f.db.Add(syntheticSamples(f.rng, n)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (f *trainerFixture) trainer(t *testing.T, xgb *XGBoost) *Trainer {
+	t.Helper()
+	fit := DefaultFitConfig()
+	fit.XGBoost = xgb
+	fit.Params.Rounds = 20
+	tr, err := New(Config{Fit: fit, BundleDir: filepath.Join(f.dir, "bundles")}, f.db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tr
+}
+
+func realXGBoost(t *testing.T) *XGBoost {
+	t.Helper()
+	if _, err := exec.LookPath("xgboost"); err != nil {
+		t.Skip("xgboost CLI not installed (apt-get install xgboost)")
+	}
+	return &XGBoost{Binary: "xgboost", TempDir: t.TempDir()}
+}
+
+func retrain(t *testing.T, tr *Trainer) *model.Published {
+	t.Helper()
+	pub, err := tr.Retrain(context.Background())
+	if err != nil {
+		t.Fatalf("retrain: %v", err)
+	}
+	return pub
+}
+
+func TestRetrainThresholdsAndNewSamplesOnly(t *testing.T) {
+	f := newFixture(t)
+	tr := f.trainer(t, realXGBoost(t))
+
+	f.add(t, 5)
+	if pub := retrain(t, tr); pub != nil || tr.Current() != nil {
+		t.Fatal("published a model from 5 samples; the first model needs 10")
+	}
+	f.add(t, 40)
+	pub := retrain(t, tr)
+	if pub == nil || pub.Bundle.Version != 1 || pub.Bundle.TTFT == nil || pub.Bundle.TPOT != nil {
+		t.Fatalf("after 45 TTFT samples: %+v; want version 1 with a TTFT model only", pub)
+	}
+	if pub.Bundle.TTFT.Kind != model.KindResidual || pub.Bundle.TTFT.Trees == nil {
+		t.Errorf("TTFT model kind %s; want trees on a line", pub.Bundle.TTFT.Kind)
+	}
+	if again := retrain(t, tr); again != nil {
+		t.Fatal("retrained without new samples")
+	}
+	f.add(t, 30)
+	if again := retrain(t, tr); again != nil {
+		t.Fatal("retrained a target that has a model on fewer than 100 samples")
+	}
+	f.add(t, 200)
+	pub = retrain(t, tr)
+	if pub == nil || pub.Bundle.Version != 2 {
+		t.Fatalf("after 275 samples: %+v; want version 2", pub)
+	}
+	if q := pub.Bundle.TTFT.Holdout; q.Rows == 0 || q.MAPE > 20 {
+		t.Errorf("holdout %+v: the model did not learn a noisy line", q)
+	}
+
+	// A restart loads the saved bundle and keeps its version sequence.
+	f.db.Close()
+	f.open(t)
+	tr2 := f.trainer(t, realXGBoost(t))
+	if cur := tr2.Current(); cur == nil || cur.Bundle.Version != 2 {
+		t.Fatalf("after restart: current bundle %+v, want version 2", cur)
+	}
+	if again := retrain(t, tr2); again != nil {
+		t.Fatal("retrained after a restart with no new samples")
+	}
+	f.add(t, 150)
+	if pub := retrain(t, tr2); pub == nil || pub.Bundle.Version != 3 {
+		t.Fatalf("after restart and 150 new samples: %+v, want version 3", pub)
+	}
+}
+
+// When xgboost starts failing, the tree model in service stays in service,
+// and the failure is visible in the status.
+func TestRetrainKeepsLastGoodBundleWhenXGBoostFails(t *testing.T) {
+	realXGBoost(t)
+	f := newFixture(t)
+	dir := t.TempDir()
+	marker := filepath.Join(dir, "broken")
+	script := filepath.Join(dir, "xgboost")
+	body := "#!/bin/sh\nif [ -e " + marker + " ]; then echo 'simulated crash' >&2; exit 3; fi\nexec xgboost \"$@\"\n"
+	if err := os.WriteFile(script, []byte(body), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	tr := f.trainer(t, &XGBoost{Binary: script, TempDir: t.TempDir()})
+	f.add(t, 200)
+	first := retrain(t, tr)
+	if first == nil || first.Bundle.TTFT.Trees == nil {
+		t.Fatal("no tree model from a working xgboost")
+	}
+	if err := os.WriteFile(marker, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f.add(t, 200)
+	pub, err := tr.Retrain(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "simulated crash") {
+		t.Fatalf("retrain with a crashing xgboost: %v; want the crash reported", err)
+	}
+	if pub != nil || tr.Current() != first {
+		t.Fatal("a failed retrain replaced the bundle in service")
+	}
+	st := tr.Status().Targets["ttft"]
+	if st.Failures != 1 || !strings.Contains(st.LastError, "simulated crash") {
+		t.Errorf("status %+v does not report the failure", st)
+	}
+	// It retries on the next cycle and recovers.
+	os.Remove(marker)
+	if pub := retrain(t, tr); pub == nil || pub.Bundle.Version != 2 {
+		t.Fatalf("after xgboost recovered: %+v, want version 2", pub)
+	}
+}
+
+func TestMissingXGBoostTrainsLinear(t *testing.T) {
+	f := newFixture(t)
+	tr := f.trainer(t, &XGBoost{Binary: filepath.Join(t.TempDir(), "no-such-xgboost")})
+	if st := tr.Status(); st.XGBoostAvailable || st.XGBoostError == "" {
+		t.Fatalf("status %+v does not say xgboost is missing", st)
+	}
+	f.add(t, 100)
+	pub := retrain(t, tr)
+	if pub == nil || !pub.Bundle.XGBoostMissing || pub.Bundle.TTFT.Kind != model.KindLinear {
+		t.Fatalf("bundle %+v; want a linear model marked xgboost-missing", pub)
+	}
+	if !tr.Status().Targets["ttft"].ServingLinear {
+		t.Error("status does not say the target serves a linear model")
+	}
+}
+
+func TestPublishedChannelFires(t *testing.T) {
+	f := newFixture(t)
+	tr := f.trainer(t, nil)
+	ch := tr.Published()
+	f.add(t, 50)
+	retrain(t, tr)
+	select {
+	case <-ch:
+	default:
+		t.Fatal("publication did not close the channel taken before it")
+	}
+}
