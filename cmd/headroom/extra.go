@@ -3,5 +3,7 @@ package main
 // extraCommands lists the tool subcommands beside the three service roles.
 // Each lives in its own file; add it here when it lands.
 func extraCommands() []command {
-	return []command{}
+	return []command{
+		whatifCommand(),
+	}
 }

@@ -1,0 +1,687 @@
+package api
+
+import (
+	"math"
+
+	"github.com/headroomhq/headroom/features"
+	"github.com/headroomhq/headroom/store"
+)
+
+// MaxBulkRows is the largest prediction batch the reference accepts
+// (spec §2.5); callers pass it, or a larger configured limit, as maxRows.
+const MaxBulkRows = 10_000
+
+// Decoder turns request bodies into validated rows and samples, and says
+// what is wrong with the ones that are not, in the 422 shape of the
+// reference servers (spec §2.3). It works on body bytes: no HTTP in it.
+// Nothing it returns aliases the body, which the caller may reuse at once.
+//
+// The zero Decoder applies DefaultDecodeLimits. It holds no state between
+// calls and is safe for concurrent use.
+//
+// Decoding rules common to every body (each is tested):
+//   - Not JSON (including trailing data, invalid UTF-8 in a string, nesting
+//     deeper than DecodeLimits.MaxDepth) → one json_invalid error; no other error
+//     is reported, and nothing is returned as valid.
+//   - Unknown fields are ignored, whatever their value.
+//   - A known field appearing twice in one object is an error for that
+//     object (pydantic keeps the last; ambiguous input is refused here).
+//     Repeated unknown fields are ignored like any unknown field.
+//   - Integer fields take integers, integral floats (200.0, 2e2) and numeric
+//     strings ("200"); float fields take integer literals and numeric
+//     strings. NaN, infinities in any spelling (bare NaN / Infinity / -inf,
+//     "NaN" strings) and literals that overflow float64 (1e400) fail with
+//     finite_number; nothing non-finite is ever returned.
+//   - null is accepted for pod_type (meaning "") and, in optional fields,
+//     means absent (the default); in a required field it is a type error.
+//   - Timestamp is left zero when absent: the caller stamps the receive time,
+//     which keeps decoding deterministic.
+type Decoder struct {
+	Limits DecodeLimits
+}
+
+// DecodePredictRequest decodes POST /predict: one row as the top-level
+// object. Negative token-in-flight values are errors here (spec §2.4).
+func DecodePredictRequest(body []byte) (features.Row, []FieldError) {
+	return Decoder{}.DecodePredictRequest(body)
+}
+
+// DecodeBulkPredictRequest decodes {"requests": [row, ...]} with the default
+// limits; see Decoder.DecodeBulkPredictRequest.
+func DecodeBulkPredictRequest(body []byte, maxRows int, clampNegativeInFlight bool, dst []features.Row) ([]features.Row, int, []FieldError) {
+	return Decoder{}.DecodeBulkPredictRequest(body, maxRows, clampNegativeInFlight, dst)
+}
+
+// DecodeSamples decodes POST /samples with the default limits; see
+// Decoder.DecodeSamples.
+func DecodeSamples(body []byte, maxEntries int) ([]store.Sample, []Rejection, []FieldError) {
+	return Decoder{}.DecodeSamples(body, maxEntries)
+}
+
+// DecodeTrainingBulk decodes POST /add_training_data_bulk with the default
+// limits; see Decoder.DecodeTrainingBulk.
+func DecodeTrainingBulk(body []byte, maxEntries int) ([]store.Sample, []Rejection, []FieldError) {
+	return Decoder{}.DecodeTrainingBulk(body, maxEntries)
+}
+
+// DecodePredictRequest decodes POST /predict: one row as the top-level
+// object. Negative token-in-flight values are errors here (spec §2.4).
+func (dec Decoder) DecodePredictRequest(body []byte) (features.Row, []FieldError) {
+	d := dec.newEntryDecoder(body, false)
+	s := &d.s
+	s.skipSpace()
+	if s.peek() != '{' {
+		return features.Row{}, d.notAnObject(topLevel.loc(""))
+	}
+	var sample store.Sample
+	if d.entry(1, topLevel, &sample) {
+		s.finish()
+	}
+	if s.failed() {
+		return features.Row{}, []FieldError{jsonInvalid(s.errPos, s.errMsg)}
+	}
+	if d.errCount > 0 {
+		return features.Row{}, d.errs
+	}
+	return sample.Row, nil
+}
+
+// DecodeBulkPredictRequest decodes POST /predict/bulk/strict and
+// /predict/bulk: {"requests": [row, ...]} with 1 to maxRows rows (maxRows
+// <= 0: no upper bound). It is the prediction hot path: a valid body
+// allocates nothing when dst has room for its rows.
+//
+// Rows are appended to dst, which is returned. Any invalid row makes the
+// whole request invalid (spec §2.5, §2.7): then dst comes back with its
+// original length and errs lists at most Limits.MaxErrors errors.
+//
+// With clampNegativeInFlight (for /predict/bulk/strict, where one 422 fails
+// every coalesced caller; spec §2.4) negative prefill_tokens_in_flight and
+// decode_tokens_in_flight become 0 instead of errors, and clamped counts the
+// values so changed. Fractional or non-finite values are errors either way.
+func (dec Decoder) DecodeBulkPredictRequest(body []byte, maxRows int, clampNegativeInFlight bool, dst []features.Row) (rows []features.Row, clamped int, errs []FieldError) {
+	n0 := len(dst)
+	d := dec.newEntryDecoder(body, false)
+	d.clamp = clampNegativeInFlight
+	s := &d.s
+	s.skipSpace()
+	if s.peek() != '{' {
+		return dst, 0, d.notAnObject(topLevel.loc(""))
+	}
+	start := s.pos
+	seen := false
+	count := 0
+	var sample store.Sample
+	for more := s.open(1); more && !s.failed(); more = s.next('}') {
+		key, ok := s.readKey()
+		if !ok {
+			break
+		}
+		if string(key) != "requests" {
+			s.skipValue(2)
+			continue
+		}
+		if seen {
+			d.reportToken(problem{code: probDuplicateKey, reason: "requests"}, []any{"body", "requests"}, 2)
+			continue
+		}
+		seen = true
+		s.skipSpace()
+		if s.peek() != '[' {
+			d.reportToken(problem{code: probListType}, []any{"body", "requests"}, 2)
+			continue
+		}
+		for more := s.open(2); more; more = s.next(']') {
+			if maxRows > 0 && count >= maxRows || d.errCount >= d.errLimit {
+				// Past the cap the request is invalid anyway: only check
+				// syntax and count.
+				if !s.skipValue(3) {
+					break
+				}
+			} else {
+				if !d.entry(3, locBase{list: "requests", index: count}, &sample) {
+					break
+				}
+				if d.errCount == 0 {
+					dst = append(dst, sample.Row)
+				}
+			}
+			count++
+		}
+	}
+	if !s.failed() {
+		s.finish()
+	}
+	if s.failed() {
+		return dst[:n0], 0, []FieldError{jsonInvalid(s.errPos, s.errMsg)}
+	}
+	switch {
+	case !seen:
+		d.add(problem{code: probMissing}.fieldError([]any{"body", "requests"}, echo(body, start, s.pos, s.maxDepth)))
+	case d.errCount == 0 && count == 0 || maxRows > 0 && count > maxRows:
+		d.add(listLengthError([]any{"body", "requests"}, count, maxRows))
+	}
+	if d.errCount > 0 {
+		return dst[:n0], 0, d.errs
+	}
+	return dst, d.clamped, nil
+}
+
+// DecodeSamples decodes POST /samples, which takes three forms: the bulk
+// envelope {"entries": [entry, ...]}, a bare array [entry, ...], or one
+// entry as the top-level object. An object is the envelope exactly when it
+// has an "entries" key.
+//
+// Entries are validated one by one (spec §2.10, "SHOULD validate per
+// entry"): valid ones are returned in order, invalid ones are reported in
+// rejected and dropped. Entries whose labels are both 0 are valid and
+// returned; they carry no label, and the store discards them (spec §2.10).
+//
+// envelopeErrs is non-empty when the body as a whole is malformed: not
+// JSON, not an object or array, an envelope whose entries is not a list, or
+// more than maxEntries entries (maxEntries <= 0: no bound). The caller
+// answers 422 with it, and then samples and rejected are nil. An empty list
+// is valid and yields no samples.
+func (dec Decoder) DecodeSamples(body []byte, maxEntries int) (samples []store.Sample, rejected []Rejection, envelopeErrs []FieldError) {
+	return dec.decodeSamples(body, maxEntries, false)
+}
+
+// DecodeTrainingBulk decodes POST /add_training_data_bulk: like DecodeSamples,
+// but only the envelope form is accepted, so a body without "entries" is an
+// envelope error (missing), as in the reference.
+func (dec Decoder) DecodeTrainingBulk(body []byte, maxEntries int) (samples []store.Sample, rejected []Rejection, envelopeErrs []FieldError) {
+	return dec.decodeSamples(body, maxEntries, true)
+}
+
+func (dec Decoder) decodeSamples(body []byte, maxEntries int, envelopeOnly bool) ([]store.Sample, []Rejection, []FieldError) {
+	d := dec.newEntryDecoder(body, true)
+	s := &d.s
+	s.skipSpace()
+	c := s.peek()
+	if c != '{' && (c != '[' || envelopeOnly) {
+		return nil, nil, d.notAnObject(topLevel.loc(""))
+	}
+	start := s.pos
+	b := sampleBatch{d: &d, maxErrors: d.lim.MaxErrors, maxEntries: maxEntries}
+	// Size the result once: no valid entry is shorter than minEntryBytes.
+	capacity := len(body)/minEntryBytes + 1
+	if maxEntries > 0 && capacity > maxEntries {
+		capacity = maxEntries
+	}
+	b.samples = make([]store.Sample, 0, capacity)
+	var envErrs []FieldError
+	listLoc := []any{"body"}
+	switch {
+	case c == '[':
+		b.list(1, "")
+	case envelopeOnly || hasKey(*s, "entries"):
+		listLoc = []any{"body", "entries"}
+		seen := false
+		for more := s.open(1); more && !s.failed(); more = s.next('}') {
+			key, ok := s.readKey()
+			if !ok {
+				break
+			}
+			if string(key) != "entries" {
+				s.skipValue(2)
+				continue
+			}
+			if seen {
+				t, ok := s.readToken(2)
+				if ok {
+					p := problem{code: probDuplicateKey, reason: "entries"}
+					envErrs = append(envErrs, p.fieldError(listLoc, echo(body, t.start, t.end, s.maxDepth)))
+				}
+				continue
+			}
+			seen = true
+			s.skipSpace()
+			if s.peek() != '[' {
+				if t, ok := s.readToken(2); ok {
+					envErrs = append(envErrs, problem{code: probListType}.fieldError(listLoc, echo(body, t.start, t.end, s.maxDepth)))
+				}
+				continue
+			}
+			b.list(2, "entries")
+		}
+		if !seen && !s.failed() {
+			s.finish() // the body must be JSON before it can lack a field
+			if !s.failed() {
+				envErrs = append(envErrs, problem{code: probMissing}.fieldError(listLoc, echo(body, start, s.pos, s.maxDepth)))
+			}
+		}
+	default:
+		b.one()
+	}
+	if !s.failed() {
+		s.finish()
+	}
+	if s.failed() {
+		return nil, nil, []FieldError{jsonInvalid(s.errPos, s.errMsg)}
+	}
+	if maxEntries > 0 && b.count > maxEntries {
+		envErrs = append(envErrs, listLengthError(listLoc, b.count, maxEntries))
+	}
+	if len(envErrs) > 0 {
+		return nil, nil, envErrs
+	}
+	return b.samples, b.rejected, nil
+}
+
+// minEntryBytes is the length of the shortest valid training entry: its
+// required members with one-digit values, no white space.
+var minEntryBytes = func() int {
+	n := len("{}") - 1 // n members need n-1 commas
+	for f := range numFields {
+		if requiredInEntry.has(f) {
+			n += len(`"":0,`) + len(fieldNames[f])
+		}
+	}
+	return n
+}()
+
+// sampleBatch collects the entries of one training body.
+type sampleBatch struct {
+	d          *entryDecoder
+	maxErrors  int // rejections that carry their full error list
+	maxEntries int // entries decoded; past it they are only counted
+	count      int
+	samples    []store.Sample
+	rejected   []Rejection
+}
+
+// list decodes a JSON array of entries at s.pos.
+func (b *sampleBatch) list(depth int, name string) {
+	s := &b.d.s
+	for more := s.open(depth); more; more = s.next(']') {
+		if b.maxEntries > 0 && b.count >= b.maxEntries {
+			// Too many: the envelope is invalid; only check syntax and count.
+			if !s.skipValue(depth + 1) {
+				return
+			}
+			b.count++
+			continue
+		}
+		if !b.add(depth+1, locBase{list: name, index: b.count}) {
+			return
+		}
+	}
+}
+
+// one decodes a single top-level entry.
+func (b *sampleBatch) one() {
+	b.add(1, topLevel)
+}
+
+// add decodes one entry and files it as a sample or a rejection.
+func (b *sampleBatch) add(depth int, base locBase) bool {
+	d := b.d
+	d.errs, d.errCount = nil, 0
+	d.errLimit = b.d.lim.MaxErrors
+	if len(b.rejected) >= b.maxErrors {
+		d.errLimit = 1 // enough for the one-line detail
+	}
+	var sample store.Sample
+	if !d.entry(depth, base, &sample) {
+		return false
+	}
+	index := b.count
+	if base.index < 0 {
+		index = 0
+	}
+	b.count++
+	if d.errCount == 0 {
+		b.samples = append(b.samples, sample)
+		return true
+	}
+	r := Rejection{Index: index, Detail: describe(d.errs, d.errCount)}
+	if len(b.rejected) < b.maxErrors {
+		r.Errors = d.errs
+	}
+	b.rejected = append(b.rejected, r)
+	return true
+}
+
+// hasKey reports whether the object at s.pos has the top-level key. It works
+// on a copy of the scanner and stops at the key, so the common envelope,
+// which starts with its key, costs one key read. A syntax error before the
+// key is left for the real pass to find.
+func hasKey(s scanner, key string) bool {
+	for more := s.open(1); more && !s.failed(); more = s.next('}') {
+		k, ok := s.readKey()
+		if !ok {
+			return false
+		}
+		if string(k) == key {
+			return true
+		}
+		s.skipValue(2)
+	}
+	return false
+}
+
+// entryDecoder decodes the rows or training entries of one request body and
+// collects their errors.
+type entryDecoder struct {
+	s        scanner
+	lim      DecodeLimits
+	training bool  // training entries: sample fields are known, sample ceilings apply
+	maxCount int64 // ceiling on integer fields
+	clamp    bool  // clamp negative token-in-flight values to 0
+	clamped  int
+	errs     []FieldError // reported errors, at most errLimit
+	errCount int          // errors found, reported or not
+	errLimit int
+	lastPod  string // the last pod_type label allocated; see podTypeValue
+
+	// next[f] is the field that followed field f last time (next[numFields]:
+	// the first field), learnt as rows are read. Encoders write keys in a
+	// fixed order, so after the first row most keys are confirmed by one
+	// comparison instead of being scanned and looked up.
+	next [numFields + 1]fieldID
+}
+
+func (dec Decoder) newEntryDecoder(body []byte, training bool) entryDecoder {
+	lim := dec.Limits.withDefaults()
+	d := entryDecoder{
+		s:        newScanner(body, lim.MaxDepth),
+		lim:      lim,
+		training: training,
+		maxCount: lim.MaxPredictCount,
+		errLimit: lim.MaxErrors,
+	}
+	if training {
+		d.maxCount = lim.MaxSampleCount
+	}
+	return d
+}
+
+// notAnObject reports a top-level value that is not an object (the
+// caller has checked the first byte): json_invalid if the body is not JSON,
+// missing if it is empty or null, model_attributes_type otherwise.
+func (d *entryDecoder) notAnObject(loc []any) []FieldError {
+	s := &d.s
+	s.skipSpace()
+	if s.pos == len(s.data) {
+		return []FieldError{missingBody()}
+	}
+	t, ok := s.readToken(1)
+	if ok {
+		s.finish()
+	}
+	if s.failed() {
+		return []FieldError{jsonInvalid(s.errPos, s.errMsg)}
+	}
+	if t.kind == tokNull {
+		return []FieldError{missingBody()}
+	}
+	return []FieldError{problem{code: probModelType}.fieldError(loc, echo(s.data, t.start, t.end, s.maxDepth))}
+}
+
+func (d *entryDecoder) add(e FieldError) {
+	d.errCount++
+	if len(d.errs) < d.errLimit {
+		d.errs = append(d.errs, e)
+	}
+}
+
+// report records p for the value data[start:end]; the loc and the echoed
+// input are built only if the error will be kept.
+func (d *entryDecoder) report(p problem, base locBase, field string, start, end int) {
+	d.errCount++
+	if len(d.errs) < d.errLimit {
+		d.errs = append(d.errs, p.fieldError(base.loc(field), echo(d.s.data, start, end, d.s.maxDepth)))
+	}
+}
+
+// reportToken reads the next value and records p for it.
+func (d *entryDecoder) reportToken(p problem, loc []any, depth int) {
+	s := &d.s
+	t, ok := s.readToken(depth)
+	if !ok {
+		return
+	}
+	d.add(p.fieldError(loc, echo(s.data, t.start, t.end, s.maxDepth)))
+}
+
+// entry decodes the object at s.pos into out (which it resets), reporting
+// validation errors; it returns false only on a syntax error.
+func (d *entryDecoder) entry(depth int, base locBase, out *store.Sample) bool {
+	s := &d.s
+	s.skipSpace()
+	if s.peek() != '{' {
+		t, ok := s.readToken(depth)
+		if ok {
+			d.report(problem{code: probModelType}, base, "", t.start, t.end)
+		}
+		return ok
+	}
+	start := s.pos
+	*out = store.Sample{}
+	var seen fieldSet
+	prev := numFields // the previous known field; numFields at the start
+	for more := s.open(depth); more; more = s.next('}') {
+		f, known := d.predictedKey(prev)
+		if s.failed() {
+			return false
+		}
+		if !known {
+			key, ok := s.readKey()
+			if !ok {
+				return false
+			}
+			f, known = lookupField(key)
+		}
+		if known {
+			d.next[prev] = f
+			prev = f
+		}
+		if !known || !d.training && f >= firstTrainingField {
+			if !s.skipValue(depth + 1) {
+				return false
+			}
+			continue
+		}
+		if seen.has(f) {
+			t, ok := s.readToken(depth + 1)
+			if !ok {
+				return false
+			}
+			d.report(problem{code: probDuplicateKey, reason: fieldNames[f]}, base, fieldNames[f], t.start, t.end)
+			continue
+		}
+		seen |= 1 << f
+		s.skipSpace()
+		if fieldKinds[f].isNumeric() {
+			// Fast path: a plain number that is valid for the field. Anything
+			// else takes the general path below, which also reports.
+			if n, end, ok, _, _ := lexNumber(s.data, s.pos); ok && d.setNumber(f, n, s.data[s.pos:end], out) {
+				s.pos = end
+				continue
+			}
+		}
+		t, ok := s.readToken(depth + 1)
+		if !ok {
+			return false
+		}
+		if code := d.set(f, &t, out); code != noProblem {
+			d.report(d.problemFor(f, code, &t), base, fieldNames[f], t.start, t.end)
+		}
+	}
+	if s.failed() {
+		return false
+	}
+	required := requiredInRow
+	if d.training {
+		required = requiredInEntry
+	}
+	if missing := required &^ seen; missing != 0 {
+		var whole any // the echo of the entry, built once for all its missing fields
+		for f := range numFields {
+			if !missing.has(f) {
+				continue
+			}
+			if whole == nil && len(d.errs) < d.errLimit {
+				whole = echo(s.data, start, s.pos, s.maxDepth)
+			}
+			d.add(problem{code: probMissing}.fieldError(base.loc(fieldNames[f]), whole))
+		}
+	}
+	return true
+}
+
+// predictedKey consumes the key at s.pos and its colon if the key is the
+// field that followed prev last time. The raw bytes between the quotes
+// equal a field name, which has no escapes, so this is exact.
+func (d *entryDecoder) predictedKey(prev fieldID) (fieldID, bool) {
+	s := &d.s
+	f := d.next[prev]
+	name := fieldNames[f]
+	end := s.pos + 1 + len(name) // the closing quote, if predicted right
+	if end+1 >= len(s.data) || s.data[s.pos] != '"' || s.data[end] != '"' || string(s.data[s.pos+1:end]) != name {
+		return 0, false
+	}
+	if c := s.data[end+1]; c == ':' {
+		s.pos = end + 2
+		return f, true
+	}
+	s.pos = end + 1
+	s.skipSpace()
+	if s.peek() != ':' {
+		s.fail(s.pos, "Expecting ':' delimiter")
+		return 0, false
+	}
+	s.pos++
+	return f, true
+}
+
+// setNumber stores the number literal lit into numeric field f if it is
+// valid there as it stands, and reports whether it did. It is the hot path
+// and says nothing about invalid values: set does.
+func (d *entryDecoder) setNumber(f fieldID, n numLit, lit []byte, out *store.Sample) bool {
+	switch fieldKinds[f] {
+	case kindCount:
+		v, st := n.toInt()
+		if st != intOK || v < 0 || v > d.maxCount {
+			return false
+		}
+		*intField(f, out) = v
+	case kindFraction, kindLatency, kindPredicted:
+		v, ok := n.toFloat(lit)
+		if !ok || v < 0 || v > d.floatMax(f) {
+			return false
+		}
+		*floatField(f, out) = v
+	default:
+		return false
+	}
+	return true
+}
+
+// set stores the value of field f from t into out, or returns what is
+// wrong with it. null in an optional field leaves the default.
+func (d *entryDecoder) set(f fieldID, t *token, out *store.Sample) problemCode {
+	if t.kind == tokNull && !requiredInEntry.has(f) {
+		return noProblem
+	}
+	var code problemCode
+	switch fieldKinds[f] {
+	case kindCount:
+		var v int64
+		v, code = countValue(t, d.maxCount)
+		if code == probGreaterEqual && d.clamp && (f == fPrefillInFlight || f == fDecodeInFlight) {
+			d.clamped++
+			v, code = 0, noProblem
+		}
+		if code == noProblem {
+			*intField(f, out) = v
+		}
+	case kindFraction, kindLatency, kindPredicted:
+		*floatField(f, out), code = boundedFloat(t, d.floatMax(f))
+	case kindPodType:
+		out.Row.PodType, code = podTypeValue(t, d.lastPod)
+		if code == noProblem && len(t.text) > 0 {
+			d.lastPod = out.Row.PodType
+		}
+	case kindTimestamp:
+		out.Timestamp, code = timestampValue(t)
+	}
+	return code
+}
+
+// floatMax is the upper bound of a numeric field that is not a count.
+func (d *entryDecoder) floatMax(f fieldID) float64 {
+	switch fieldKinds[f] {
+	case kindFraction:
+		return 1
+	case kindLatency:
+		return d.lim.MaxLatencyMs
+	}
+	// predicted_*_ms: no ceiling; a wild prediction is what accuracy
+	// tracking is for.
+	return math.MaxFloat64
+}
+
+// problemFor completes a problem code found in field f with the bound or
+// reason its message shows.
+func (d *entryDecoder) problemFor(f fieldID, code problemCode, t *token) problem {
+	integer := fieldKinds[f] == kindCount
+	switch code {
+	case probGreaterEqual:
+		return ge(0, integer)
+	case probLessEqual:
+		if integer {
+			return le(float64(d.maxCount), true)
+		}
+		return le(d.floatMax(f), false)
+	case probDatetimeParsing:
+		_, reason := parseTimestamp(t.text)
+		return problem{code: code, reason: reason}
+	}
+	return problem{code: code}
+}
+
+// intField is the destination of integer field f. encoder_matched_size is
+// not checked against encoder_input_size: the client does that before
+// sending, and the reference does not.
+func intField(f fieldID, out *store.Sample) *int64 {
+	row := &out.Row
+	switch f {
+	case fInputTokens:
+		return &row.InputTokenLength
+	case fWaiting:
+		return &row.NumRequestWaiting
+	case fRunning:
+		return &row.NumRequestRunning
+	case fGenerated:
+		return &row.NumTokensGenerated
+	case fPrefillInFlight:
+		return &row.PrefillTokensInFlight
+	case fDecodeInFlight:
+		return &row.DecodeTokensInFlight
+	case fEncoderInput:
+		return &row.EncoderInputSize
+	case fEncoderMatched:
+		return &row.EncoderMatchedSize
+	}
+	panic("api: not an integer field: " + fieldNames[f])
+}
+
+// floatField is the destination of float field f.
+func floatField(f fieldID, out *store.Sample) *float64 {
+	switch f {
+	case fKVCache:
+		return &out.Row.KVCachePercentage
+	case fPrefixScore:
+		return &out.Row.PrefixCacheScore
+	case fActualTTFT:
+		return &out.ActualTTFTMs
+	case fActualTPOT:
+		return &out.ActualTPOTMs
+	case fPredictedTTFT:
+		return &out.PredictedTTFTMs
+	case fPredictedTPOT:
+		return &out.PredictedTPOTMs
+	}
+	panic("api: not a float field: " + fieldNames[f])
+}

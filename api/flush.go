@@ -1,0 +1,134 @@
+package api
+
+// FlushRequest is the body of POST /flush (spec §3.2). Every flag defaults
+// to true: an empty body flushes everything, as in the reference.
+type FlushRequest struct {
+	FlushTrainingData bool
+	FlushTestData     bool
+	FlushMetrics      bool
+	Reason            *string // nil when absent or null; echoed in the response
+}
+
+// DecodeFlushRequest decodes the optional body of POST /flush with the
+// default limits; see Decoder.DecodeFlushRequest.
+func DecodeFlushRequest(body []byte) (FlushRequest, []FieldError) {
+	return Decoder{}.DecodeFlushRequest(body)
+}
+
+// DecodeFlushRequest decodes the optional body of POST /flush. An empty
+// body, or null, means every default. The flags take what pydantic's lax
+// bool takes: true/false, 0/1, and the strings true, false, yes, no, on,
+// off, 1, 0 in any case. null is refused for a flag (bool_type) rather than
+// read as the default, because the default is the destructive choice.
+func (dec Decoder) DecodeFlushRequest(body []byte) (FlushRequest, []FieldError) {
+	req := FlushRequest{FlushTrainingData: true, FlushTestData: true, FlushMetrics: true}
+	d := dec.newEntryDecoder(body, false)
+	s := &d.s
+	s.skipSpace()
+	if s.pos == len(body) {
+		return req, nil
+	}
+	if s.peek() != '{' {
+		errs := d.notAnObject(topLevel.loc(""))
+		if errs[0].Type == "missing" { // null: no body
+			return req, nil
+		}
+		return FlushRequest{}, errs
+	}
+	var seen [4]bool
+	for more := s.open(1); more && !s.failed(); more = s.next('}') {
+		key, ok := s.readKey()
+		if !ok {
+			break
+		}
+		field := -1
+		switch string(key) {
+		case "flush_training_data":
+			field = 0
+		case "flush_test_data":
+			field = 1
+		case "flush_metrics":
+			field = 2
+		case "reason":
+			field = 3
+		}
+		if field < 0 {
+			s.skipValue(2)
+			continue
+		}
+		name := [...]string{"flush_training_data", "flush_test_data", "flush_metrics", "reason"}[field]
+		t, ok := s.readToken(2)
+		if !ok {
+			break
+		}
+		if seen[field] {
+			d.report(problem{code: probDuplicateKey, reason: name}, topLevel, name, t.start, t.end)
+			continue
+		}
+		seen[field] = true
+		var code problemCode
+		switch field {
+		case 0:
+			req.FlushTrainingData, code = boolValue(&t)
+		case 1:
+			req.FlushTestData, code = boolValue(&t)
+		case 2:
+			req.FlushMetrics, code = boolValue(&t)
+		case 3:
+			req.Reason, code = optionalString(&t)
+		}
+		if code != noProblem {
+			d.report(problem{code: code}, topLevel, name, t.start, t.end)
+		}
+	}
+	if !s.failed() {
+		s.finish()
+	}
+	if s.failed() {
+		return FlushRequest{}, []FieldError{jsonInvalid(s.errPos, s.errMsg)}
+	}
+	if d.errCount > 0 {
+		return FlushRequest{}, d.errs
+	}
+	return req, nil
+}
+
+// boolValue converts a flag the way pydantic's lax mode does.
+func boolValue(t *token) (bool, problemCode) {
+	switch t.kind {
+	case tokBool:
+		return t.truth, noProblem
+	case tokNumber:
+		if v, st := t.num.toInt(); st == intOK && (v == 0 || v == 1) {
+			return v == 1, noProblem
+		}
+		return false, probBoolParsing
+	case tokNonFinite:
+		return false, probBoolParsing
+	case tokString:
+		for _, w := range [...]string{"true", "yes", "on", "1"} {
+			if len(t.text) == len(w) && hasPrefixFold(t.text, w) {
+				return true, noProblem
+			}
+		}
+		for _, w := range [...]string{"false", "no", "off", "0"} {
+			if len(t.text) == len(w) && hasPrefixFold(t.text, w) {
+				return false, noProblem
+			}
+		}
+		return false, probBoolParsing
+	}
+	return false, probBoolType
+}
+
+// optionalString converts a string-or-null field.
+func optionalString(t *token) (*string, problemCode) {
+	switch t.kind {
+	case tokNull:
+		return nil, noProblem
+	case tokString:
+		v := string(t.text)
+		return &v, noProblem
+	}
+	return nil, probStringType
+}

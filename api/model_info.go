@@ -1,0 +1,117 @@
+package api
+
+import (
+	"time"
+
+	"github.com/headroomhq/headroom/features"
+	"github.com/headroomhq/headroom/model"
+)
+
+// modelTypeXGBoost is the model type reported wherever llm-d's router reads
+// one: its client refuses types it does not know, and Headroom's trees are
+// XGBoost's. The linear part is described in /model/info.
+const modelTypeXGBoost = "xgboost"
+
+// ModelInfo is GET /model/info on both servers: model quality by curl.
+type ModelInfo struct {
+	Version        uint64     `json:"version"`
+	Checksum       string     `json:"checksum,omitempty"`
+	TrainedAt      any        `json:"trained_at"` // RFC 3339 or null
+	AgeSeconds     *float64   `json:"age_seconds"`
+	LoadedAt       any        `json:"loaded_at,omitempty"`
+	XGBoostMissing bool       `json:"xgboost_missing"`
+	TTFT           TargetInfo `json:"ttft"`
+	TPOT           TargetInfo `json:"tpot"`
+}
+
+// TargetInfo describes one target's model in a ModelInfo.
+type TargetInfo struct {
+	Ready bool `json:"ready"`
+	// Kind is how the prediction is composed: linear, log-trees, or
+	// linear+log-trees (a linear base with trees on the log residual).
+	Kind string `json:"kind,omitempty"`
+	// TrainSamples and HoldoutSamples are what the store holds now (trainer)
+	// or held when the model was trained (predictor, which has no store).
+	TrainSamples   int `json:"train_samples"`
+	HoldoutSamples int `json:"holdout_samples"`
+	// Trained* are the counts the model was trained and measured on.
+	TrainedOnSamples   int                    `json:"trained_on_samples"`
+	Holdout            model.Quality          `json:"holdout"`
+	HoldoutLinear      model.Quality          `json:"holdout_linear"`
+	Calibration        string                 `json:"calibration_source,omitempty"`
+	Trees              int                    `json:"trees"`
+	TrainedAt          any                    `json:"trained_at"`
+	TrainSeconds       float64                `json:"train_seconds"`
+	FeatureRanges      map[string]model.Range `json:"feature_ranges,omitempty"`
+	Columns            []string               `json:"columns,omitempty"`
+	LinearIntercept    float64                `json:"linear_intercept"`
+	LinearCoefficients map[string]float64     `json:"linear_coefficients,omitempty"`
+}
+
+// storeCounts gives the live sample counts of a target, when a store is at hand.
+type storeCounts func(t features.Target) (train, holdout int)
+
+func newModelInfo(pub *model.Published, loadedAt, now time.Time, counts storeCounts) ModelInfo {
+	info := ModelInfo{TrainedAt: nil}
+	if pub != nil {
+		b := pub.Bundle
+		info.Version = b.Version
+		info.Checksum = b.Checksum
+		info.TrainedAt = timestamp(b.CreatedAt)
+		age := now.Sub(b.CreatedAt).Seconds()
+		info.AgeSeconds = &age
+		info.XGBoostMissing = b.XGBoostMissing
+		if !loadedAt.IsZero() {
+			info.LoadedAt = timestamp(loadedAt)
+		}
+	}
+	for _, t := range features.Targets {
+		ti := targetInfo(pub, t)
+		if counts != nil {
+			ti.TrainSamples, ti.HoldoutSamples = counts(t)
+		}
+		if t == features.TTFT {
+			info.TTFT = ti
+		} else {
+			info.TPOT = ti
+		}
+	}
+	return info
+}
+
+func targetInfo(pub *model.Published, t features.Target) TargetInfo {
+	var m *model.TargetModel
+	if pub != nil {
+		m = pub.Bundle.Target(t)
+	}
+	if m == nil {
+		return TargetInfo{TrainedAt: nil}
+	}
+	ti := TargetInfo{
+		Ready:            true,
+		Kind:             string(m.Kind),
+		TrainSamples:     m.TrainSamples,
+		HoldoutSamples:   m.HoldoutSamples,
+		TrainedOnSamples: m.TrainSamples,
+		Holdout:          m.Holdout,
+		HoldoutLinear:    m.HoldoutLinear,
+		Calibration:      m.Calibration.Source,
+		TrainedAt:        timestamp(m.TrainedAt),
+		TrainSeconds:     m.TrainSeconds,
+		Columns:          m.Columns,
+		FeatureRanges:    make(map[string]model.Range, len(m.Columns)),
+	}
+	if m.Trees != nil {
+		ti.Trees = m.Trees.NumTrees()
+	}
+	for i, c := range m.Columns {
+		ti.FeatureRanges[c] = m.Ranges[i]
+	}
+	intercept, coef := m.Linear.OriginalUnits()
+	ti.LinearIntercept = intercept
+	ti.LinearCoefficients = make(map[string]float64, len(coef))
+	for i, c := range m.Columns {
+		ti.LinearCoefficients[c] = coef[i]
+	}
+	return ti
+}

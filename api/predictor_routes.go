@@ -1,0 +1,306 @@
+package api
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/headroomhq/headroom/features"
+	"github.com/headroomhq/headroom/predictor"
+)
+
+// PredictorOptions configure the prediction server.
+type PredictorOptions struct {
+	Limits     Limits
+	Tokens     Tokens
+	TrainerURL string // reported in /status and /
+	SyncEvery  time.Duration
+	// Reload syncs with the trainer now (POST /reload); nil when the bundle
+	// comes from a trainer in the same process.
+	Reload func(ctx context.Context) (bool, error)
+	// Registry receives the server's metrics and is served on /metrics.
+	Registry *prometheus.Registry
+	Now      func() time.Time
+}
+
+type predictorServer struct {
+	p    *predictor.Predictor
+	opts PredictorOptions
+
+	rowsPool  sync.Pool // *[]features.Row
+	predsPool sync.Pool // *[]predictor.Prediction
+	outPool   sync.Pool // *[]byte
+
+	clamped   prometheus.Counter
+	batchRows prometheus.Histogram
+	notReady  *prometheus.CounterVec
+}
+
+// NewPredictorHandler returns the prediction server's routes.
+func NewPredictorHandler(p *predictor.Predictor, opts PredictorOptions) http.Handler {
+	opts.Limits.setDefaults()
+	if opts.Registry == nil {
+		opts.Registry = prometheus.NewRegistry()
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	s := &predictorServer{p: p, opts: opts}
+	s.rowsPool.New = func() any { return new([]features.Row) }
+	s.predsPool.New = func() any { return new([]predictor.Prediction) }
+	s.outPool.New = func() any { return new([]byte) }
+	s.clamped = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "headroom_predict_clamped_in_flight_total",
+		Help: "Negative token-in-flight values clamped to 0 on /predict/bulk/strict instead of failing every coalesced caller.",
+	})
+	s.batchRows = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "headroom_predict_batch_rows",
+		Help:    "Rows per prediction request.",
+		Buckets: prometheus.ExponentialBuckets(1, 4, 8),
+	})
+	s.notReady = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "headroom_predict_not_ready_total",
+		Help: "Prediction requests answered without predictions because no model was loaded, by route.",
+	}, []string{"route"})
+	opts.Registry.MustRegister(s.clamped, s.batchRows, s.notReady)
+
+	r := newEngine(newHTTPMetrics(opts.Registry, "predictor"))
+	read := requireToken(opts.Tokens, readAccess)
+	write := requireToken(opts.Tokens, writeAccess)
+	r.POST("/predict/bulk/strict", read, s.bulkStrict)
+	r.POST("/predict/bulk", read, s.bulk)
+	r.POST("/predict", read, s.single)
+	r.GET("/status", read, s.status)
+	r.GET("/model/info", read, s.modelInfo)
+	r.POST("/reload", write, s.reload)
+	r.GET("/healthz", func(c *gin.Context) {
+		c.JSON(http.StatusOK, gin.H{"status": "ok", "service": "http-based-latency-predictor"})
+	})
+	r.GET("/readyz", s.readyz)
+	r.GET("/", s.root)
+	r.GET("/metrics", gin.WrapH(promhttp.HandlerFor(opts.Registry, promhttp.HandlerOpts{})))
+	return r
+}
+
+// predictRows decodes a bulk body and predicts it, returning pooled slices
+// the caller must give back with put.
+func (s *predictorServer) predictRows(c *gin.Context, clamp bool) (rows []features.Row, preds []predictor.Prediction, loadedAt time.Time, put func(), ok bool) {
+	if !checkContentType(c) {
+		return nil, nil, time.Time{}, nil, false
+	}
+	body, release, ok := readBodyOrFail(c, s.opts.Limits.MaxBodyBytes)
+	if !ok {
+		return nil, nil, time.Time{}, nil, false
+	}
+	rp := s.rowsPool.Get().(*[]features.Row)
+	decoded, clamped, errs := DecodeBulkPredictRequest(body, s.opts.Limits.MaxRows, clamp, (*rp)[:0])
+	release()
+	*rp = decoded
+	if len(errs) > 0 {
+		s.rowsPool.Put(rp)
+		writeValidation(c, errs)
+		return nil, nil, time.Time{}, nil, false
+	}
+	if clamped > 0 {
+		s.clamped.Add(float64(clamped))
+	}
+	s.batchRows.Observe(float64(len(decoded)))
+	pp := s.predsPool.Get().(*[]predictor.Prediction)
+	if cap(*pp) < len(decoded) {
+		*pp = make([]predictor.Prediction, len(decoded))
+	}
+	preds = (*pp)[:len(decoded)]
+	put = func() { s.rowsPool.Put(rp); s.predsPool.Put(pp) }
+	loadedAt, err := s.p.Predict(decoded, preds)
+	if err != nil {
+		return decoded, nil, time.Time{}, put, true
+	}
+	return decoded, preds, loadedAt, put, true
+}
+
+// bulkStrict is the router's hot path: all rows or none, in order.
+func (s *predictorServer) bulkStrict(c *gin.Context) {
+	start := s.opts.Now()
+	_, preds, loadedAt, put, ok := s.predictRows(c, true)
+	if !ok {
+		return
+	}
+	defer put()
+	if preds == nil {
+		s.notReady.WithLabelValues("/predict/bulk/strict").Inc()
+		writeDetail(c, http.StatusServiceUnavailable, "Models not ready")
+		return
+	}
+	s.writeBulk(c, preds, loadedAt, start)
+}
+
+// bulk is the partial-failure flavour: always 200, nulls where a row failed.
+func (s *predictorServer) bulk(c *gin.Context) {
+	start := s.opts.Now()
+	rows, preds, loadedAt, put, ok := s.predictRows(c, false)
+	if !ok {
+		return
+	}
+	defer put()
+	if preds == nil {
+		s.notReady.WithLabelValues("/predict/bulk").Inc()
+		type rowError struct {
+			Index   int    `json:"index"`
+			Error   string `json:"error"`
+			Request any    `json:"request"`
+		}
+		errs := make([]rowError, len(rows))
+		nulls := make([]any, len(rows))
+		for i := range rows {
+			errs[i] = rowError{Index: i, Error: "Batch prediction error: 503: Models not ready", Request: rowEcho(&rows[i])}
+		}
+		c.JSON(http.StatusOK, gin.H{
+			"predictions": nulls, "errors": errs, "total_requests": len(rows),
+			"successful_predictions": 0, "failed_predictions": len(rows),
+			"processing_time_ms": msSince(start, s.opts.Now()),
+		})
+		return
+	}
+	s.writeBulk(c, preds, loadedAt, start)
+}
+
+func (s *predictorServer) writeBulk(c *gin.Context, preds []predictor.Prediction, loadedAt, start time.Time) {
+	op := s.outPool.Get().(*[]byte)
+	now := s.opts.Now()
+	out := appendBulkResponse((*op)[:0], preds, s.meta(loadedAt, now), msSince(start, now))
+	c.Data(http.StatusOK, "application/json", out)
+	*op = out
+	s.outPool.Put(op)
+}
+
+func (s *predictorServer) single(c *gin.Context) {
+	if !checkContentType(c) {
+		return
+	}
+	body, release, ok := readBodyOrFail(c, s.opts.Limits.MaxBodyBytes)
+	if !ok {
+		return
+	}
+	row, errs := DecodePredictRequest(body)
+	release()
+	if len(errs) > 0 {
+		writeValidation(c, errs)
+		return
+	}
+	var pred [1]predictor.Prediction
+	loadedAt, err := s.p.Predict([]features.Row{row}, pred[:])
+	if err != nil {
+		s.notReady.WithLabelValues("/predict").Inc()
+		writeDetail(c, http.StatusServiceUnavailable, "Models not ready")
+		return
+	}
+	c.Data(http.StatusOK, "application/json", appendPrediction(nil, &pred[0], s.meta(loadedAt, s.opts.Now())))
+}
+
+// meta is what every prediction object repeats.
+func (s *predictorServer) meta(loadedAt, now time.Time) predictionMeta {
+	return predictionMeta{
+		predictedAt: timestamp(now),
+		objective:   string(s.p.Objective()),
+		quantile:    s.p.Quantile(),
+		lastLoad:    timestamp(loadedAt),
+	}
+}
+
+func (s *predictorServer) status(c *gin.Context) {
+	pub, loadedAt := s.p.Current()
+	hasTTFT := pub != nil && pub.Bundle.TTFT != nil
+	hasTPOT := pub != nil && pub.Bundle.TPOT != nil
+	var version uint64
+	if pub != nil {
+		version = pub.Bundle.Version
+	}
+	resp := gin.H{
+		"is_ready":            s.p.Ready(),
+		"model_type":          modelTypeXGBoost,
+		"objective_type":      string(s.p.Objective()),
+		"quantile":            s.p.Quantile(),
+		"last_model_load":     nullableTimestamp(loadedAt),
+		"training_server_url": s.opts.TrainerURL,
+		"models_exist":        gin.H{"ttft_model": hasTTFT, "tpot_model": hasTPOT},
+		"ensemble_active":     false,
+		"model_generation":    version,
+		"trained":             hasTTFT || hasTPOT,
+	}
+	if pub != nil {
+		resp["bundle_age_seconds"] = s.opts.Now().Sub(pub.Bundle.CreatedAt).Seconds()
+		resp["bundle_checksum"] = pub.Bundle.Checksum
+		samples := 0
+		for _, t := range features.Targets {
+			if m := pub.Bundle.Target(t); m != nil {
+				samples += m.TrainSamples + m.HoldoutSamples
+			}
+		}
+		resp["samples_seen"] = samples
+	}
+	c.JSON(http.StatusOK, resp)
+}
+
+func (s *predictorServer) modelInfo(c *gin.Context) {
+	pub, loadedAt := s.p.Current()
+	c.JSON(http.StatusOK, newModelInfo(pub, loadedAt, s.opts.Now(), nil))
+}
+
+func (s *predictorServer) reload(c *gin.Context) {
+	synced := false
+	if s.opts.Reload != nil {
+		ctx, cancel := context.WithTimeout(c.Request.Context(), 30*time.Second)
+		defer cancel()
+		var err error
+		if synced, err = s.opts.Reload(ctx); err != nil {
+			writeDetail(c, http.StatusInternalServerError, fmt.Sprintf("Error reloading models: %v", err))
+			return
+		}
+	}
+	_, loadedAt := s.p.Current()
+	c.JSON(http.StatusOK, gin.H{
+		"synced": synced, "loaded": s.p.Ready(), "is_ready": s.p.Ready(),
+		"model_type": modelTypeXGBoost, "objective_type": string(s.p.Objective()), "quantile": s.p.Quantile(),
+		"last_load_time": nullableTimestamp(loadedAt),
+	})
+}
+
+func (s *predictorServer) readyz(c *gin.Context) {
+	if !s.p.Ready() {
+		writeDetail(c, http.StatusServiceUnavailable, "Models are not ready")
+		return
+	}
+	c.JSON(http.StatusOK, gin.H{"status": "ready", "model_type": modelTypeXGBoost,
+		"objective_type": string(s.p.Objective()), "quantile": s.p.Quantile()})
+}
+
+func (s *predictorServer) root(c *gin.Context) {
+	c.JSON(http.StatusOK, gin.H{
+		"message": "HTTP-based Latency Predictor is running", "model_type": modelTypeXGBoost,
+		"objective_type": string(s.p.Objective()), "quantile": s.p.Quantile(), "is_ready": s.p.Ready(),
+		"sync_interval": int(s.opts.SyncEvery / time.Second), "training_server": s.opts.TrainerURL,
+	})
+}
+
+func msSince(start, now time.Time) float64 {
+	return float64(now.Sub(start).Nanoseconds()) / 1e6
+}
+
+// rowEcho is a row as the reference echoes it in /predict/bulk errors:
+// every field, defaults filled.
+func rowEcho(r *features.Row) map[string]any {
+	return map[string]any{
+		"kv_cache_percentage": r.KVCachePercentage, "input_token_length": r.InputTokenLength,
+		"num_request_waiting": r.NumRequestWaiting, "num_request_running": r.NumRequestRunning,
+		"num_tokens_generated": r.NumTokensGenerated, "prefix_cache_score": r.PrefixCacheScore,
+		"pod_type": r.PodType, "prefill_tokens_in_flight": r.PrefillTokensInFlight,
+		"decode_tokens_in_flight": r.DecodeTokensInFlight, "encoder_input_size": r.EncoderInputSize,
+		"encoder_matched_size": r.EncoderMatchedSize,
+	}
+}

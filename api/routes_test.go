@@ -1,0 +1,274 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/headroomhq/headroom/features"
+	"github.com/headroomhq/headroom/predictor"
+	"github.com/headroomhq/headroom/store"
+	"github.com/headroomhq/headroom/trainer"
+)
+
+type service struct {
+	db        *store.DB
+	trainer   *trainer.Trainer
+	pred      *predictor.Predictor
+	trainerH  http.Handler
+	predictH  http.Handler
+	tokens    Tokens
+	maxBodyKB int64
+}
+
+func newService(t *testing.T, tokens Tokens) *service {
+	t.Helper()
+	dir := t.TempDir()
+	db, err := store.Open(filepath.Join(dir, "samples.db"), store.Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	tr, err := trainer.New(trainer.Config{BundleDir: filepath.Join(dir, "bundles")}, db) // linear only: fast
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, _ := predictor.New(predictor.Mean, 0.9)
+	limits := Limits{MaxBodyBytes: 1 << 20}
+	return &service{db: db, trainer: tr, pred: p, tokens: tokens,
+		trainerH: NewTrainerHandler(tr, db, TrainerOptions{Limits: limits, Tokens: tokens}),
+		predictH: NewPredictorHandler(p, PredictorOptions{Limits: limits, Tokens: tokens})}
+}
+
+func do(h http.Handler, method, path, body string, header ...string) *httptest.ResponseRecorder {
+	req := httptest.NewRequest(method, path, strings.NewReader(body))
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, req)
+	return w
+}
+
+func entry(ttft, tpot float64, running int) string {
+	return fmt.Sprintf(`{"kv_cache_percentage":0.1,"input_token_length":%d,"num_request_waiting":0,"num_request_running":%d,`+
+		`"num_tokens_generated":0,"prefix_cache_score":0,"actual_ttft_ms":%g,"actual_tpot_ms":%g}`, 100+running*7, running, ttft, tpot)
+}
+
+func (s *service) ingestAndTrain(t *testing.T, n int) {
+	t.Helper()
+	var es []string
+	for i := 0; i < n; i++ {
+		es = append(es, entry(20+float64(i%30), 10+float64(i%30)/10, i%30))
+	}
+	if w := do(s.trainerH, "POST", "/add_training_data_bulk", `{"entries":[`+strings.Join(es, ",")+`]}`); w.Code != 202 {
+		t.Fatalf("ingest: %d %s", w.Code, w.Body)
+	}
+	pub, err := s.trainer.Retrain(context.Background())
+	if err != nil || pub == nil {
+		t.Fatalf("retrain: %v %v", pub, err)
+	}
+	s.pred.Swap(pub, pub.Bundle.CreatedAt)
+}
+
+func decode(t *testing.T, w *httptest.ResponseRecorder) map[string]any {
+	t.Helper()
+	var m map[string]any
+	if err := json.Unmarshal(w.Body.Bytes(), &m); err != nil {
+		t.Fatalf("body %q is not a JSON object: %v", w.Body, err)
+	}
+	return m
+}
+
+func TestIngestKeepsValidEntriesOfABatch(t *testing.T) {
+	s := newService(t, Tokens{})
+	body := `{"entries":[` + entry(50, 0, 1) + `,` + strings.Replace(entry(50, 0, 2), `"actual_ttft_ms":50`, `"actual_ttft_ms":NaN`, 1) +
+		`,` + entry(0, 12, 3) + `]}`
+	w := do(s.trainerH, "POST", "/add_training_data_bulk", body)
+	if w.Code != 202 {
+		t.Fatalf("status %d: %s", w.Code, w.Body)
+	}
+	m := decode(t, w)
+	if m["message"] != "Accepted 2 training samples." {
+		t.Errorf("message %q", m["message"])
+	}
+	rej, _ := m["rejected"].([]any)
+	if len(rej) != 1 || rej[0].(map[string]any)["index"] != 1.0 || !strings.Contains(fmt.Sprint(rej[0]), "actual_ttft_ms") {
+		t.Errorf("rejected %v; want entry 1 naming actual_ttft_ms", m["rejected"])
+	}
+	c := s.db.Counts()
+	if c.Train(features.TTFT)+c.Holdout(features.TTFT) != 1 || c.Train(features.TPOT)+c.Holdout(features.TPOT) != 1 {
+		t.Errorf("store holds %+v; want one TTFT and one TPOT sample", c)
+	}
+}
+
+func TestIngestErrors(t *testing.T) {
+	s := newService(t, Tokens{})
+	bad := strings.Replace(entry(50, 0, 1), `"kv_cache_percentage":0.1`, `"kv_cache_percentage":1.5`, 1)
+	tests := []struct {
+		name, path, body, ctype string
+		want                    int
+	}{
+		{"all entries bad", "/add_training_data_bulk", `{"entries":[` + bad + `]}`, "application/json", 422},
+		{"not json", "/add_training_data_bulk", `{"entries":[`, "application/json", 422},
+		{"entries missing", "/add_training_data_bulk", `{"samples":[]}`, "application/json", 422},
+		{"form content type", "/samples", entry(50, 0, 1), "application/x-www-form-urlencoded", 415},
+		{"body too large", "/samples", `[` + strings.Repeat(entry(50, 0, 1)+",", 10000) + entry(50, 0, 1) + `]`, "application/json", 413},
+		{"empty list accepted", "/add_training_data_bulk", `{"entries":[]}`, "application/json", 202},
+		{"one object on /samples", "/samples", entry(50, 0, 1), "", 202},
+		{"bare array on /samples", "/samples", `[` + entry(50, 0, 1) + `]`, "application/json", 202},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			req := httptest.NewRequest("POST", tt.path, strings.NewReader(tt.body))
+			if tt.ctype != "" {
+				req.Header.Set("Content-Type", tt.ctype)
+			}
+			w := httptest.NewRecorder()
+			s.trainerH.ServeHTTP(w, req)
+			if w.Code != tt.want {
+				t.Fatalf("status %d, want %d: %s", w.Code, tt.want, w.Body)
+			}
+			if _, ok := decode(t, w)["detail"]; tt.want >= 400 && !ok {
+				t.Errorf("error without detail: %s", w.Body)
+			}
+		})
+	}
+	if n := s.db.Counts().Train(features.TTFT) + s.db.Counts().Holdout(features.TTFT); n != 2 {
+		t.Errorf("store holds %d TTFT samples, want the 2 from valid requests only", n)
+	}
+}
+
+func TestPredictRoutes(t *testing.T) {
+	s := newService(t, Tokens{})
+	row := `{"kv_cache_percentage":0.1,"input_token_length":200,"num_request_waiting":0,"num_request_running":4,"num_tokens_generated":1,"prefix_cache_score":0}`
+	if w := do(s.predictH, "POST", "/predict/bulk/strict", `{"requests":[`+row+`]}`); w.Code != 503 || decode(t, w)["detail"] != "Models not ready" {
+		t.Fatalf("before a model: %d %s", w.Code, w.Body)
+	}
+	if w := do(s.predictH, "GET", "/readyz", ""); w.Code != 503 {
+		t.Errorf("readyz before a model: %d", w.Code)
+	}
+	w := do(s.predictH, "POST", "/predict/bulk", `{"requests":[`+row+`,`+row+`]}`)
+	if m := decode(t, w); w.Code != 200 || m["failed_predictions"] != 2.0 || len(m["errors"].([]any)) != 2 {
+		t.Errorf("/predict/bulk before a model: %d %s", w.Code, w.Body)
+	}
+
+	s.ingestAndTrain(t, 300)
+	w = do(s.predictH, "POST", "/predict/bulk/strict", `{"requests":[`+row+`,`+strings.Replace(row, `"num_request_running":4`, `"num_request_running":25,"prefill_tokens_in_flight":-3`, 1)+`]}`)
+	if w.Code != 200 {
+		t.Fatalf("strict: %d %s", w.Code, w.Body)
+	}
+	var resp struct {
+		Predictions []struct {
+			TTFT float64 `json:"ttft_ms"`
+			TPOT float64 `json:"tpot_ms"`
+		} `json:"predictions"`
+		Total int `json:"total_requests"`
+		OK    int `json:"successful_predictions"`
+	}
+	if err := json.Unmarshal(w.Body.Bytes(), &resp); err != nil || resp.Total != 2 || resp.OK != 2 || len(resp.Predictions) != 2 {
+		t.Fatalf("strict answer %s: %v", w.Body, err)
+	}
+	if !(resp.Predictions[1].TTFT > resp.Predictions[0].TTFT) {
+		t.Errorf("a busier endpoint (25 running) predicted no slower: %+v", resp.Predictions)
+	}
+	if w := do(s.predictH, "POST", "/predict", strings.Replace(row, `}`, `,"prefill_tokens_in_flight":-1}`, 1)); w.Code != 422 {
+		t.Errorf("/predict with negative in-flight tokens: %d, want 422", w.Code)
+	}
+	if w := do(s.predictH, "POST", "/predict/bulk/strict", `{"requests":[]}`); w.Code != 422 {
+		t.Errorf("empty strict request: %d, want 422", w.Code)
+	}
+	st := decode(t, do(s.predictH, "GET", "/status", ""))
+	if st["is_ready"] != true || st["model_type"] != "xgboost" {
+		t.Errorf("status %v", st)
+	}
+	for k, v := range st["models_exist"].(map[string]any) {
+		if _, ok := v.(bool); !ok {
+			t.Errorf("models_exist[%s] = %v is not a bool", k, v)
+		}
+	}
+}
+
+func TestNotFoundAndMethodNotAllowed(t *testing.T) {
+	s := newService(t, Tokens{})
+	for _, h := range []http.Handler{s.trainerH, s.predictH} {
+		if w := do(h, "GET", "/nope", ""); w.Code != 404 || decode(t, w)["detail"] != "Not Found" {
+			t.Errorf("unknown path: %d %s", w.Code, w.Body)
+		}
+		if w := do(h, "GET", "/predict/bulk/strict", ""); h == s.predictH && (w.Code != 405 || decode(t, w)["detail"] != "Method Not Allowed") {
+			t.Errorf("wrong method: %d %s", w.Code, w.Body)
+		}
+	}
+}
+
+func TestBundleETag(t *testing.T) {
+	s := newService(t, Tokens{})
+	if w := do(s.trainerH, "GET", "/model/bundle", ""); w.Code != 404 {
+		t.Fatalf("bundle before training: %d", w.Code)
+	}
+	s.ingestAndTrain(t, 100)
+	w := do(s.trainerH, "GET", "/model/bundle", "")
+	etag := w.Header().Get("ETag")
+	if w.Code != 200 || etag == "" {
+		t.Fatalf("bundle: %d etag %q", w.Code, etag)
+	}
+	if w := do(s.trainerH, "GET", "/model/bundle", "", "If-None-Match", etag); w.Code != 304 || w.Body.Len() != 0 {
+		t.Errorf("conditional GET of an unchanged bundle: %d with %d bytes", w.Code, w.Body.Len())
+	}
+	info := decode(t, do(s.trainerH, "GET", "/model/info", ""))
+	ttft := info["ttft"].(map[string]any)
+	if info["version"] != 1.0 || ttft["holdout"].(map[string]any)["rows"] == nil || ttft["train_samples"] == 0.0 {
+		t.Errorf("model info %v", info)
+	}
+	dl := decode(t, do(s.trainerH, "GET", "/model/download/info", ""))
+	for k, v := range dl["model_status"].(map[string]any) {
+		if _, ok := v.(bool); !ok {
+			t.Errorf("model_status[%s] = %v is not a bool", k, v)
+		}
+	}
+}
+
+func TestTokens(t *testing.T) {
+	s := newService(t, Tokens{Read: "r-token", Write: "w-token"})
+	row := `{"requests":[{"kv_cache_percentage":0,"input_token_length":1,"num_request_waiting":0,"num_request_running":0,"num_tokens_generated":1,"prefix_cache_score":0}]}`
+	tests := []struct {
+		name   string
+		h      http.Handler
+		method string
+		path   string
+		body   string
+		auth   string
+		want   int
+	}{
+		{"health open", s.trainerH, "GET", "/healthz", "", "", 200},
+		{"readiness open", s.trainerH, "GET", "/readyz", "", "", 200},
+		{"ingest without token", s.trainerH, "POST", "/samples", entry(1, 0, 1), "", 401},
+		{"ingest with read token", s.trainerH, "POST", "/samples", entry(1, 0, 1), "Bearer r-token", 401},
+		{"ingest with write token", s.trainerH, "POST", "/samples", entry(1, 0, 1), "Bearer w-token", 202},
+		{"predict without token", s.predictH, "POST", "/predict/bulk/strict", row, "", 401},
+		{"predict with wrong token", s.predictH, "POST", "/predict/bulk/strict", row, "Bearer r-tokeN", 401},
+		{"predict with read token", s.predictH, "POST", "/predict/bulk/strict", row, "Bearer r-token", 503},
+		{"predict with write token", s.predictH, "POST", "/predict/bulk/strict", row, "Bearer w-token", 503},
+		{"bundle with read token", s.trainerH, "GET", "/model/bundle", "", "Bearer r-token", 404},
+		{"reload needs write", s.predictH, "POST", "/reload", "", "Bearer r-token", 401},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var hdr []string
+			if tt.auth != "" {
+				hdr = []string{"Authorization", tt.auth}
+			}
+			if w := do(tt.h, tt.method, tt.path, tt.body, hdr...); w.Code != tt.want {
+				t.Errorf("%s %s: %d, want %d: %s", tt.method, tt.path, w.Code, tt.want, w.Body)
+			}
+		})
+	}
+}

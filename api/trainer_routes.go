@@ -1,0 +1,331 @@
+package api
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/headroomhq/headroom/features"
+	"github.com/headroomhq/headroom/predictor"
+	"github.com/headroomhq/headroom/store"
+	"github.com/headroomhq/headroom/trainer"
+)
+
+// TrainerOptions configure the training server.
+type TrainerOptions struct {
+	Limits    Limits
+	Tokens    Tokens
+	Objective predictor.Objective
+	Quantile  float64
+	// Registry receives the server's metrics and is served on /metrics.
+	Registry *prometheus.Registry
+	Now      func() time.Time
+}
+
+type trainerServer struct {
+	t    *trainer.Trainer
+	db   *store.DB
+	opts TrainerOptions
+
+	ingested *prometheus.CounterVec
+	rejected prometheus.Counter
+}
+
+// NewTrainerHandler returns the training server's routes.
+func NewTrainerHandler(t *trainer.Trainer, db *store.DB, opts TrainerOptions) http.Handler {
+	opts.Limits.setDefaults()
+	if opts.Registry == nil {
+		opts.Registry = prometheus.NewRegistry()
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Objective == "" {
+		opts.Objective = predictor.Mean
+	}
+	if opts.Quantile == 0 {
+		opts.Quantile = 0.9
+	}
+	s := &trainerServer{t: t, db: db, opts: opts}
+	s.ingested = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "headroom_samples_ingested_total",
+		Help: "Samples committed to the store, by target side (ttft, tpot, holdout sides included) and outcome.",
+	}, []string{"outcome"})
+	s.rejected = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "headroom_samples_rejected_total",
+		Help: "Ingested entries refused by validation; the rest of their batch is kept.",
+	})
+	opts.Registry.MustRegister(s.ingested, s.rejected)
+
+	r := newEngine(newHTTPMetrics(opts.Registry, "trainer"))
+	read := requireToken(opts.Tokens, readAccess)
+	write := requireToken(opts.Tokens, writeAccess)
+	r.POST("/add_training_data_bulk", write, s.ingestBulk)
+	r.POST("/samples", write, s.ingestSamples)
+	r.POST("/flush", write, s.flush)
+	r.GET("/model/bundle", read, s.bundle)
+	r.GET("/model/info", read, s.modelInfo)
+	r.GET("/model/download/info", read, s.downloadInfo)
+	r.GET("/model/:target/xgb/json", read, s.treesJSON)
+	r.GET("/data/status", read, s.dataStatus)
+	r.GET("/status", read, s.status)
+	r.GET("/healthz", func(c *gin.Context) { c.JSON(http.StatusOK, gin.H{"status": "ok"}) })
+	r.GET("/readyz", s.readyz)
+	r.GET("/", s.root)
+	r.GET("/metrics", gin.WrapH(promhttp.HandlerFor(opts.Registry, promhttp.HandlerOpts{})))
+	return r
+}
+
+// ingestBulk is llm-d's POST /add_training_data_bulk: {"entries": [...]}.
+func (s *trainerServer) ingestBulk(c *gin.Context) { s.ingest(c, DecodeTrainingBulk) }
+
+// ingestSamples is Headroom's POST /samples: one sample, an array, or
+// {"entries": [...]}.
+func (s *trainerServer) ingestSamples(c *gin.Context) { s.ingest(c, DecodeSamples) }
+
+// ingest validates every entry, stores the valid ones in one durable commit,
+// and only then answers 202. Invalid entries are reported by index and do
+// not cost their batch its valid entries, unlike the reference.
+func (s *trainerServer) ingest(c *gin.Context, decode func([]byte, int) ([]store.Sample, []Rejection, []FieldError)) {
+	if !checkContentType(c) {
+		return
+	}
+	body, release, ok := readBodyOrFail(c, s.opts.Limits.MaxBodyBytes)
+	if !ok {
+		return
+	}
+	samples, rejected, envErrs := decode(body, s.opts.Limits.MaxEntries)
+	release()
+	if len(envErrs) > 0 {
+		writeValidation(c, envErrs)
+		return
+	}
+	s.rejected.Add(float64(len(rejected)))
+	if len(samples) == 0 && len(rejected) > 0 {
+		details := make([]FieldError, 0, len(rejected))
+		for _, r := range rejected {
+			details = append(details, r.Errors...)
+		}
+		c.JSON(http.StatusUnprocessableEntity, gin.H{"detail": details, "rejected": rejected})
+		return
+	}
+	now := s.opts.Now().UTC()
+	for i := range samples {
+		if samples[i].Timestamp.IsZero() {
+			samples[i].Timestamp = now
+		}
+	}
+	res, err := s.db.Add(samples)
+	if err != nil {
+		writeDetail(c, http.StatusInternalServerError, fmt.Sprintf("Failed to add training data in bulk: %v", err))
+		return
+	}
+	s.ingested.WithLabelValues("stored").Add(float64(len(samples)))
+	resp := gin.H{
+		"message":  fmt.Sprintf("Accepted %d training samples.", len(samples)),
+		"accepted": len(samples),
+		"rejected": rejectedOrEmpty(rejected),
+		"stored":   res,
+	}
+	c.JSON(http.StatusAccepted, resp)
+}
+
+func rejectedOrEmpty(r []Rejection) []Rejection {
+	if r == nil {
+		return []Rejection{}
+	}
+	return r
+}
+
+func (s *trainerServer) flush(c *gin.Context) {
+	body, release, ok := readBodyOrFail(c, s.opts.Limits.MaxBodyBytes)
+	if !ok {
+		return
+	}
+	req, errs := DecodeFlushRequest(body)
+	release()
+	if len(errs) > 0 {
+		writeValidation(c, errs)
+		return
+	}
+	res, err := s.db.Flush(req.FlushTrainingData, req.FlushTestData, features.Targets[:]...)
+	if err != nil {
+		writeDetail(c, http.StatusInternalServerError, fmt.Sprintf("Failed to flush data: %v", err))
+		return
+	}
+	var parts []string
+	if req.FlushTrainingData {
+		parts = append(parts, fmt.Sprintf("%d TTFT and %d TPOT training samples", res.Train[features.TTFT], res.Train[features.TPOT]))
+	}
+	if req.FlushTestData {
+		parts = append(parts, fmt.Sprintf("%d TTFT and %d TPOT test samples", res.Holdout[features.TTFT], res.Holdout[features.TPOT]))
+	}
+	if req.FlushMetrics {
+		parts = append(parts, "all metric scores")
+	}
+	msg := "No data flushed"
+	if len(parts) > 0 {
+		msg = "Successfully flushed: " + strings.Join(parts, ", ")
+	}
+	c.JSON(http.StatusOK, gin.H{
+		"success": true, "flushed_at": timestamp(s.opts.Now()), "reason": req.Reason,
+		"ttft_training_samples_flushed": res.Train[features.TTFT],
+		"tpot_training_samples_flushed": res.Train[features.TPOT],
+		"ttft_test_samples_flushed":     res.Holdout[features.TTFT],
+		"tpot_test_samples_flushed":     res.Holdout[features.TPOT],
+		"metrics_cleared":               req.FlushMetrics,
+		"message":                       msg,
+		// Models stay in service after a flush: they were trained on data
+		// that was valid when it arrived, and the next model will be trained
+		// only on what arrives next.
+		"models_reset": false,
+	})
+}
+
+// bundle serves the current bundle to predictors, with ETag and
+// If-None-Match so an unchanged bundle costs a 304.
+func (s *trainerServer) bundle(c *gin.Context) {
+	pub := s.t.Current()
+	if pub == nil {
+		writeDetail(c, http.StatusNotFound, "no bundle published yet")
+		return
+	}
+	etag := pub.ETag()
+	c.Header("ETag", etag)
+	c.Header("X-Headroom-Bundle-Version", fmt.Sprint(pub.Bundle.Version))
+	if inm := c.GetHeader("If-None-Match"); inm != "" && (inm == etag || inm == "*") {
+		c.Status(http.StatusNotModified)
+		return
+	}
+	c.Data(http.StatusOK, "application/json", pub.Encoded)
+}
+
+func (s *trainerServer) counts(t features.Target) (int, int) {
+	cts := s.db.Counts()
+	return cts.Train(t), cts.Holdout(t)
+}
+
+func (s *trainerServer) modelInfo(c *gin.Context) {
+	info := newModelInfo(s.t.Current(), time.Time{}, s.opts.Now(), s.counts)
+	c.JSON(http.StatusOK, gin.H{
+		"version": info.Version, "checksum": info.Checksum, "trained_at": info.TrainedAt,
+		"age_seconds": info.AgeSeconds, "xgboost_missing": info.XGBoostMissing,
+		"ttft": info.TTFT, "tpot": info.TPOT, "training": s.t.Status(),
+	})
+}
+
+func (s *trainerServer) downloadInfo(c *gin.Context) {
+	pub := s.t.Current()
+	ready := func(t features.Target) bool { return pub != nil && pub.Bundle.Target(t) != nil }
+	c.JSON(http.StatusOK, gin.H{
+		"model_type":     modelTypeXGBoost,
+		"quantile":       s.opts.Quantile,
+		"objective_type": string(s.opts.Objective),
+		"model_status":   gin.H{"ttft_model_ready": ready(features.TTFT), "tpot_model_ready": ready(features.TPOT)},
+		"available_endpoints": gin.H{"trees": gin.H{
+			"ttft_trees": "/model/ttft/xgb/json", "tpot_trees": "/model/tpot/xgb/json",
+		}, "bundle": "/model/bundle", "info": "/model/info"},
+		"evaluation_info": gin.H{
+			"quantile_loss":          "Lower is better",
+			"coverage_percent":       fmt.Sprintf("Target: %.1f%%", s.opts.Quantile*100),
+			"violation_rate_percent": fmt.Sprintf("Target: %.1f%%", (1-s.opts.Quantile)*100),
+			"mape_percent":           "Holdout mean absolute percentage error, per target, in /model/info",
+		},
+	})
+}
+
+// treesJSON serves a target's trees in XGBoost's JSON dump format. The dump
+// is built per bundle, not per call.
+func (s *trainerServer) treesJSON(c *gin.Context) {
+	t, ok := features.ParseTarget(c.Param("target"))
+	if !ok {
+		writeDetail(c, http.StatusNotFound, "Not Found")
+		return
+	}
+	name := strings.ToUpper(t.String())
+	pub := s.t.Current()
+	m := pub.Target(t)
+	if m == nil || m.Trees == nil {
+		writeDetail(c, http.StatusNotFound, name+" model not available")
+		return
+	}
+	data, err := pub.TreeDump(t)
+	if err != nil {
+		writeDetail(c, http.StatusInternalServerError, "Error dumping "+name+" XGBoost trees")
+		return
+	}
+	c.Data(http.StatusOK, "application/json", data)
+}
+
+func (s *trainerServer) dataStatus(c *gin.Context) {
+	cts := s.db.Counts()
+	var lastRetrain any
+	for _, ts := range s.t.Status().Targets {
+		if !ts.LastSuccess.IsZero() {
+			if lastRetrain == nil || timestamp(ts.LastSuccess) > lastRetrain.(string) {
+				lastRetrain = timestamp(ts.LastSuccess)
+			}
+		}
+	}
+	tt, tp := cts.Train(features.TTFT), cts.Train(features.TPOT)
+	ht, hp := cts.Holdout(features.TTFT), cts.Holdout(features.TPOT)
+	c.JSON(http.StatusOK, gin.H{
+		"training_data": gin.H{"ttft_samples": tt, "tpot_samples": tp, "total_samples": tt + tp},
+		"test_data":     gin.H{"ttft_samples": ht, "tpot_samples": hp, "total_samples": ht + hp},
+		"ensemble": gin.H{"ensemble_mode": false, "ensemble_active": false, "min_samples_for_split": 0,
+			"ttft_noqueue_samples": 0, "ttft_queued_samples": 0, "tpot_noqueue_samples": 0, "tpot_queued_samples": 0},
+		"metrics":                  gin.H{"ttft_scores_count": 0, "tpot_scores_count": 0},
+		"bucket_distribution":      s.db.BucketCounts(features.TTFT),
+		"tpot_bucket_distribution": s.db.BucketCounts(features.TPOT),
+		"model_ready":              s.t.Current() != nil,
+		"last_retrain":             lastRetrain,
+	})
+}
+
+func (s *trainerServer) status(c *gin.Context) {
+	pub := s.t.Current()
+	var version uint64
+	if pub != nil {
+		version = pub.Bundle.Version
+	}
+	st := s.t.Status()
+	cts := s.db.Counts()
+	c.JSON(http.StatusOK, gin.H{
+		"is_ready":          pub != nil,
+		"model_type":        modelTypeXGBoost,
+		"objective_type":    string(s.opts.Objective),
+		"quantile":          s.opts.Quantile,
+		"model_generation":  version,
+		"xgboost_available": st.XGBoostAvailable,
+		"xgboost_error":     st.XGBoostError,
+		"training":          st.Targets,
+		"samples": gin.H{
+			"ttft": gin.H{"train": cts.Train(features.TTFT), "holdout": cts.Holdout(features.TTFT)},
+			"tpot": gin.H{"train": cts.Train(features.TPOT), "holdout": cts.Holdout(features.TPOT)},
+		},
+	})
+}
+
+func (s *trainerServer) readyz(c *gin.Context) {
+	// The trainer can take samples from its first second, so it is ready
+	// then; model state is in /status. Reporting "not ready" until a first
+	// model would keep an EPP pod (whose sidecar this is) out of service
+	// exactly when it must start collecting samples.
+	c.JSON(http.StatusOK, gin.H{"status": "ready", "model_ready": s.t.Current() != nil})
+}
+
+func (s *trainerServer) root(c *gin.Context) {
+	desc := "Predicting mean TTFT and TPOT latencies"
+	if s.opts.Objective == predictor.Quantile {
+		desc = fmt.Sprintf("Predicting %g%% quantile for TTFT and TPOT latencies", s.opts.Quantile*100)
+	}
+	c.JSON(http.StatusOK, gin.H{
+		"message": "Latency Predictor is running.", "model_type": modelTypeXGBoost,
+		"objective_type": string(s.opts.Objective), "quantile": s.opts.Quantile, "description": desc,
+	})
+}

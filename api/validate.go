@@ -1,0 +1,323 @@
+package api
+
+import "math"
+
+// DecodeLimits are the bounds the decoders enforce beyond the reference's
+// schema. A zero field takes its default, so the zero DecodeLimits is
+// DefaultDecodeLimits().
+type DecodeLimits struct {
+	// MaxPredictCount is the ceiling on every integer field of a prediction
+	// row (token counts, queue lengths, encoder sizes). Default 10^9.
+	MaxPredictCount int64
+	// MaxSampleCount is the same ceiling for training entries, lower
+	// because a stored absurd value poisons every later model. Default 10^8.
+	MaxSampleCount int64
+	// MaxLatencyMs is the ceiling on actual_ttft_ms and actual_tpot_ms.
+	// Default one hour.
+	MaxLatencyMs float64
+	// MaxDepth bounds JSON nesting, so that unknown fields cannot make the
+	// decoder recurse without limit. Default 64.
+	MaxDepth int
+	// MaxErrors bounds the errors reported for one request (and, for
+	// training bodies, the rejections that carry their full error list).
+	// Default 100.
+	MaxErrors int
+}
+
+// DefaultDecodeLimits returns the limits used where none are configured.
+func DefaultDecodeLimits() DecodeLimits {
+	return DecodeLimits{
+		MaxPredictCount: 1_000_000_000,
+		MaxSampleCount:  100_000_000,
+		MaxLatencyMs:    3_600_000,
+		MaxDepth:        64,
+		MaxErrors:       100,
+	}
+}
+
+func (l DecodeLimits) withDefaults() DecodeLimits {
+	d := DefaultDecodeLimits()
+	if l.MaxPredictCount <= 0 {
+		l.MaxPredictCount = d.MaxPredictCount
+	}
+	if l.MaxSampleCount <= 0 {
+		l.MaxSampleCount = d.MaxSampleCount
+	}
+	if !(l.MaxLatencyMs > 0) || math.IsInf(l.MaxLatencyMs, 0) {
+		l.MaxLatencyMs = d.MaxLatencyMs
+	}
+	if l.MaxDepth <= 0 {
+		l.MaxDepth = d.MaxDepth
+	}
+	if l.MaxErrors <= 0 {
+		l.MaxErrors = d.MaxErrors
+	}
+	return l
+}
+
+// fieldID names a field of a prediction row or training entry.
+type fieldID uint8
+
+const (
+	fKVCache fieldID = iota
+	fInputTokens
+	fWaiting
+	fRunning
+	fGenerated
+	fPrefixScore
+	fPodType
+	fPrefillInFlight
+	fDecodeInFlight
+	fEncoderInput
+	fEncoderMatched
+	// Fields after this point exist only in training entries; in a
+	// prediction row they are unknown fields and ignored.
+	fActualTTFT
+	fActualTPOT
+	fTimestamp
+	fPredictedTTFT
+	fPredictedTPOT
+	numFields
+)
+
+const firstTrainingField = fActualTTFT
+
+var fieldNames = [numFields]string{
+	fKVCache:         "kv_cache_percentage",
+	fInputTokens:     "input_token_length",
+	fWaiting:         "num_request_waiting",
+	fRunning:         "num_request_running",
+	fGenerated:       "num_tokens_generated",
+	fPrefixScore:     "prefix_cache_score",
+	fPodType:         "pod_type",
+	fPrefillInFlight: "prefill_tokens_in_flight",
+	fDecodeInFlight:  "decode_tokens_in_flight",
+	fEncoderInput:    "encoder_input_size",
+	fEncoderMatched:  "encoder_matched_size",
+	fActualTTFT:      "actual_ttft_ms",
+	fActualTPOT:      "actual_tpot_ms",
+	fTimestamp:       "timestamp",
+	fPredictedTTFT:   "predicted_ttft_ms",
+	fPredictedTPOT:   "predicted_tpot_ms",
+}
+
+// fieldKind is how a field's value is read and bounded.
+type fieldKind uint8
+
+const (
+	kindCount     fieldKind = iota // integer in [0, ceiling]
+	kindFraction                   // number in [0, 1]
+	kindLatency                    // milliseconds in [0, MaxLatencyMs]
+	kindPredicted                  // milliseconds, >= 0
+	kindPodType                    // string or null
+	kindTimestamp                  // RFC 3339 string
+)
+
+// isNumeric reports whether values of the kind are numbers.
+func (k fieldKind) isNumeric() bool { return k <= kindPredicted }
+
+var fieldKinds = [numFields]fieldKind{
+	fKVCache:         kindFraction,
+	fInputTokens:     kindCount,
+	fWaiting:         kindCount,
+	fRunning:         kindCount,
+	fGenerated:       kindCount,
+	fPrefixScore:     kindFraction,
+	fPodType:         kindPodType,
+	fPrefillInFlight: kindCount,
+	fDecodeInFlight:  kindCount,
+	fEncoderInput:    kindCount,
+	fEncoderMatched:  kindCount,
+	fActualTTFT:      kindLatency,
+	fActualTPOT:      kindLatency,
+	fTimestamp:       kindTimestamp,
+	fPredictedTTFT:   kindPredicted,
+	fPredictedTPOT:   kindPredicted,
+}
+
+// lookupField matches a key exactly (pydantic field names are case
+// sensitive). It picks the one candidate by length and a distinguishing
+// byte, then compares once: on the hot path a key costs one comparison.
+func lookupField(key []byte) (fieldID, bool) {
+	var f fieldID
+	switch len(key) {
+	case 8:
+		f = fPodType
+	case 9:
+		f = fTimestamp
+	case 14: // actual_ttft_ms, actual_tpot_ms
+		f = fActualTTFT
+		if key[8] == 'p' {
+			f = fActualTPOT
+		}
+	case 17: // predicted_ttft_ms, predicted_tpot_ms
+		f = fPredictedTTFT
+		if key[11] == 'p' {
+			f = fPredictedTPOT
+		}
+	case 18: // input_token_length, prefix_cache_score, encoder_input_size
+		switch key[0] {
+		case 'i':
+			f = fInputTokens
+		case 'p':
+			f = fPrefixScore
+		default:
+			f = fEncoderInput
+		}
+	case 19: // kv_cache_percentage, num_request_waiting, num_request_running
+		switch {
+		case key[0] == 'k':
+			f = fKVCache
+		case key[12] == 'w':
+			f = fWaiting
+		default:
+			f = fRunning
+		}
+	case 20: // num_tokens_generated, encoder_matched_size
+		f = fGenerated
+		if key[0] == 'e' {
+			f = fEncoderMatched
+		}
+	case 23:
+		f = fDecodeInFlight
+	case 24:
+		f = fPrefillInFlight
+	default:
+		return 0, false
+	}
+	return f, string(key) == fieldNames[f]
+}
+
+// fieldSet is a set of fieldIDs.
+type fieldSet uint32
+
+func (s fieldSet) has(f fieldID) bool { return s&(1<<f) != 0 }
+
+func setOf(fs ...fieldID) fieldSet {
+	var s fieldSet
+	for _, f := range fs {
+		s |= 1 << f
+	}
+	return s
+}
+
+// Required fields (spec §2.4 and §2.10). Every other field is optional, and
+// an optional field given as null counts as absent: pydantic would reject
+// null for an optional number, but an explicit "no value" meaning the
+// default is what a client writing null intends.
+var (
+	requiredInRow   = setOf(fKVCache, fInputTokens, fWaiting, fRunning, fGenerated, fPrefixScore)
+	requiredInEntry = requiredInRow | setOf(fActualTTFT, fActualTPOT)
+)
+
+// The conversions below return a problemCode, not a problem, to keep the
+// valid path cheap; the bound or reason an error message shows is worked out
+// from the field only when an error is reported (entryDecoder.problemFor).
+
+// countValue converts a token for an integer field: JSON integers,
+// integral floats (200.0, 2e2) and numeric strings, in [0, max].
+// A negative integer comes back with probGreaterEqual so that the caller
+// may clamp it instead.
+func countValue(t *token, max int64) (int64, problemCode) {
+	var v int64
+	var st intStatus
+	switch t.kind {
+	case tokNumber:
+		v, st = t.num.toInt()
+		if st == intFractional {
+			return 0, probIntFromFloat
+		}
+	case tokString:
+		n, _, kind := parseNumericString(t.text)
+		switch kind {
+		case notNumeric:
+			return 0, probIntParsing
+		case numericNonFinite:
+			return 0, probFiniteNumber
+		}
+		v, st = n.toInt()
+		if st == intFractional {
+			// pydantic: a string must spell an integer.
+			return 0, probIntParsing
+		}
+	case tokNonFinite:
+		return 0, probFiniteNumber
+	default:
+		return 0, probIntType
+	}
+	switch {
+	case st == intBelowRange:
+		return math.MinInt64, probGreaterEqual
+	case st == intAboveRange || v > max:
+		return 0, probLessEqual
+	case v < 0:
+		return v, probGreaterEqual
+	}
+	return v, noProblem
+}
+
+// floatValue converts a token for a number field: JSON numbers, integer
+// literals and numeric strings, finite only. Bounds are the caller's.
+func floatValue(t *token) (float64, problemCode) {
+	switch t.kind {
+	case tokNumber:
+		if f, ok := t.num.toFloat(t.text); ok {
+			return f, noProblem
+		}
+		return 0, probFiniteNumber
+	case tokString:
+		n, lit, kind := parseNumericString(t.text)
+		switch kind {
+		case notNumeric:
+			return 0, probFloatParsing
+		case numericNonFinite:
+			return 0, probFiniteNumber
+		}
+		if f, ok := n.toFloat(lit); ok {
+			return f, noProblem
+		}
+		return 0, probFiniteNumber
+	case tokNonFinite:
+		return 0, probFiniteNumber
+	}
+	return 0, probFloatType
+}
+
+// boundedFloat converts a number that must lie in [0, max].
+func boundedFloat(t *token, max float64) (float64, problemCode) {
+	f, code := floatValue(t)
+	switch {
+	case code != noProblem:
+		return 0, code
+	case f < 0:
+		return 0, probGreaterEqual
+	case f > max:
+		return 0, probLessEqual
+	}
+	return f, noProblem
+}
+
+// podLabels are the role labels routers send; returning these constants
+// keeps the common rows free of string allocations.
+var podLabels = [...]string{"", "prefill", "decode", "both", "monolithic"}
+
+// podTypeValue converts pod_type: any string, or null for "". last is the
+// previous label decoded in this request, reused when equal (a router sends
+// the same few labels in every row).
+func podTypeValue(t *token, last string) (string, problemCode) {
+	switch t.kind {
+	case tokNull:
+		return "", noProblem
+	case tokString:
+		for _, l := range podLabels {
+			if string(t.text) == l {
+				return l, noProblem
+			}
+		}
+		if string(t.text) == last {
+			return last, noProblem
+		}
+		return string(t.text), noProblem
+	}
+	return "", probStringType
+}

@@ -1,0 +1,85 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestWhatifJSON(t *testing.T) {
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "small.yaml")
+	if err := os.WriteFile(cfg, []byte("kv_blocks: 1500\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr bytes.Buffer
+	err := runWhatif(context.Background(), []string{"--workload", "agentic", "--json", "--seed", "3",
+		"--config", "default", "--config", cfg, "--config", "prefix_caching=false"}, &stdout, &stderr)
+	if err != nil {
+		t.Fatalf("whatif: %v\n%s", err, stderr.String())
+	}
+	var doc struct {
+		Configs []struct {
+			Name          string         `json:"name"`
+			KVBlocks      int            `json:"kv_blocks"`
+			Completed     int            `json:"completed"`
+			PrefixHitRate float64        `json:"prefix_hit_rate"`
+			TTFTP50       float64        `json:"ttft_p50_ms"`
+			Change        map[string]any `json:"change_vs_first"`
+		} `json:"configs"`
+	}
+	if err := json.Unmarshal(stdout.Bytes(), &doc); err != nil {
+		t.Fatalf("not JSON: %v\n%s", err, stdout.String())
+	}
+	c := doc.Configs
+	if len(c) != 3 || c[0].Name != "default" || c[1].Name != "small" || c[2].Name != "prefix_caching=false" {
+		t.Fatalf("configs %+v", c)
+	}
+	if c[1].KVBlocks != 1500 || c[0].Completed != 192 || c[2].PrefixHitRate != 0 || c[0].PrefixHitRate == 0 {
+		t.Errorf("configs %+v", c)
+	}
+	if c[0].Change != nil || c[1].Change == nil {
+		t.Error("change_vs_first should be on every configuration but the first")
+	}
+}
+
+func TestWhatifTableFromLog(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	err := runWhatif(context.Background(), []string{"--log", "../../sim/testdata/example.jsonl", "--servers", "1",
+		"--config", "default", "--config", "kv_blocks=12"}, &stdout, &stderr)
+	if err != nil {
+		t.Fatalf("whatif: %v\n%s", err, stderr.String())
+	}
+	for _, want := range []string{"5 requests", "default", "kv_blocks=12", "vs first", "prefix hit rate"} {
+		if !strings.Contains(stdout.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, stdout.String())
+		}
+	}
+}
+
+func TestWhatifUsageErrors(t *testing.T) {
+	tests := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--config", "default"}, "exactly one of --log and --workload"},
+		{[]string{"--workload", "chat", "--log", "x", "--config", "default"}, "exactly one"},
+		{[]string{"--workload", "chat"}, "at least one --config"},
+		{[]string{"--workload", "poker", "--config", "default"}, "agentic or chat"},
+		{[]string{"--workload", "chat", "--config", "kv_blocks=none"}, "not an integer"},
+		{[]string{"--workload", "chat", "--config", "default", "--router", "random"}, "--router"},
+		{[]string{"--log", "missing.jsonl", "--config", "default"}, "missing.jsonl"},
+		{[]string{"--workload", "chat", "--config", "default", "extra"}, "unexpected arguments"},
+	}
+	for _, tt := range tests {
+		var stdout, stderr bytes.Buffer
+		err := runWhatif(context.Background(), tt.args, &stdout, &stderr)
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%v: error %v, want one mentioning %q", tt.args, err, tt.want)
+		}
+	}
+}
