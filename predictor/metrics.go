@@ -1,6 +1,8 @@
 package predictor
 
 import (
+	"time"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/headroomhq/headroom/model"
@@ -13,11 +15,13 @@ type Metrics struct {
 	bundleVersion prometheus.Gauge
 	bundleCreated prometheus.Gauge
 	bundleLoaded  prometheus.Gauge
+	reg           prometheus.Registerer
 }
 
 // NewMetrics registers the predictor's series with reg.
 func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
+		reg: reg,
 		syncs: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "headroom_predictor_bundle_syncs_total",
 			Help: "Bundle sync attempts by result: ok, not_modified, no_bundle, unreachable, http_error, refused (checksum, signature or schema check failed).",
@@ -57,3 +61,20 @@ func (m *Metrics) observeBundle(p *model.Published) {
 // ObserveBundle records a bundle put in service by other means than a sync
 // (a local file at start, or a trainer in the same process).
 func (m *Metrics) ObserveBundle(p *model.Published) { m.observeBundle(p) }
+
+// WatchAge exports the age of p's bundle in service, computed at scrape time,
+// so a stalled trainer shows as a growing number.
+func (m *Metrics) WatchAge(p *Predictor) {
+	if m == nil {
+		return
+	}
+	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "headroom_predictor_bundle_age_seconds",
+		Help: "Seconds since the bundle in service was created by the trainer (0 before the first).",
+	}, func() float64 {
+		if pub, _ := p.Current(); pub != nil {
+			return time.Since(pub.Bundle.CreatedAt).Seconds()
+		}
+		return 0
+	}))
+}

@@ -21,11 +21,13 @@ type Metrics struct {
 	holdoutMAPE     *prometheus.GaugeVec
 	holdoutRows     *prometheus.GaugeVec
 	xgboost         prometheus.Gauge
+	reg             prometheus.Registerer
 }
 
 // NewMetrics registers the trainer's series with reg.
 func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
+		reg: reg,
 		runs: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "headroom_training_runs_total",
 			Help: "Training runs per target and result (ok, failed).",
@@ -63,6 +65,22 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	reg.MustRegister(m.runs, m.duration, m.publishFailures, m.bundleVersion, m.bundleCreated,
 		m.holdoutMAPE, m.holdoutRows, m.xgboost)
 	return m
+}
+
+// watchAge exports the age of the current bundle, computed at scrape time.
+func (m *Metrics) watchAge(current func() *model.Published) {
+	if m == nil {
+		return
+	}
+	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "headroom_bundle_age_seconds",
+		Help: "Seconds since the newest bundle was created (0 before the first).",
+	}, func() float64 {
+		if p := current(); p != nil {
+			return time.Since(p.Bundle.CreatedAt).Seconds()
+		}
+		return 0
+	}))
 }
 
 func (m *Metrics) observeRun(t features.Target, d time.Duration, err error) {

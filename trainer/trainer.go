@@ -155,6 +155,7 @@ func New(cfg Config, db *store.DB) (*Trainer, error) {
 		}
 	}
 	cfg.Metrics.observeXGBoost(t.xgbErr == nil)
+	cfg.Metrics.watchAge(t.Current)
 	cfg.Metrics.observeBundle(t.current.Load())
 	return t, nil
 }

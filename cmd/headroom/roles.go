@@ -83,6 +83,7 @@ func startRoles(ctx context.Context, c *commonFlags, t *trainerFlags, p *predict
 		}
 		reg := newRegistry()
 		metrics := predictor.NewMetrics(reg)
+		metrics.WatchAge(r.pred)
 		opts := api.PredictorOptions{Limits: c.limits(), Tokens: tokens, Registry: reg}
 		if r.trainer != nil {
 			r.background = append(r.background, func(ctx context.Context) { r.followTrainer(ctx, metrics) })
