@@ -39,6 +39,11 @@ func NewCalibration(source string, logResiduals []float64) (Calibration, error) 
 	c := Calibration{Source: source, Rows: len(r), LogResiduals: make([]float64, calibrationGrid)}
 	for i := range c.LogResiduals {
 		c.LogResiduals[i] = sortedQuantile(r, float64(i+1)/(calibrationGrid+1))
+		if i > 0 && c.LogResiduals[i] < c.LogResiduals[i-1] {
+			// Interpolation between nearly equal residuals can wobble by
+			// an ulp; quantiles must never decrease (Validate refuses it).
+			c.LogResiduals[i] = c.LogResiduals[i-1]
+		}
 	}
 	return c, nil
 }
@@ -91,5 +96,5 @@ func sortedQuantile(sorted []float64, q float64) float64 {
 		return sorted[len(sorted)-1]
 	}
 	f := pos - float64(i)
-	return sorted[i]*(1-f) + sorted[i+1]*f
+	return sorted[i] + (sorted[i+1]-sorted[i])*f
 }

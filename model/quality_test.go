@@ -77,3 +77,26 @@ func TestCalibrationCoverage(t *testing.T) {
 		t.Error("NaN residual accepted")
 	}
 }
+
+// Nearly constant residuals used to interpolate to quantiles that decrease
+// by an ulp, and the predictor then refused the trainer's bundle.
+func TestCalibrationOfNearlyConstantResidualsValidates(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	for trial := 0; trial < 2000; trial++ {
+		base := rng.NormFloat64()
+		r := make([]float64, 3+rng.IntN(200))
+		for i := range r {
+			r[i] = base
+			if rng.IntN(3) == 0 {
+				r[i] = math.Nextafter(base, math.Inf(1))
+			}
+		}
+		c, err := NewCalibration("holdout", r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Validate(); err != nil {
+			t.Fatalf("trial %d: %v", trial, err)
+		}
+	}
+}

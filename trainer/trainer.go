@@ -259,6 +259,12 @@ func (t *Trainer) publish(b *model.Bundle) (*model.Published, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Read the bundle back exactly as a predictor will: a bundle the
+	// predictors would refuse is never published.
+	if _, err := model.Decode(encoded, t.cfg.SigningKey); err != nil {
+		t.cfg.Metrics.publishFailed()
+		return nil, fmt.Errorf("publish bundle %d: it does not read back: %w", b.Version, err)
+	}
 	if t.cfg.BundleDir != "" {
 		path, err := model.WriteBundle(t.cfg.BundleDir, b.Version, encoded)
 		if err != nil {
