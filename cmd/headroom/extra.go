@@ -5,5 +5,6 @@ package main
 func extraCommands() []command {
 	return []command{
 		whatifCommand(),
+		demoCommand(),
 	}
 }

@@ -1,0 +1,80 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+
+	"github.com/headroomhq/headroom/demo"
+)
+
+func demoCommand() command {
+	return command{
+		name:    "demo",
+		summary: "watch Headroom learn and route a simulated vLLM fleet, against the usual routers",
+		run:     runDemo,
+	}
+}
+
+func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var (
+		opts   = demo.DefaultOptions()
+		asJSON = fs.Bool("json", false, "print the result as JSON on stdout (progress still goes to stderr)")
+		quiet  = fs.Bool("quiet", false, "no progress lines")
+	)
+	fs.DurationVar(&opts.Duration, "duration", opts.Duration, "simulated arrival window of each policy's run")
+	fs.DurationVar(&opts.Warmup, "warmup", opts.Warmup, "simulated arrival window of the warm-up that trains the first models (0: none)")
+	fs.IntVar(&opts.Servers, "servers", opts.Servers, "simulated vLLM servers")
+	fs.Float64Var(&opts.Rate, "rate", opts.Rate, "requests per second")
+	fs.Float64Var(&opts.Burstiness, "burstiness", opts.Burstiness, "Gamma shape of the arrival gaps: 1 = Poisson, < 1 = bursty")
+	fs.Uint64Var(&opts.Seed, "seed", opts.Seed, "seed of the traffic")
+	fs.Float64Var(&opts.SLO.TTFTMs, "slo-ttft-ms", 0, "TTFT objective of every request, ms (0: none); the predicted policy then routes on SLO headroom")
+	fs.Float64Var(&opts.SLO.TPOTMs, "slo-tpot-ms", 0, "TPOT objective of every request, ms (0: none)")
+	fs.DurationVar(&opts.RetrainEvery, "retrain-interval", opts.RetrainEvery, "trainer's retrain interval, in simulated time")
+	fs.StringVar(&opts.Service.XGBoostBinary, "xgboost-bin", "xgboost", "xgboost CLI binary")
+	fs.BoolVar(&opts.Service.NoXGBoost, "no-xgboost", false, "train linear models only")
+	fs.Float64Var(&opts.Service.Quantile, "quantile", 0, "predictor serves this quantile instead of the mean, e.g. 0.9 (0: mean)")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: headroom demo [--duration D] [--servers N] [--rate R] [--seed S] [--slo-ttft-ms X] [--json]")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments: %v", fs.Args())
+	}
+	// The package reads 0 as "default"; on the command line 0 is a mistake
+	// (or, for the warm-up, "none").
+	switch {
+	case opts.Duration <= 0:
+		return fmt.Errorf("--duration %v: must be positive", opts.Duration)
+	case opts.Servers < 1:
+		return fmt.Errorf("--servers %d: need at least 1", opts.Servers)
+	case !(opts.Rate > 0):
+		return fmt.Errorf("--rate %v: must be positive", opts.Rate)
+	case !(opts.Burstiness > 0):
+		return fmt.Errorf("--burstiness %v: must be positive", opts.Burstiness)
+	case opts.RetrainEvery <= 0:
+		return fmt.Errorf("--retrain-interval %v: must be positive", opts.RetrainEvery)
+	}
+	if opts.Warmup == 0 {
+		opts.Warmup = -1 // the flag's 0 means none; the package's 0 means its default
+	}
+	if !*quiet {
+		fmt.Fprintln(stderr, demo.ProgressLegend)
+		opts.Progress = func(p demo.Progress) { fmt.Fprintln(stderr, p) }
+	}
+	res, err := demo.Run(ctx, opts)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		return demo.WriteJSON(stdout, res)
+	}
+	fmt.Fprintln(stdout)
+	return demo.WriteTable(stdout, res)
+}

@@ -1,0 +1,81 @@
+package demo
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/headroomhq/headroom/sim"
+)
+
+// TTFTEntry is the training entry llm-d's router sends (streaming mode) at a
+// request's first token: the chosen server's dispatch-time row, the TTFT in
+// whole milliseconds (truncated, as the router measures it), actual_tpot_ms 0
+// and num_tokens_generated 0 (spec §4.2).
+func TTFTEntry(o *sim.Outcome, at time.Time) TrainingEntry {
+	row := predictRow(o.Row)
+	row.NumTokensGenerated = 0
+	return TrainingEntry{
+		PredictRow:   row,
+		ActualTTFTMs: math.Trunc(float64(o.TTFT()) / float64(time.Millisecond)),
+		Timestamp:    at.UTC().Format(time.RFC3339Nano),
+	}
+}
+
+// TPOTEntry is the entry the router sends at the end of the stream, when
+// the answer had more than one token: (e2e − ttft)/(tokens − 1) in
+// milliseconds, actual_ttft_ms 0, num_tokens_generated 0 and, as llm-d
+// does, prefix_cache_score 0 (spec §4.2). ok is false for a one-token answer.
+func TPOTEntry(o *sim.Outcome, at time.Time) (TrainingEntry, bool) {
+	if o.Request.OutputTokens < 2 {
+		return TrainingEntry{}, false
+	}
+	row := predictRow(o.Row)
+	row.NumTokensGenerated = 0
+	row.PrefixCacheScore = 0
+	return TrainingEntry{
+		PredictRow:   row,
+		ActualTPOTMs: float64(o.TPOT()) / float64(time.Millisecond),
+		Timestamp:    at.UTC().Format(time.RFC3339Nano),
+	}, true
+}
+
+// Reporter buffers training entries and posts them in bulk, as the router's
+// client does once per flush interval.
+type Reporter struct {
+	client  *Client
+	pending []TrainingEntry
+	sent    int // entries the trainer accepted
+}
+
+// NewReporter reports to c's trainer.
+func NewReporter(c *Client) *Reporter { return &Reporter{client: c} }
+
+// Add buffers one entry.
+func (r *Reporter) Add(e TrainingEntry) { r.pending = append(r.pending, e) }
+
+// Pending is the number of buffered entries.
+func (r *Reporter) Pending() int { return len(r.pending) }
+
+// Sent is the number of entries the trainer has accepted so far.
+func (r *Reporter) Sent() int { return r.sent }
+
+// Flush posts the buffered entries. Unlike llm-d's client, which drops a
+// failed flush, it keeps them for the next attempt: in the demo a lost
+// flush would only hide a bug.
+func (r *Reporter) Flush(ctx context.Context) error {
+	if len(r.pending) == 0 {
+		return nil
+	}
+	n, err := r.client.AddTrainingData(ctx, r.pending)
+	if err != nil {
+		return fmt.Errorf("report %d samples: %w", len(r.pending), err)
+	}
+	if n != len(r.pending) {
+		return fmt.Errorf("report %d samples: trainer accepted %d", len(r.pending), n)
+	}
+	r.sent += n
+	r.pending = r.pending[:0]
+	return nil
+}

@@ -1,0 +1,84 @@
+package demo
+
+import (
+	"context"
+	"net/http"
+	"os"
+	"testing"
+
+	"github.com/gin-gonic/gin"
+)
+
+func TestMain(m *testing.M) {
+	gin.SetMode(gin.ReleaseMode) // process-wide; the command sets the same
+	os.Exit(m.Run())
+}
+
+// startTestService starts a service for one test; linearOnly skips the
+// xgboost CLI, which these tests do not need.
+func startTestService(t *testing.T, linearOnly bool) (*Service, *Client) {
+	t.Helper()
+	svc, err := StartService(ServiceOptions{Dir: t.TempDir(), NoXGBoost: linearOnly})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := svc.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	return svc, &Client{TrainerURL: svc.TrainerURL, PredictorURL: svc.PredictorURL}
+}
+
+func TestServiceRetrainPublishesToThePredictor(t *testing.T) {
+	svc, client := startTestService(t, true)
+	ctx := context.Background()
+	if svc.XGBoostAvailable() {
+		t.Error("xgboost reported available with NoXGBoost")
+	}
+	if ok, err := svc.Retrain(ctx); err != nil || ok {
+		t.Fatalf("retrain without samples: new bundle %v, error %v", ok, err)
+	}
+	var entries []TrainingEntry
+	for i := range 40 {
+		row := PredictRow{InputTokenLength: int64(100 + 10*i), NumRequestRunning: int64(i % 4)}
+		entries = append(entries, TrainingEntry{PredictRow: row, ActualTTFTMs: float64(50 + i)},
+			TrainingEntry{PredictRow: row, ActualTPOTMs: 20 + float64(i%7)})
+	}
+	if _, err := client.AddTrainingData(ctx, entries); err != nil {
+		t.Fatal(err)
+	}
+	ok, err := svc.Retrain(ctx)
+	if err != nil || !ok {
+		t.Fatalf("retrain: new bundle %v, error %v", ok, err)
+	}
+	// The predictor serves it: it pulled the bundle over HTTP.
+	p, err := client.Predict(ctx, []PredictRow{{InputTokenLength: 300, NumTokensGenerated: 1}})
+	if err != nil || len(p) != 1 || !(p[0].TTFTMs > 0) || !(p[0].TPOTMs > 0) {
+		t.Fatalf("predict after retrain: %+v, %v", p, err)
+	}
+	if ok, err := svc.Retrain(ctx); err != nil || ok {
+		t.Errorf("retrain with nothing new: new bundle %v, error %v", ok, err)
+	}
+}
+
+func TestServiceCloseRemovesItsTempDir(t *testing.T) {
+	svc, err := StartService(ServiceOptions{NoXGBoost: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := svc.tempDir
+	if _, err := os.Stat(dir); err != nil {
+		t.Fatalf("temp dir: %v", err)
+	}
+	if err := svc.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Errorf("temp dir %s still there after Close: %v", dir, err)
+	}
+	if resp, err := http.Get(svc.TrainerURL + "/healthz"); err == nil {
+		resp.Body.Close()
+		t.Error("trainer still answers after Close")
+	}
+}
