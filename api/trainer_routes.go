@@ -25,12 +25,17 @@ type TrainerOptions struct {
 	// Registry receives the server's metrics and is served on /metrics.
 	Registry *prometheus.Registry
 	Now      func() time.Time
+	// MaxConcurrentIngest bounds uploads handled at once (default 4); one
+	// over it waits up to IngestWait (default 1 s), then gets 503.
+	MaxConcurrentIngest int
+	IngestWait          time.Duration
 }
 
 type trainerServer struct {
-	t    *trainer.Trainer
-	db   *store.DB
-	opts TrainerOptions
+	t       *trainer.Trainer
+	db      *store.DB
+	opts    TrainerOptions
+	uploads *ingestLimiter
 
 	ingested *prometheus.CounterVec
 	rejected prometheus.Counter
@@ -61,6 +66,7 @@ func NewTrainerHandler(t *trainer.Trainer, db *store.DB, opts TrainerOptions) ht
 		Help: "Ingested entries refused by validation; the rest of their batch is kept.",
 	})
 	opts.Registry.MustRegister(s.ingested, s.rejected)
+	s.uploads = newIngestLimiter(opts.MaxConcurrentIngest, opts.IngestWait, opts.Registry)
 
 	r := newEngine(newHTTPMetrics(opts.Registry, "trainer"))
 	read := requireToken(opts.Tokens, readAccess)
@@ -92,9 +98,10 @@ func (s *trainerServer) ingestSamples(c *gin.Context) { s.ingest(c, DecodeSample
 // and only then answers 202. Invalid entries are reported by index and do
 // not cost their batch its valid entries, unlike the reference.
 func (s *trainerServer) ingest(c *gin.Context, decode func([]byte, int) ([]store.Sample, []Rejection, []FieldError)) {
-	if !checkContentType(c) {
+	if !checkContentType(c) || !s.uploads.acquire(c) {
 		return
 	}
+	defer s.uploads.release()
 	body, release, ok := readBodyOrFail(c, s.opts.Limits.MaxBodyBytes)
 	if !ok {
 		return
@@ -125,6 +132,7 @@ func (s *trainerServer) ingest(c *gin.Context, decode func([]byte, int) ([]store
 		writeDetail(c, http.StatusInternalServerError, fmt.Sprintf("Failed to add training data in bulk: %v", err))
 		return
 	}
+	s.t.ObserveServed(samples)
 	s.ingested.WithLabelValues("stored").Add(float64(len(samples)))
 	resp := gin.H{
 		"message":  fmt.Sprintf("Accepted %d training samples.", len(samples)),

@@ -146,11 +146,21 @@ func LoadNewestBundle(dir string, key []byte, skipped func(path string, err erro
 	return nil, nil
 }
 
-// PruneBundles removes all but the newest keep bundles in dir.
+// PruneBundles removes all but the newest keep bundles in dir, and the
+// temporary files of writes a crash cut short (WriteBundle removes its own
+// on every error it sees). Only the directory's one writer may call it, and
+// not during a write of its own.
 func PruneBundles(dir string, keep int) error {
 	vs, err := BundleVersions(dir)
 	if err != nil {
 		return err
+	}
+	if stale, err := filepath.Glob(filepath.Join(dir, ".bundle-*.tmp")); err == nil {
+		for _, path := range stale {
+			if err := os.Remove(path); err != nil && !os.IsNotExist(err) {
+				return fmt.Errorf("prune bundles: %w", err)
+			}
+		}
 	}
 	for i, v := range vs {
 		if i >= keep {

@@ -78,8 +78,10 @@ func TestPredictMeanQuantileAndBounds(t *testing.T) {
 	if pm[0].TTFTMs != 110 || pm[1].TTFTMs != 150 || math.Abs(pm[1].TPOTMs-17.5) > 1e-9 {
 		t.Fatalf("mean predictions %+v", pm)
 	}
-	// The 90% quantile sits at exp(0.8·0.2) above the centre.
-	if want := 110 * math.Exp(0.16); math.Abs(pq[0].TTFTMs-want) > 1e-6 {
+	// The 90% quantile sits at the calibration's 90% log residual above the
+	// centre, about exp(0.8·0.2).
+	want := 110 * math.Exp(pub.Bundle.TTFT.Calibration.LogResidual(0.9))
+	if math.Abs(want-110*math.Exp(0.16)) > 0.5 || math.Abs(pq[0].TTFTMs-want) > 1e-6 {
 		t.Errorf("q90 TTFT %v, want %v", pq[0].TTFTMs, want)
 	}
 	for _, p := range pm {
@@ -163,5 +165,29 @@ func BenchmarkPredict10Rows(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		p.Predict(rows, out)
+	}
+}
+
+// A batch large enough to be split over goroutines gets exactly the
+// predictions its rows get one at a time, in order.
+func TestPredictLargeBatchMatchesRowByRow(t *testing.T) {
+	p, _ := New(Quantile, 0.9)
+	p.Swap(&model.Published{Bundle: &model.Bundle{Version: 1, CreatedAt: time.Now(),
+		TTFT: treeModel(t, features.TTFT, 16, 4), TPOT: treeModel(t, features.TPOT, 16, 4)}}, time.Now())
+	for _, n := range []int{2*parallelRows - 1, 2 * parallelRows, 5*parallelRows + 3} {
+		rows := benchRows(n)
+		got := make([]Prediction, n)
+		if _, err := p.Predict(rows, got); err != nil {
+			t.Fatal(err)
+		}
+		one := make([]Prediction, 1)
+		for i := range rows {
+			if _, err := p.Predict(rows[i:i+1], one); err != nil {
+				t.Fatal(err)
+			}
+			if got[i] != one[0] {
+				t.Fatalf("%d rows: row %d predicted %+v in the batch, %+v alone", n, i, got[i], one[0])
+			}
+		}
 	}
 }

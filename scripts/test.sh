@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Sets up what the tests need and runs them: vet, then every package's tests
-# (integration tests start their own servers on free loopback ports). Set
-# HEADROOM_LONG_TESTS=1 for the long soak and fuzz runs.
+# under the race detector (integration tests start their own servers and
+# processes on free loopback ports), then short fuzz runs. Set
+# HEADROOM_LONG_TESTS=1 for the long soak, kill and fuzz runs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/setup.sh
@@ -11,4 +12,27 @@ if [ -n "$unformatted" ]; then
 	exit 1
 fi
 go vet ./...
-go test -count=1 -timeout 15m ./...
+
+# Every test runs under the race detector; the whole suite takes a few
+# minutes on two cores. Each fuzz target's seeds and committed corpus
+# (testdata/fuzz) run here as ordinary tests.
+go test -race -count=1 -timeout 20m ./...
+
+# Fuzzing proper. The bundle reader's targets start fuzzing within a second,
+# so a few seconds each find something; the request decoders' corpora take
+# longer than that just to replay under coverage instrumentation, so they
+# fuzz only in the long run. A failure leaves its input in testdata/fuzz.
+long=${HEADROOM_LONG_TESTS:-0}
+fuzz() { # package target time
+	go test -run='^$' -fuzz="^$2\$" -fuzztime="$3" -fuzzminimizetime=5s "./$1"
+}
+if [ "$long" = 1 ]; then
+	for target in FuzzDecodeSamples FuzzDecodeBulkPredict FuzzDecodePredict FuzzDecodeFlush FuzzScan; do
+		fuzz api "$target" 2m
+	done
+	fuzz model FuzzDecodeBundle 2m
+	fuzz model FuzzDecodeBundlePayload 2m
+else
+	fuzz model FuzzDecodeBundle 5s
+	fuzz model FuzzDecodeBundlePayload 5s
+fi

@@ -217,7 +217,11 @@ func Open(path string, opts Options) (db *DB, err error) {
 			if db.bolt != nil {
 				_ = db.bolt.Close()
 			} else if file != nil {
-				_ = file.Close() // releases the lock bbolt took
+				// bbolt's mapping of the file is never unmapped here, and it
+				// keeps the file, and so bbolt's lock, alive after Close:
+				// drop the lock itself, or the next Open says ErrLocked.
+				releaseLock(file)
+				_ = file.Close()
 			}
 			db = nil
 		}

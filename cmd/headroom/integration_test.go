@@ -199,9 +199,32 @@ func TestServiceLearnsTrace(t *testing.T) {
 			} `json:"holdout"`
 		} `json:"tpot"`
 	}
-	waitFor(t, "the predictor to serve a bundle with both targets", 60*time.Second, func() bool {
+	// A retrain may land between two ingest batches; wait for the bundle
+	// trained on everything the store holds, then for the predictor to serve it.
+	type coverage struct {
+		Version uint64 `json:"version"`
+		TTFT    struct {
+			Stored  int `json:"train_samples"`
+			Trained int `json:"trained_on_samples"`
+		} `json:"ttft"`
+		TPOT struct {
+			Stored  int `json:"train_samples"`
+			Trained int `json:"trained_on_samples"`
+		} `json:"tpot"`
+	}
+	var full coverage
+	waitFor(t, "a bundle trained on every stored sample", 60*time.Second, func() bool {
+		var c coverage
+		code, err := getJSON(trainerURL+"/model/info", &c)
+		if code != 200 || err != nil || c.TTFT.Trained == 0 || c.TTFT.Trained != c.TTFT.Stored || c.TPOT.Trained != c.TPOT.Stored {
+			return false
+		}
+		full = c
+		return true
+	})
+	waitFor(t, "the predictor to serve that bundle", 60*time.Second, func() bool {
 		code, err := getJSON(predictorURL+"/model/info", &info)
-		return code == 200 && err == nil && info.TTFT.Ready && info.TPOT.Ready
+		return code == 200 && err == nil && info.Version >= full.Version && info.TTFT.Ready && info.TPOT.Ready
 	})
 	t.Logf("bundle %d: TTFT holdout MAPE %.1f%% on %d rows, TPOT %.1f%% on %d rows",
 		info.Version, info.TTFT.Holdout.MAPE, info.TTFT.Holdout.Rows, info.TPOT.Holdout.MAPE, info.TPOT.Holdout.Rows)

@@ -128,6 +128,7 @@ type trainerFlags struct {
 	holdoutCapacity int
 	bucketScheme    string
 	storeReset      bool
+	maxIngest       int
 	xgboostBin      string
 	xgboostTimeout  time.Duration
 	noXGBoost       bool
@@ -146,6 +147,7 @@ func (f *trainerFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&f.holdoutCapacity, "holdout-capacity", 1000, "held-out samples kept per target")
 	fs.StringVar(&f.bucketScheme, "bucket-scheme", store.DefaultSchemeName, "store stratification: comma-separated dimensions of kv10, prefix4, queue5, prompt")
 	fs.BoolVar(&f.storeReset, "store-reset", false, "if the store file is corrupt or incompatible, move it aside and start empty")
+	fs.IntVar(&f.maxIngest, "max-concurrent-ingest", api.DefaultMaxConcurrentIngest, "training uploads handled at once; more wait briefly, then get 503")
 	fs.StringVar(&f.xgboostBin, "xgboost-bin", "xgboost", "xgboost CLI binary")
 	fs.DurationVar(&f.xgboostTimeout, "xgboost-timeout", 60*time.Second, "longest one xgboost training run may take")
 	fs.BoolVar(&f.noXGBoost, "no-xgboost", false, "train linear models only")
