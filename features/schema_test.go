@@ -17,6 +17,9 @@ func TestBuildGolden(t *testing.T) {
 		"encoder_input_size": 3, "encoder_matched_size": 1, "prefix_cache_score": 0.6,
 		"effective_input_tokens": 400, "prefill_score_bucket": 2, "pod_type": PodPrefill,
 		"effective_input_tokens_sq_k": 0.16, "prefill_work_tokens": 5209, "batch_load": 8,
+		"effective_input_tokens_over_128": 272, "effective_input_tokens_over_256": 144,
+		"effective_input_tokens_over_512": 0, "effective_input_tokens_over_1024": 0,
+		"effective_input_tokens_over_2048": 0,
 	}
 	var names []string
 	for _, n := range columnNames {
@@ -116,5 +119,47 @@ func BenchmarkBuildTTFT(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		buf = s.Build(&row, buf[:0])
+	}
+}
+
+// Every column has a physical direction; the ones a line may use as sign
+// constraints say that more work never makes a request faster.
+func TestDirections(t *testing.T) {
+	want := map[string]int{
+		"input_token_length": 1, "num_request_running": 1, "prefix_cache_score": -1,
+		"prefill_score_bucket": -1, "pod_type": 0, "effective_input_tokens_over_256": 1,
+	}
+	var names []string
+	for _, n := range columnNames {
+		names = append(names, n)
+	}
+	s := MustSchema(names...)
+	d := s.Directions()
+	if len(d) != s.Len() {
+		t.Fatalf("%d directions for %d columns", len(d), s.Len())
+	}
+	for i, n := range s.Names() {
+		if w, ok := want[n]; ok && d[i] != w {
+			t.Errorf("%s direction %d, want %d", n, d[i], w)
+		}
+	}
+}
+
+// The hinge columns bend the line where a GPU's prefill turns from
+// memory-bound to compute-bound, and are 0 below their knot.
+func TestHinges(t *testing.T) {
+	s := MustSchema("effective_input_tokens_over_256", "effective_input_tokens_over_1024")
+	for _, tt := range []struct {
+		row  Row
+		want [2]float64
+	}{
+		{Row{InputTokenLength: 100}, [2]float64{0, 0}},
+		{Row{InputTokenLength: 300}, [2]float64{44, 0}},
+		{Row{InputTokenLength: 2000}, [2]float64{1744, 976}},
+		{Row{InputTokenLength: 2000, PrefixCacheScore: 0.5}, [2]float64{744, 0}},
+	} {
+		if x := s.Build(&tt.row, nil); x[0] != tt.want[0] || x[1] != tt.want[1] {
+			t.Errorf("%+v: %v, want %v", tt.row, x, tt.want)
+		}
 	}
 }

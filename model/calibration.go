@@ -38,7 +38,7 @@ func NewCalibration(source string, logResiduals []float64) (Calibration, error) 
 	sort.Float64s(r)
 	c := Calibration{Source: source, Rows: len(r), LogResiduals: make([]float64, calibrationGrid)}
 	for i := range c.LogResiduals {
-		c.LogResiduals[i] = sortedQuantile(r, float64(i+1)/(calibrationGrid+1))
+		c.LogResiduals[i] = conformalQuantile(r, float64(i+1)/(calibrationGrid+1))
 		if i > 0 && c.LogResiduals[i] < c.LogResiduals[i-1] {
 			// Interpolation between nearly equal residuals can wobble by
 			// an ulp; quantiles must never decrease (Validate refuses it).
@@ -82,6 +82,26 @@ func (c Calibration) Validate() error {
 		}
 	}
 	return nil
+}
+
+// conformalQuantile is the q quantile of sorted residuals as split
+// conformal prediction takes it: the value at rank q·(n+1) (1-based,
+// interpolated, held at the ends) rather than 1 + q·(n−1). A new row is
+// then at or below it with probability at least q when it is exchangeable
+// with the calibration rows. The difference matters only for few rows: at
+// 20 residuals the 90% point moves from rank 18.1 to 18.9.
+func conformalQuantile(sorted []float64, q float64) float64 {
+	n := len(sorted)
+	pos := q*float64(n+1) - 1
+	switch {
+	case pos <= 0:
+		return sorted[0]
+	case pos >= float64(n-1):
+		return sorted[n-1]
+	}
+	i := int(pos)
+	f := pos - float64(i)
+	return sorted[i] + (sorted[i+1]-sorted[i])*f
 }
 
 // sortedQuantile is the linearly interpolated q quantile of sorted values

@@ -24,6 +24,13 @@ const (
 	KindResidual Kind = "linear+log-trees"
 )
 
+// QuantileCoverage is the share of rows at or below a quantile prediction.
+type QuantileCoverage struct {
+	Quantile float64 `json:"quantile"`
+	Percent  float64 `json:"percent"`
+	Rows     int     `json:"rows"`
+}
+
 // Range is the span of one feature over the training rows.
 type Range struct {
 	Min float64 `json:"min"`
@@ -43,6 +50,16 @@ type TargetModel struct {
 	// MinMs and MaxMs clamp the final prediction: a floor so a router never sees
 	// an endpoint as instantaneous, a ceiling far above anything observed so a
 	// wild extrapolation stays a finite, comparable number.
+	// TreeShrink in [0, 1] scales the trees' log correction by
+	// 1 − TreeShrink: 0 trusts the trees fully, 1 ignores them. The trainer
+	// sets it from how much the trees helped, or hurt, on samples that
+	// arrived after earlier models were trained: trees can learn
+	// correlations that hold within the data they saw and not after it.
+	TreeShrink float64 `json:"tree_shrink,omitempty"`
+	// LogShift scales every central prediction by exp(LogShift), chosen so
+	// the prediction minimises relative error on the training rows: least
+	// squares fits a mean, which a long tail of stalled requests drags up.
+	LogShift    float64     `json:"log_shift,omitempty"`
 	MinMs       float64     `json:"min_ms"`
 	MaxMs       float64     `json:"max_ms"`
 	Ranges      []Range     `json:"ranges"`
@@ -51,6 +68,10 @@ type TargetModel struct {
 	// Holdout figures of this model and of its linear part alone.
 	Holdout       Quality `json:"holdout"`
 	HoldoutLinear Quality `json:"holdout_linear"`
+	// HoldoutCoverage is how often the holdout's actual values were at or
+	// below the calibrated quantile prediction, measured on rows the
+	// calibration did not come from.
+	HoldoutCoverage *QuantileCoverage `json:"holdout_coverage,omitempty"`
 
 	TrainSamples    int       `json:"train_samples"`
 	HoldoutSamples  int       `json:"holdout_samples"`
@@ -95,6 +116,12 @@ func (m *TargetModel) Prepare() error {
 		!finite(m.MaxMs) || m.MaxMs < m.MinMs {
 		return fmt.Errorf("bad clamps: base floor %v, min %v, max %v", m.BaseFloorMs, m.MinMs, m.MaxMs)
 	}
+	if !(m.TreeShrink >= 0 && m.TreeShrink <= 1) {
+		return fmt.Errorf("tree shrink %v outside [0, 1]", m.TreeShrink)
+	}
+	if !finite(m.LogShift) || math.Abs(m.LogShift) > 5 {
+		return fmt.Errorf("log shift %v is not a finite number in [-5, 5]", m.LogShift)
+	}
 	if err := m.Calibration.Validate(); err != nil {
 		return err
 	}
@@ -108,16 +135,28 @@ func (m *TargetModel) Schema() features.Schema { return m.schema }
 // Predict returns the central prediction in milliseconds for a feature vector
 // built with m.Schema(). The result is finite and within [MinMs, MaxMs].
 func (m *TargetModel) Predict(x []float64) float64 {
-	var y float64
+	base, treeLog := m.Parts(x)
+	return m.Combine(base, treeLog, 1-m.TreeShrink, m.LogShift)
+}
+
+// Parts returns the two parts of a prediction: the base in milliseconds
+// (the floored line, or 1 for KindLogTrees) and the trees' log correction
+// (0 without trees).
+func (m *TargetModel) Parts(x []float64) (base, treeLog float64) {
 	switch m.Kind {
 	case KindLogTrees:
-		y = math.Exp(m.Trees.Predict(x))
+		return 1, m.Trees.Predict(x)
 	case KindResidual:
-		y = m.base(x) * math.Exp(m.Trees.Predict(x))
-	default:
-		y = m.base(x)
+		return m.base(x), m.Trees.Predict(x)
 	}
-	return m.clamp(y)
+	return m.base(x), 0
+}
+
+// Combine composes a prediction from its parts with a tree weight and a
+// log shift, clamped: Predict is Combine(Parts(x), 1 − TreeShrink, LogShift).
+// The trainer uses it to ask what other weights would have predicted.
+func (m *TargetModel) Combine(base, treeLog, treeWeight, logShift float64) float64 {
+	return m.clamp(base * math.Exp(treeWeight*treeLog+logShift))
 }
 
 // PredictLinear is the linear part alone, clamped like Predict.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"sort"
 	"time"
 
 	"github.com/headroomhq/headroom/features"
@@ -12,21 +13,68 @@ import (
 	"github.com/headroomhq/headroom/store"
 )
 
-// FitConfig says how to fit one target's model.
+// FitConfig says how to fit one target's model. DefaultFitConfig is the
+// service's; every default was chosen by measurement with headroom eval
+// (docs/ACCURACY.md).
 type FitConfig struct {
 	Kind    model.Kind // composition of the model; default model.KindResidual
 	XGBoost *XGBoost   // nil: linear only
 	Params  XGBoostParams
-	// RidgeLambda is the ridge penalty on standardised features.
-	RidgeLambda float64
+	// Line configures the linear base; its Signs are filled from the
+	// schema's directions when SignConstraints is set.
+	Line            LineConfig
+	SignConstraints bool
+	// MinTreeRows is the number of training rows below which the model is
+	// linear: boosted trees on a few dozen rows fit their noise.
+	MinTreeRows int
+	// TreeLabelClip clips the trees' labels, log(actual / line), to their
+	// median ± TreeLabelClip robust standard deviations (0: no clipping;
+	// KindLogTrees is never clipped).
+	// A burst of stalled requests, 50 times slower than usual for no reason
+	// a feature shows, otherwise grows leaves that multiply ordinary
+	// predictions by 20.
+	TreeLabelClip float64
 	// MinCalibrationRows is the number of holdout rows below which the
-	// calibration falls back to in-sample residuals.
+	// calibration uses the line's cross-validated residuals instead.
 	MinCalibrationRows int
+	// Forward is what earlier models predicted for samples that reached the
+	// store after they were trained, oldest first; the trainer sets it per
+	// fit. With MinForwardRows of them the quantiles are calibrated on
+	// them, and with MinForwardRows from models with trees they choose how
+	// much to trust the new model's trees (model.TargetModel.TreeShrink).
+	Forward        []ForwardSample
+	MinForwardRows int
+	// CoverageQuantile is the quantile whose holdout coverage the model
+	// records (default 0.9).
+	CoverageQuantile float64
 }
 
 // DefaultFitConfig is the configuration the service runs with.
 func DefaultFitConfig() FitConfig {
-	return FitConfig{Kind: model.KindResidual, Params: DefaultXGBoostParams(), RidgeLambda: 1, MinCalibrationRows: 30}
+	return FitConfig{
+		Kind:   model.KindResidual,
+		Params: DefaultXGBoostParams(),
+		Line: LineConfig{
+			Lambdas:          []float64{0.1, 1, 10, 100, 1000, 10000},
+			Folds:            5,
+			RobustIterations: 8,
+			HuberK:           1,
+		},
+		SignConstraints:    true,
+		MinTreeRows:        100,
+		TreeLabelClip:      3,
+		MinCalibrationRows: 30,
+		MinForwardRows:     50,
+		CoverageQuantile:   0.9,
+	}
+}
+
+// ForwardSample is one sample as the model in service predicted it before
+// it was trained on it: the prediction's parts (model.TargetModel.Parts,
+// with the tree part 0 for models without a line to correct) and the
+// actual value.
+type ForwardSample struct {
+	Actual, Base, TreeLog, LogShift float64
 }
 
 // Dataset is the rows of one target, built with one schema.
@@ -66,6 +114,12 @@ func Fit(ctx context.Context, schema features.Schema, train, holdout Dataset, cf
 	if cfg.Kind == "" {
 		cfg.Kind = model.KindResidual
 	}
+	if len(cfg.Line.Lambdas) == 0 {
+		cfg.Line = DefaultFitConfig().Line
+	}
+	if cfg.SignConstraints {
+		cfg.Line.Signs = schema.Directions()
+	}
 	m := &model.TargetModel{
 		Kind:           model.KindLinear,
 		Columns:        append([]string(nil), schema.Names()...),
@@ -78,28 +132,25 @@ func Fit(ctx context.Context, schema features.Schema, train, holdout Dataset, cf
 	m.MinMs = math.Max(lo/10, 1e-3)
 	m.MaxMs = math.Max(hi*100, m.MinMs)
 
-	// The line minimises squared relative error (weights 1/y²): routers act
-	// on ratios between endpoints, and raw squared error would let a few
-	// multi-second outliers set the slope for every ordinary request.
-	weights := make([]float64, len(train.Y))
-	for i, y := range train.Y {
-		weights[i] = 1 / (y * y)
-	}
-	lin, err := FitRidge(train.X, train.Y, weights, cfg.RidgeLambda)
+	lin, err := fitLine(train, cfg.Line, m.BaseFloorMs)
 	if err != nil {
-		return nil, fmt.Errorf("fit linear model: %w", err)
+		return nil, err
 	}
 	m.Linear = lin
-
 	var treeErr error
-	if cfg.XGBoost != nil && cfg.Kind != model.KindLinear {
+	if cfg.XGBoost != nil && cfg.Kind != model.KindLinear && len(train.Y) >= cfg.MinTreeRows {
 		treeErr = fitTrees(ctx, m, cfg, train)
 	}
 	if err := m.Prepare(); err != nil {
 		return nil, fmt.Errorf("fitted model is inconsistent: %w", err)
 	}
+	if m.Kind == model.KindResidual {
+		m.TreeShrink = treeShrink(cfg.Forward, cfg.MinForwardRows)
+	}
+	// Bounded as Prepare requires; a shift near the bound means the model
+	// is far off, and the calibration says so.
+	m.LogShift = math.Max(-5, math.Min(5, relativeErrorShift(logResiduals(m, train))))
 
-	// Holdout figures and calibration.
 	var predHold, linHold []float64
 	for _, x := range holdout.X {
 		predHold = append(predHold, m.Predict(x))
@@ -107,20 +158,228 @@ func Fit(ctx context.Context, schema features.Schema, train, holdout Dataset, cf
 	}
 	m.Holdout = model.Measure(predHold, holdout.Y)
 	m.HoldoutLinear = model.Measure(linHold, holdout.Y)
-	calX, calY, source := holdout.X, holdout.Y, "holdout"
-	if len(holdout.Y) < cfg.MinCalibrationRows {
-		calX, calY, source = train.X, train.Y, "train"
-	}
-	resid := make([]float64, len(calY))
-	for i, x := range calX {
-		resid[i] = math.Log(calY[i] / m.Predict(x))
-	}
-	if m.Calibration, err = model.NewCalibration(source, resid); err != nil {
+	if m.Calibration, err = calibrate(m, train, holdout, cfg); err != nil {
 		return nil, fmt.Errorf("calibrate: %w", err)
+	}
+	q := cfg.CoverageQuantile
+	if !(q > 0 && q < 1) {
+		q = 0.9
+	}
+	if m.HoldoutCoverage, err = holdoutCoverage(m, holdout, q); err != nil {
+		return nil, fmt.Errorf("holdout coverage: %w", err)
 	}
 	m.TrainedAt = time.Now().UTC()
 	m.TrainSeconds = time.Since(start).Seconds()
 	return m, treeErr
+}
+
+// fitLine fits the linear base minimising squared relative error (weights
+// 1/y²): routers act on ratios between endpoints, and raw squared error
+// would let a few multi-second outliers set the slope for every ordinary
+// request.
+func fitLine(train Dataset, cfg LineConfig, floor float64) (*model.Linear, error) {
+	weights := make([]float64, len(train.Y))
+	for i, y := range train.Y {
+		weights[i] = 1 / (y * y)
+	}
+	lin, _, err := FitLine(train.X, train.Y, weights, cfg, floor)
+	if err != nil {
+		return nil, fmt.Errorf("fit linear model: %w", err)
+	}
+	return lin, nil
+}
+
+// logResiduals returns log(actual / predicted) of m on the rows of d.
+func logResiduals(m *model.TargetModel, d Dataset) []float64 {
+	r := make([]float64, len(d.Y))
+	for i, x := range d.X {
+		r[i] = math.Log(d.Y[i] / m.Predict(x))
+	}
+	return r
+}
+
+// treeWeights are the tree weights treeShrink chooses among.
+var treeWeights = [...]float64{0, 0.25, 0.5, 0.75, 1}
+
+// treeShrink chooses how much of the trees' correction to keep: the weight
+// with which earlier models would have had the lowest relative error on
+// samples that arrived after they were trained. Trees are trusted fully
+// until minRows such samples from models with trees say otherwise.
+func treeShrink(forward []ForwardSample, minRows int) float64 {
+	n := 0
+	for _, f := range forward {
+		if f.TreeLog != 0 {
+			n++
+		}
+	}
+	if n < minRows || n == 0 {
+		return 0
+	}
+	best, bestErr := 1.0, math.Inf(1)
+	// Heaviest weight first, so that a tie keeps the trees.
+	for i := len(treeWeights) - 1; i >= 0; i-- {
+		w := treeWeights[i]
+		var sum float64
+		for _, f := range forward {
+			if f.TreeLog != 0 {
+				sum += math.Abs(f.Base*math.Exp(w*f.TreeLog+f.LogShift)-f.Actual) / f.Actual
+			}
+		}
+		if sum < bestErr {
+			best, bestErr = w, sum
+		}
+	}
+	return 1 - best
+}
+
+// calibrate summarises the residuals quantiles come from, preferring the
+// ones most like the errors the model will make in service: those of earlier
+// models on samples that arrived after they were trained (forward in time,
+// as the model will be used), then those of this model on the holdout, then
+// the line's cross-validated residuals. In-sample residuals would make
+// every interval too narrow.
+func calibrate(m *model.TargetModel, train, holdout Dataset, cfg FitConfig) (model.Calibration, error) {
+	if len(cfg.Forward) >= max(cfg.MinForwardRows, 1) {
+		r := make([]float64, len(cfg.Forward))
+		for i, f := range cfg.Forward {
+			r[i] = math.Log(f.Actual / m.Combine(f.Base, f.TreeLog, 1-m.TreeShrink, f.LogShift))
+		}
+		return model.NewCalibration("forward", r)
+	}
+	if len(holdout.Y) >= max(cfg.MinCalibrationRows, 1) {
+		return model.NewCalibration("holdout", logResiduals(m, holdout))
+	}
+	r, err := crossValidatedResiduals(train, cfg.Line, m.BaseFloorMs)
+	if err != nil {
+		return model.Calibration{}, err
+	}
+	return model.NewCalibration("cross-validation", r)
+}
+
+// holdoutCoverage measures how often holdout rows fall at or below the
+// model's q quantile. When the calibration came from the holdout itself,
+// the answer would be q by construction, so it is cross-fitted instead:
+// calibrated on every other row, measured on the rest, and the other way
+// round. Nil without holdout rows.
+func holdoutCoverage(m *model.TargetModel, holdout Dataset, q float64) (*model.QuantileCoverage, error) {
+	n := len(holdout.Y)
+	if n == 0 {
+		return nil, nil
+	}
+	central := make([]float64, n)
+	for i, x := range holdout.X {
+		central[i] = m.Predict(x)
+	}
+	hit := 0
+	if m.Calibration.Source != "holdout" || n < 2 {
+		for i, y := range holdout.Y {
+			if y <= m.Quantile(central[i], q) {
+				hit++
+			}
+		}
+		return &model.QuantileCoverage{Quantile: q, Percent: 100 * float64(hit) / float64(n), Rows: n}, nil
+	}
+	resid := logResiduals(m, holdout)
+	for half := range 2 {
+		var cal []float64
+		for i, r := range resid {
+			if i%2 != half {
+				cal = append(cal, r)
+			}
+		}
+		c, err := model.NewCalibration("holdout", cal)
+		if err != nil {
+			return nil, err
+		}
+		lr := c.LogResidual(q)
+		for i := half; i < n; i += 2 {
+			if resid[i] <= lr {
+				hit++
+			}
+		}
+	}
+	return &model.QuantileCoverage{Quantile: q, Percent: 100 * float64(hit) / float64(n), Rows: n}, nil
+}
+
+// crossValidatedResiduals returns log(actual / predicted) of each training
+// row by a line fitted without the row's fold (and centred like the model,
+// on its own training part). With fewer rows than folds, each row is its
+// own fold.
+func crossValidatedResiduals(train Dataset, cfg LineConfig, floor float64) ([]float64, error) {
+	n := len(train.Y)
+	folds := cfg.Folds
+	if folds < 2 {
+		folds = 5
+	}
+	folds = min(folds, n)
+	if folds < 2 {
+		// One row: nothing to hold out; its residual against the line
+		// through it is 0, which says nothing, so assume nothing either.
+		return []float64{0}, nil
+	}
+	out := make([]float64, 0, n)
+	for f := range folds {
+		var in, held Dataset
+		for i := range train.Y {
+			if i%folds == f {
+				held.X, held.Y = append(held.X, train.X[i]), append(held.Y, train.Y[i])
+			} else {
+				in.X, in.Y = append(in.X, train.X[i]), append(in.Y, train.Y[i])
+			}
+		}
+		lin, err := fitLine(in, cfg, floor)
+		if err != nil {
+			return nil, fmt.Errorf("cross-validation fold %d: %w", f, err)
+		}
+		predict := func(x []float64) float64 { return math.Max(lin.Predict(x), floor) }
+		inRes := make([]float64, len(in.Y))
+		for i, x := range in.X {
+			inRes[i] = math.Log(in.Y[i] / predict(x))
+		}
+		shift := relativeErrorShift(inRes)
+		for i, x := range held.X {
+			out = append(out, math.Log(held.Y[i]/predict(x))-shift)
+		}
+	}
+	return out, nil
+}
+
+// relativeErrorShift returns the δ minimising Σ |1 − exp(δ − r_i)| over
+// log residuals r_i = log(y_i / p_i): the constant factor exp(δ) by which
+// scaling every prediction minimises the mean absolute relative error on
+// those rows. Σ |y_i − p_i e^δ| / y_i = Σ w_i |ρ_i − e^δ| with ρ_i = e^{r_i}
+// and w_i = 1/ρ_i, so e^δ is the w-weighted median of the ρ_i.
+func relativeErrorShift(r []float64) float64 {
+	if len(r) == 0 {
+		return 0
+	}
+	s := append([]float64(nil), r...)
+	sort.Float64s(s)
+	var total float64
+	for _, v := range s {
+		total += math.Exp(-v)
+	}
+	var acc float64
+	for _, v := range s {
+		acc += math.Exp(-v)
+		if acc >= total/2 {
+			return v
+		}
+	}
+	return s[len(s)-1]
+}
+
+func medianOf(v []float64) float64 {
+	s := append([]float64(nil), v...)
+	sort.Float64s(s)
+	n := len(s)
+	if n == 0 {
+		return math.NaN()
+	}
+	if n%2 == 1 {
+		return s[n/2]
+	}
+	return (s[n/2-1] + s[n/2]) / 2
 }
 
 // fitTrees trains the tree part and switches m to cfg.Kind on success.
@@ -132,6 +391,21 @@ func fitTrees(ctx context.Context, m *model.TargetModel, cfg FitConfig, train Da
 			labels[i] = math.Log(y / math.Max(m.Linear.Predict(train.X[i]), m.BaseFloorMs))
 		default:
 			labels[i] = math.Log(y)
+		}
+	}
+	// Only residuals of the line are clipped: log milliseconds themselves
+	// have legitimate tails (long prompts) that clipping would cut off.
+	if cfg.TreeLabelClip > 0 && cfg.Kind == model.KindResidual {
+		med := medianOf(labels)
+		dev := make([]float64, len(labels))
+		for i, l := range labels {
+			dev[i] = math.Abs(l - med)
+		}
+		if scale := 1.4826 * medianOf(dev); scale > 0 {
+			lo, hi := med-cfg.TreeLabelClip*scale, med+cfg.TreeLabelClip*scale
+			for i, l := range labels {
+				labels[i] = math.Min(math.Max(l, lo), hi)
+			}
 		}
 	}
 	var mean float64

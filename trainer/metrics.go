@@ -1,6 +1,7 @@
 package trainer
 
 import (
+	"strconv"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -22,6 +23,12 @@ type Metrics struct {
 	holdoutRows     *prometheus.GaugeVec
 	xgboost         prometheus.Gauge
 	reg             prometheus.Registerer
+
+	coverage      *prometheus.GaugeVec
+	liveMAPE      *prometheus.GaugeVec
+	liveBias      *prometheus.GaugeVec
+	liveSamples   *prometheus.CounterVec
+	earlyRetrains *prometheus.CounterVec
 }
 
 // NewMetrics registers the trainer's series with reg.
@@ -61,9 +68,29 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "headroom_xgboost_available",
 			Help: "1 when the xgboost binary was found; 0 means linear models only.",
 		}),
+		coverage: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "headroom_quantile_coverage_percent",
+			Help: "Percentage of requests at or below the calibrated quantile prediction, per target: on the newest model's holdout (set=holdout) and on arriving samples over the live window (set=live). Should be near 100 x quantile.",
+		}, []string{"target", "set", "quantile"}),
+		liveMAPE: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "headroom_live_mape_percent",
+			Help: "Mean absolute percentage error on arriving samples over the live window: of the current model's own predictions (source=model) or of the predictions the router reported acting on (source=served).",
+		}, []string{"target", "source"}),
+		liveBias: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "headroom_live_bias_percent",
+			Help: "Median signed percentage error on arriving samples over the live window; negative means predictions too low.",
+		}, []string{"target", "source"}),
+		liveSamples: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "headroom_live_samples_total",
+			Help: "Arriving samples compared with a prediction, per target and source (model, served).",
+		}, []string{"target", "source"}),
+		earlyRetrains: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "headroom_drift_retrains_total",
+			Help: "Early retrains requested because live error rose well above the holdout error.",
+		}, []string{"target"}),
 	}
 	reg.MustRegister(m.runs, m.duration, m.publishFailures, m.bundleVersion, m.bundleCreated,
-		m.holdoutMAPE, m.holdoutRows, m.xgboost)
+		m.holdoutMAPE, m.holdoutRows, m.xgboost, m.coverage, m.liveMAPE, m.liveBias, m.liveSamples, m.earlyRetrains)
 	return m
 }
 
@@ -121,6 +148,44 @@ func (m *Metrics) observeQuality(t features.Target, tm *model.TargetModel) {
 	m.holdoutMAPE.WithLabelValues(t.String(), "served").Set(tm.Holdout.MAPE)
 	m.holdoutMAPE.WithLabelValues(t.String(), "linear").Set(tm.HoldoutLinear.MAPE)
 	m.holdoutRows.WithLabelValues(t.String()).Set(float64(tm.Holdout.Rows))
+	if c := tm.HoldoutCoverage; c != nil {
+		m.coverage.WithLabelValues(t.String(), "holdout", quantileLabel(c.Quantile)).Set(c.Percent)
+	}
+}
+
+func quantileLabel(q float64) string { return strconv.FormatFloat(q, 'g', -1, 64) }
+
+func (m *Metrics) observeLive(t features.Target, source string) {
+	if m != nil {
+		m.liveSamples.WithLabelValues(t.String(), source).Inc()
+	}
+}
+
+func (m *Metrics) observeLiveSummary(t features.Target, tl *targetLive, q float64) {
+	if m == nil {
+		return
+	}
+	for _, src := range [...]struct {
+		name string
+		r    *ring
+		q    float64
+	}{{"model", &tl.model, q}, {"served", &tl.served, 0}} {
+		le := src.r.summary(src.q)
+		if le == nil {
+			continue
+		}
+		m.liveMAPE.WithLabelValues(t.String(), src.name).Set(le.MAPE)
+		m.liveBias.WithLabelValues(t.String(), src.name).Set(le.Bias)
+		if le.Coverage != nil {
+			m.coverage.WithLabelValues(t.String(), "live", quantileLabel(q)).Set(*le.Coverage)
+		}
+	}
+}
+
+func (m *Metrics) earlyRetrain(t features.Target) {
+	if m != nil {
+		m.earlyRetrains.WithLabelValues(t.String()).Inc()
+	}
 }
 
 func (m *Metrics) observeXGBoost(ok bool) {

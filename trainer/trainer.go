@@ -26,6 +26,8 @@ type Config struct {
 	MinSamplesFresh int
 	MinSamples      int
 	Fit             FitConfig
+	// Drift configures live error tracking and early retraining.
+	Drift DriftConfig
 	// Columns per target; nil means features.DefaultTTFTColumns / TPOT.
 	TTFTColumns, TPOTColumns []string
 	// BundleDir holds published bundles; KeepBundles of them are kept (default 5).
@@ -84,6 +86,8 @@ type TargetStatus struct {
 	WaitingFor     int       `json:"waiting_for_samples,omitempty"`
 	ServingLinear  bool      `json:"serving_linear_only"`
 	LastSkipReason string    `json:"last_skip_reason,omitempty"`
+	// Live is the live error on arriving samples (drift.go).
+	Live *LiveStatus `json:"live,omitempty"`
 }
 
 // Status is a snapshot of the trainer's state.
@@ -106,6 +110,7 @@ type Trainer struct {
 	statusMu  sync.Mutex
 	status    [2]TargetStatus
 	xgbErr    error
+	live      *driftTracker
 
 	// published is closed and replaced on every publication, for waiters.
 	publishedMu sync.Mutex
@@ -118,6 +123,7 @@ type Trainer struct {
 func New(cfg Config, db *store.DB) (*Trainer, error) {
 	cfg.setDefaults()
 	t := &Trainer{cfg: cfg, db: db, published: make(chan struct{})}
+	t.live = newDriftTracker(cfg.Drift, cfg.Now, cfg.Metrics)
 	var err error
 	if t.schemas[features.TTFT], err = features.NewSchema(cfg.TTFTColumns); err != nil {
 		return nil, fmt.Errorf("ttft columns: %w", err)
@@ -182,12 +188,15 @@ func (t *Trainer) Status() Status {
 		s.XGBoostError = t.xgbErr.Error()
 	}
 	for _, tg := range features.Targets {
-		s.Targets[tg.String()] = t.status[tg]
+		ts := t.status[tg]
+		ts.Live = t.live.status(tg)
+		s.Targets[tg.String()] = ts
 	}
 	return s
 }
 
-// Run retrains every Interval until ctx ends.
+// Run retrains every Interval until ctx ends, and at once when live error
+// rises well above the holdout error (ObserveServed, DriftConfig).
 func (t *Trainer) Run(ctx context.Context) {
 	tick := time.NewTicker(t.cfg.Interval)
 	defer tick.Stop()
@@ -196,9 +205,11 @@ func (t *Trainer) Run(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-tick.C:
-			if _, err := t.Retrain(ctx); err != nil && ctx.Err() == nil {
-				t.cfg.Logger.Warn("retrain failed; keeping the last good bundle", "error", err)
-			}
+		case <-t.live.triggered():
+			t.cfg.Logger.Info("live error well above holdout error: retraining early")
+		}
+		if _, err := t.Retrain(ctx); err != nil && ctx.Err() == nil {
+			t.cfg.Logger.Warn("retrain failed; keeping the last good bundle", "error", err)
 		}
 	}
 }
@@ -216,6 +227,9 @@ func (t *Trainer) Retrain(ctx context.Context) (*model.Published, error) {
 	if prev != nil {
 		prevBundle = prev.Bundle
 	}
+	t.statusMu.Lock()
+	before := t.status // restored for targets whose new model is not published
+	t.statusMu.Unlock()
 	var (
 		wg      sync.WaitGroup
 		results [2]*model.TargetModel
@@ -248,6 +262,20 @@ func (t *Trainer) Retrain(ctx context.Context) (*model.Published, error) {
 	}
 	pub, err := t.publish(next)
 	if err != nil {
+		// Nothing new is in service: say so, and leave the targets' last
+		// success, generation and kind as they were, so the next cycle trains
+		// them again even if no sample arrives (none will while the disk
+		// is full).
+		for _, tg := range features.Targets {
+			if results[tg] != nil {
+				t.setStatus(tg, func(s *TargetStatus) {
+					s.LastSuccess, s.TrainedOnGen = before[tg].LastSuccess, before[tg].TrainedOnGen
+					s.ServingLinear = before[tg].ServingLinear
+					s.Failures++
+					s.LastError, s.LastErrorAt = err.Error(), t.cfg.Now().UTC()
+				})
+			}
+		}
 		return nil, errors.Join(append(errs[:], err)...)
 	}
 	return pub, errors.Join(errs[:]...)
@@ -360,6 +388,8 @@ func (t *Trainer) fitTarget(ctx context.Context, tg features.Target, gen uint64)
 	if t.xgbErr != nil {
 		cfg.XGBoost = nil
 	}
+	cfg.Forward = t.live.forwardSamples(tg)
+	cfg.CoverageQuantile = t.live.cfg.Quantile
 	return Fit(ctx, schema, BuildDataset(schema, tg, train), BuildDataset(schema, tg, holdout), cfg)
 }
 

@@ -65,6 +65,7 @@ func (f *trainerFixture) trainer(t *testing.T, xgb *XGBoost) *Trainer {
 	fit := DefaultFitConfig()
 	fit.XGBoost = xgb
 	fit.Params.Rounds = 20
+	fit.MinTreeRows = 1 // trees from the first model: these tests check the composition
 	tr, err := New(Config{Fit: fit, BundleDir: filepath.Join(f.dir, "bundles")}, f.db)
 	if err != nil {
 		t.Fatal(err)

@@ -523,8 +523,8 @@ func TestTrainWritesConfigAndData(t *testing.T) {
 	x := fakeXGBoost(t, fmt.Sprintf(`cp "$1" %q/conf && cp train.csv %q/csv && exit 1`, out, out))
 	X := [][]float64{{1330937.8, 0.1}, {7, -2.5}}
 	y := []float64{12.345, 4.6888983e-04}
-	p := DefaultXGBoostParams()
-	p.Seed = -3
+	p := XGBoostParams{Rounds: 200, MaxDepth: 6, Eta: 0.05, Subsample: 0.8, ColsampleBytree: 0.8,
+		MinChildWeight: 5, Gamma: 0.2, Lambda: 0.1, Alpha: 0.01, Seed: -3}
 	if _, err := x.Train(context.Background(), X, y, 0.1, p); err == nil || !strings.Contains(err.Error(), "exit status 1") {
 		t.Fatalf("err = %v, want the fake's exit status", err)
 	}

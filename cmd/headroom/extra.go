@@ -5,6 +5,8 @@ package main
 func extraCommands() []command {
 	return []command{
 		whatifCommand(),
+		evalCommand(),
 		demoCommand(),
+		loadgenCommand(),
 	}
 }

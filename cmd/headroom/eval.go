@@ -1,0 +1,139 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/headroomhq/headroom/eval"
+	"github.com/headroomhq/headroom/model"
+	"github.com/headroomhq/headroom/store"
+	"github.com/headroomhq/headroom/trainer"
+)
+
+func evalCommand() command {
+	return command{
+		name:    "eval",
+		summary: "replay a trace through the store, trainer and predictor and report accuracy beside baselines",
+		run:     runEval,
+	}
+}
+
+func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("eval", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var (
+		tracePath  = fs.String("trace", "", "llm-d JSONL trace to replay")
+		synthetic  = fs.Bool("synthetic", false, "replay a generated trace whose latency grows with prompt length, instead of --trace")
+		synthRows  = fs.Int("synthetic-rows", 4000, "rows of the --synthetic trace")
+		synthSeed  = fs.Uint64("synthetic-seed", 1, "seed of the --synthetic trace")
+		mode       = fs.String("mode", eval.ModeSplit, "split, prequential or extrapolate")
+		seeds      = fs.Int("seeds", 5, "split: number of random 90/10 splits")
+		every      = fs.Int("every", 100, "prequential: retrain every this many rows")
+		trainMax   = fs.Int64("train-max", 1024, "extrapolate: train on prompts of at most this many tokens")
+		testMin    = fs.Int64("test-min", 2048, "extrapolate: test on prompts of more than this many tokens")
+		asJSON     = fs.Bool("json", false, "print JSON instead of a table")
+		quantile   = fs.Float64("quantile", 0.9, "quantile whose coverage is reported")
+		scheme     = fs.String("bucket-scheme", store.DefaultSchemeName, "store stratification, as for serve")
+		capacity   = fs.Int("bucket-capacity", store.DefaultBucketCapacity, "samples kept per store bucket, as for serve")
+		modelKind  = fs.String("model-kind", string(model.KindResidual), "Headroom's model: linear, log-trees, or linear+log-trees")
+		xgbBin     = fs.String("xgboost-bin", "xgboost", "xgboost CLI binary")
+		xgbTimeout = fs.Duration("xgboost-timeout", time.Minute, "longest one xgboost run may take")
+		ttftCols   = fs.String("ttft-columns", "", "Headroom's TTFT feature columns, comma-separated (default: the service's)")
+		tpotCols   = fs.String("tpot-columns", "", "Headroom's TPOT feature columns, comma-separated (default: the service's)")
+		fit        = trainer.DefaultFitConfig()
+		liveWindow = fs.Int("live-window", 0, "trainer's live window: recent samples whose errors calibrate the next model (0: the service's default)")
+	)
+	fs.Float64Var(&fit.TreeLabelClip, "tree-label-clip", fit.TreeLabelClip, "clip the trees' labels at this many robust standard deviations (0: off)")
+	fs.IntVar(&fit.Params.Rounds, "xgb-rounds", fit.Params.Rounds, "Headroom's boosting rounds (trees)")
+	fs.IntVar(&fit.Params.MaxDepth, "xgb-max-depth", fit.Params.MaxDepth, "Headroom's tree depth")
+	fs.Float64Var(&fit.Params.Eta, "xgb-eta", fit.Params.Eta, "Headroom's learning rate")
+	fs.Float64Var(&fit.Params.Subsample, "xgb-subsample", fit.Params.Subsample, "Headroom's row subsample per tree")
+	fs.Float64Var(&fit.Params.ColsampleBytree, "xgb-colsample", fit.Params.ColsampleBytree, "Headroom's column subsample per tree")
+	fs.Float64Var(&fit.Params.MinChildWeight, "xgb-min-child-weight", fit.Params.MinChildWeight, "Headroom's minimum hessian per leaf")
+	fs.Float64Var(&fit.Params.Gamma, "xgb-gamma", fit.Params.Gamma, "Headroom's minimum loss reduction to split")
+	fs.Float64Var(&fit.Params.Lambda, "xgb-lambda", fit.Params.Lambda, "Headroom's L2 regularisation")
+	fs.Float64Var(&fit.Params.Alpha, "xgb-alpha", fit.Params.Alpha, "Headroom's L1 regularisation")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: headroom eval (--trace FILE | --synthetic) --mode split|prequential|extrapolate [flags]")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments: %v", fs.Args())
+	}
+	if (*tracePath == "") == !*synthetic {
+		return errors.New("give exactly one of --trace and --synthetic")
+	}
+	sch, err := store.ParseScheme(*scheme)
+	if err != nil {
+		return fmt.Errorf("--bucket-scheme: %w", err)
+	}
+	if !(*quantile > 0 && *quantile < 1) {
+		return fmt.Errorf("--quantile %v: must lie strictly between 0 and 1", *quantile)
+	}
+	if err := fit.Params.Validate(); err != nil {
+		return err
+	}
+	fit.Kind = model.Kind(*modelKind)
+	switch fit.Kind {
+	case model.KindLinear, model.KindLogTrees, model.KindResidual:
+	default:
+		return fmt.Errorf("--model-kind %q: want linear, log-trees or linear+log-trees", *modelKind)
+	}
+	opts := eval.Options{
+		XGBoost:     trainer.XGBoost{Binary: *xgbBin, Timeout: *xgbTimeout},
+		Fit:         fit,
+		Store:       store.Options{Scheme: sch, BucketCapacity: *capacity},
+		Quantile:    *quantile,
+		TTFTColumns: columns(*ttftCols),
+		TPOTColumns: columns(*tpotCols),
+		Drift:       trainer.DriftConfig{Window: *liveWindow},
+	}
+
+	samples, name := []store.Sample(nil), *tracePath
+	if *synthetic {
+		samples = eval.Synthetic(eval.SyntheticOptions{Rows: *synthRows, Seed: *synthSeed})
+		name = fmt.Sprintf("synthetic(rows=%d,seed=%d)", *synthRows, *synthSeed)
+	} else if samples, err = eval.ReadTraceFile(*tracePath); err != nil {
+		return err
+	}
+
+	var rep *eval.Report
+	switch *mode {
+	case eval.ModeSplit:
+		rep, err = eval.Split(ctx, samples, opts, *seeds)
+	case eval.ModePrequential:
+		rep, err = eval.Prequential(ctx, samples, opts, *every)
+	case eval.ModeExtrapolate:
+		rep, err = eval.Extrapolate(ctx, samples, opts, *trainMax, *testMin)
+	default:
+		return fmt.Errorf("--mode %q: want split, prequential or extrapolate", *mode)
+	}
+	if err != nil {
+		return err
+	}
+	rep.Trace = name
+	if *asJSON {
+		return eval.WriteJSON(stdout, rep)
+	}
+	return eval.WriteTable(stdout, rep)
+}
+
+// columns splits a comma-separated column list; "" means the defaults.
+func columns(list string) []string {
+	if strings.TrimSpace(list) == "" {
+		return nil
+	}
+	var out []string
+	for c := range strings.SplitSeq(list, ",") {
+		out = append(out, strings.TrimSpace(c))
+	}
+	return out
+}

@@ -1,0 +1,73 @@
+package eval
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+)
+
+// WriteJSON writes the report as indented JSON.
+func WriteJSON(w io.Writer, r *Report) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(r); err != nil {
+		return fmt.Errorf("write report: %w", err)
+	}
+	return nil
+}
+
+// WriteTable writes the report as aligned text: a heading with the
+// settings, then one line per target and model, each with its MAPE as a
+// ratio to Headroom's on the same rows.
+func WriteTable(w io.Writer, r *Report) error {
+	var head []string
+	head = append(head, "mode "+r.Mode)
+	if r.Trace != "" {
+		head = append(head, "trace "+r.Trace)
+	}
+	head = append(head, "scheme "+r.Scheme)
+	switch r.Mode {
+	case ModeSplit:
+		head = append(head, fmt.Sprintf("%d seeds", r.Seeds))
+	case ModePrequential:
+		head = append(head, fmt.Sprintf("retrain every %d rows", r.Every))
+	case ModeExtrapolate:
+		head = append(head, fmt.Sprintf("train prompt <= %d, test > %d", r.TrainMax, r.TestMin))
+	}
+	head = append(head, fmt.Sprintf("%d retrains, %.1f s", r.Retrains, r.Seconds))
+	if _, err := fmt.Fprintln(w, strings.Join(head, ", ")); err != nil {
+		return err
+	}
+	if err := writeResults(w, r.Results, r.Quantile); err != nil {
+		return err
+	}
+	if len(r.EarlyLife) > 0 {
+		if _, err := fmt.Fprintf(w, "\nearly life (models trained on fewer than %d samples):\n", EarlyLifeMax); err != nil {
+			return err
+		}
+		return writeResults(w, r.EarlyLife, r.Quantile)
+	}
+	return nil
+}
+
+func writeResults(w io.Writer, rs []Result, q float64) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "target\tmodel\trows\tMAPE %%\tmedian APE %%\tp90 APE %%\tbias %%\tcoverage@%g %%\tMAPE / headroom\t\n", q)
+	for _, r := range rs {
+		cov := "-"
+		if r.Coverage != nil {
+			cov = fmt.Sprintf("%.1f", *r.Coverage)
+		}
+		ratio := "-"
+		for _, h := range rs {
+			if h.Target == r.Target && h.Model == ModelHeadroom && h.MAPE > 0 {
+				ratio = fmt.Sprintf("%.2fx", r.MAPE/h.MAPE)
+			}
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%.2f\t%.2f\t%.2f\t%+.2f\t%s\t%s\t\n",
+			r.Target, r.Model, r.Rows, r.MAPE, r.MedianAPE, r.P90APE, r.Bias, cov, ratio)
+	}
+	return tw.Flush()
+}

@@ -1,0 +1,294 @@
+package eval
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/headroomhq/headroom/features"
+	"github.com/headroomhq/headroom/model"
+	"github.com/headroomhq/headroom/predictor"
+	"github.com/headroomhq/headroom/store"
+	"github.com/headroomhq/headroom/trainer"
+)
+
+// Options configure a replay. Zero fields take the service's defaults, so
+// that the zero Options (with XGBoost set) measure the service as shipped.
+type Options struct {
+	// XGBoost runs the xgboost CLI for Headroom's trees and for the XGBoost
+	// baseline.
+	XGBoost trainer.XGBoost
+	// Fit is Headroom's fit configuration; a zero Kind means
+	// trainer.DefaultFitConfig. Its XGBoost field is ignored: XGBoost above
+	// is used.
+	Fit trainer.FitConfig
+	// Store options for Headroom's store (and so for the rows every model
+	// trains on). NoSync is always set: a replay needs no durability.
+	Store store.Options
+	// TTFTColumns and TPOTColumns are Headroom's feature columns; nil means
+	// the defaults (features.DefaultTTFTColumns, DefaultTPOTColumns).
+	TTFTColumns, TPOTColumns []string
+	// Drift is the trainer's live tracking, whose forward samples also
+	// calibrate and weigh later models; its Quantile is set from Quantile.
+	Drift trainer.DriftConfig
+	// MinSamplesFresh and MinSamples are the trainer's thresholds.
+	MinSamplesFresh, MinSamples int
+	// Quantile is the q whose coverage is reported; default 0.9.
+	Quantile float64
+	// TempDir holds the replay's stores; "" means os.TempDir().
+	TempDir string
+}
+
+func (o Options) withDefaults() Options {
+	if o.Quantile == 0 {
+		o.Quantile = 0.9
+	}
+	o.Drift.Quantile = o.Quantile
+	if o.Store.Scheme.IsZero() {
+		o.Store.Scheme = store.DefaultScheme()
+	}
+	o.Store.NoSync = true
+	return o
+}
+
+// ReferenceXGBoostParams are llm-d's reference latency predictor's
+// hyper-parameters (spec §4.3), for the baseline. They are fixed here, not
+// taken from trainer.DefaultXGBoostParams, so that tuning the service never
+// moves the baseline it is compared with.
+func ReferenceXGBoostParams() trainer.XGBoostParams {
+	return trainer.XGBoostParams{
+		Rounds: 200, MaxDepth: 6, Eta: 0.05, Subsample: 0.8, ColsampleBytree: 0.8,
+		MinChildWeight: 5, Gamma: 0.2, Lambda: 0.1, Alpha: 0.01,
+	}
+}
+
+// Reference tree-model columns (spec §4.1) in Headroom's names. The
+// reference's TPOT list also has num_tokens_generated, which it zeroes in
+// training rows; it carries no information there and is left out.
+var (
+	referenceTTFTColumns = []string{
+		"is_queued", "kv_cache_percentage", "input_token_length", "num_request_waiting", "num_request_running",
+		"prefill_tokens_in_flight", "decode_tokens_in_flight", "encoder_matched_size", "encoder_input_size",
+		"prefix_cache_score", "effective_input_tokens", "prefill_score_bucket", "pod_type",
+	}
+	referenceTPOTColumns = []string{
+		"is_queued", "kv_cache_percentage", "input_token_length", "num_request_waiting", "num_request_running",
+		"prefill_tokens_in_flight", "decode_tokens_in_flight", "pod_type",
+	}
+)
+
+func referenceSchema(t features.Target) features.Schema {
+	if t == features.TPOT {
+		return features.MustSchema(referenceTPOTColumns...)
+	}
+	return features.MustSchema(referenceTTFTColumns...)
+}
+
+// replica is one service instance in process: a store, a trainer over it,
+// a predictor per objective fed through the bundle's encoding, and the
+// baselines trained on exactly the rows the trainer trained on.
+type replica struct {
+	opts  Options
+	dir   string
+	db    *store.DB
+	tr    *trainer.Trainer
+	mean  *predictor.Predictor // objective mean
+	quant *predictor.Predictor // objective quantile at opts.Quantile
+	// bundle is the decoded bundle the predictors serve.
+	bundle    *model.Bundle
+	baselines [len(features.Targets)]baseline
+	retrains  int
+}
+
+// baseline holds the comparison models of one target.
+type baseline struct {
+	generation uint64 // store generation they were trained on; 0 = none yet
+	xgb        *model.Trees
+	constant   float64
+}
+
+func newReplica(opts Options) (*replica, error) {
+	if _, err := opts.XGBoost.Available(); err != nil {
+		return nil, err
+	}
+	dir, err := os.MkdirTemp(opts.TempDir, "headroom-eval-")
+	if err != nil {
+		return nil, fmt.Errorf("eval: %w", err)
+	}
+	r := &replica{opts: opts, dir: dir}
+	if r.db, err = store.Open(filepath.Join(dir, "samples.db"), opts.Store); err != nil {
+		os.RemoveAll(dir)
+		return nil, fmt.Errorf("eval: %w", err)
+	}
+	fit := opts.Fit
+	if fit.Kind == "" {
+		fit = trainer.DefaultFitConfig()
+	}
+	xgb := opts.XGBoost
+	fit.XGBoost = &xgb
+	r.tr, err = trainer.New(trainer.Config{
+		Fit:             fit,
+		MinSamplesFresh: opts.MinSamplesFresh,
+		MinSamples:      opts.MinSamples,
+		TTFTColumns:     opts.TTFTColumns,
+		TPOTColumns:     opts.TPOTColumns,
+		Drift:           opts.Drift,
+	}, r.db)
+	if err == nil {
+		r.mean, err = predictor.New(predictor.Mean, opts.Quantile)
+	}
+	if err == nil {
+		r.quant, err = predictor.New(predictor.Quantile, opts.Quantile)
+	}
+	if err != nil {
+		r.close()
+		return nil, fmt.Errorf("eval: %w", err)
+	}
+	return r, nil
+}
+
+func (r *replica) close() {
+	_ = r.db.Close()
+	_ = os.RemoveAll(r.dir)
+}
+
+func (r *replica) add(samples []store.Sample) error {
+	if len(samples) == 0 {
+		return nil
+	}
+	if _, err := r.db.Add(samples); err != nil {
+		return fmt.Errorf("eval: %w", err)
+	}
+	// As the api does after every stored batch: live error tracking, which
+	// also feeds the next fit's calibration and tree weight.
+	r.tr.ObserveServed(samples)
+	return nil
+}
+
+// retrain runs the trainer once, as its loop would, and when it publishes,
+// serves the bundle through its encoded bytes and trains the baselines of
+// every target it retrained on the same store generation. A trainer error
+// fails the replay: a replay that silently fell back to a linear model would
+// report the wrong model's figures.
+func (r *replica) retrain(ctx context.Context) error {
+	pub, err := r.tr.Retrain(ctx)
+	if err != nil {
+		return fmt.Errorf("eval: retrain: %w", err)
+	}
+	if pub == nil {
+		return nil
+	}
+	r.retrains++
+	decoded, err := model.Decode(pub.Encoded, nil)
+	if err != nil {
+		return fmt.Errorf("eval: published bundle does not decode: %w", err)
+	}
+	served := &model.Published{Bundle: decoded, Encoded: pub.Encoded}
+	r.mean.Swap(served, time.Time{})
+	r.quant.Swap(served, time.Time{})
+	r.bundle = decoded
+
+	var wg sync.WaitGroup
+	errs := make([]error, len(features.Targets))
+	for _, t := range features.Targets {
+		m := decoded.Target(t)
+		if m == nil || m.StoreGeneration == r.baselines[t].generation {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[t] = r.fitBaselines(ctx, t, m.StoreGeneration)
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// fitBaselines trains target t's baselines on the store's training rows,
+// which must still be those of generation gen, the ones Headroom's model
+// was trained on.
+func (r *replica) fitBaselines(ctx context.Context, t features.Target, gen uint64) error {
+	snap, err := r.db.SnapshotBuckets(t)
+	if err != nil {
+		return fmt.Errorf("eval: %w", err)
+	}
+	if snap.Generation != gen {
+		return fmt.Errorf("eval: %s store moved from generation %d to %d under the replay", t, gen, snap.Generation)
+	}
+	var train []store.Sample
+	for _, b := range snap.Buckets {
+		train = append(train, b.Samples...)
+	}
+	data := trainer.BuildDataset(referenceSchema(t), t, train)
+	if len(data.Y) == 0 {
+		return fmt.Errorf("eval: %s has no training rows at generation %d", t, gen)
+	}
+	var sum float64
+	for _, y := range data.Y {
+		sum += y
+	}
+	trees, err := r.opts.XGBoost.Train(ctx, data.X, data.Y, sum/float64(len(data.Y)), ReferenceXGBoostParams())
+	if err != nil {
+		return fmt.Errorf("eval: %s xgboost baseline: %w", t, err)
+	}
+	r.baselines[t] = baseline{generation: gen, xgb: trees, constant: median(data.Y)}
+	return nil
+}
+
+// modelFor returns Headroom's model for t in service, or nil.
+func (r *replica) modelFor(t features.Target) *model.TargetModel { return r.bundle.Target(t) }
+
+// score predicts, with every model, each sample of block that has a label
+// for a target with a model in service, and adds the predictions to tl.
+// keep, when not nil, selects the samples to score by the serving model.
+func (r *replica) score(block []store.Sample, tl *tally, keep func(t features.Target, m *model.TargetModel) bool) error {
+	if r.bundle == nil {
+		return nil
+	}
+	rows := make([]features.Row, len(block))
+	for i := range block {
+		rows[i] = block[i].Row
+	}
+	mean := make([]predictor.Prediction, len(rows))
+	quant := make([]predictor.Prediction, len(rows))
+	if _, err := r.mean.Predict(rows, mean); err != nil {
+		return fmt.Errorf("eval: predict: %w", err)
+	}
+	if _, err := r.quant.Predict(rows, quant); err != nil {
+		return fmt.Errorf("eval: predict: %w", err)
+	}
+	var x []float64
+	for _, t := range features.Targets {
+		m := r.modelFor(t)
+		if m == nil || (keep != nil && !keep(t, m)) {
+			continue
+		}
+		b := &r.baselines[t]
+		ref := referenceSchema(t)
+		for i := range block {
+			y, ok := block[i].Label(t)
+			if !ok {
+				continue
+			}
+			hm, hq := mean[i].TTFTMs, quant[i].TTFTMs
+			if t == features.TPOT {
+				hm, hq = mean[i].TPOTMs, quant[i].TPOTMs
+			}
+			s := tl.scores(t, ModelHeadroom)
+			s.add(hm, y)
+			s.addQuantile(hq)
+			x = m.Schema().Build(&rows[i], x)
+			tl.scores(t, ModelLinear).add(m.PredictLinear(x), y)
+			x = ref.Build(&rows[i], x)
+			// The reference clips its raw-ms output at 0.
+			tl.scores(t, ModelXGBoost).add(max(b.xgb.Predict(x), 0), y)
+			tl.scores(t, ModelConstant).add(b.constant, y)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,165 @@
+// Package eval measures prediction quality by replaying a trace through the
+// service's own code, in process: the bbolt store, the trainer, the bundle
+// encoding and the predictor. Nothing is re-implemented for the measurement,
+// so a figure it prints is a figure the service would show.
+//
+// Three modes (Split, Prequential, Extrapolate) each report, on the same rows,
+// Headroom's model beside two baselines: XGBoost alone on raw milliseconds
+// with the reference's hyper-parameters, and the linear model alone.
+package eval
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"time"
+
+	"github.com/headroomhq/headroom/features"
+	"github.com/headroomhq/headroom/store"
+)
+
+// traceEntry is one line of an llm-d training-data trace: the fields of the
+// reference's TrainingEntry. Pointers tell an absent field from a zero.
+type traceEntry struct {
+	KVCachePercentage     *float64 `json:"kv_cache_percentage"`
+	InputTokenLength      *float64 `json:"input_token_length"`
+	NumRequestWaiting     *float64 `json:"num_request_waiting"`
+	NumRequestRunning     *float64 `json:"num_request_running"`
+	NumTokensGenerated    *float64 `json:"num_tokens_generated"`
+	PrefixCacheScore      *float64 `json:"prefix_cache_score"`
+	PodType               *string  `json:"pod_type"`
+	PrefillTokensInFlight *float64 `json:"prefill_tokens_in_flight"`
+	DecodeTokensInFlight  *float64 `json:"decode_tokens_in_flight"`
+	EncoderInputSize      *float64 `json:"encoder_input_size"`
+	EncoderMatchedSize    *float64 `json:"encoder_matched_size"`
+	ActualTTFTMs          *float64 `json:"actual_ttft_ms"`
+	ActualTPOTMs          *float64 `json:"actual_tpot_ms"`
+	PredictedTTFTMs       *float64 `json:"predicted_ttft_ms"`
+	PredictedTPOTMs       *float64 `json:"predicted_tpot_ms"`
+	Timestamp             *string  `json:"timestamp"`
+}
+
+// traceEpoch is the timestamp given to the first row of a trace without
+// timestamps; later rows follow one millisecond apart. Fixed, because the
+// store's holdout choice hashes each sample's encoding, timestamp included,
+// and a replay must be deterministic.
+var traceEpoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// ReadTrace reads an llm-d JSONL trace (one training entry per line; blank
+// lines are skipped) into samples in file order. A line that is not a valid
+// entry fails the whole read with its line number: a silently shortened
+// trace would make every figure wrong without saying so.
+func ReadTrace(r io.Reader) ([]store.Sample, error) {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 0, 64<<10), 4<<20)
+	var out []store.Sample
+	line := 0
+	for sc.Scan() {
+		line++
+		text := sc.Bytes()
+		if len(bytes.TrimSpace(text)) == 0 {
+			continue
+		}
+		var e traceEntry
+		if err := json.Unmarshal(text, &e); err != nil {
+			return nil, fmt.Errorf("trace line %d: %w", line, err)
+		}
+		s, err := e.sample(len(out))
+		if err != nil {
+			return nil, fmt.Errorf("trace line %d: %w", line, err)
+		}
+		out = append(out, s)
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("trace line %d: %w", line+1, err)
+	}
+	if len(out) == 0 {
+		return nil, errors.New("trace has no entries")
+	}
+	return out, nil
+}
+
+// ReadTraceFile is ReadTrace on a file.
+func ReadTraceFile(path string) ([]store.Sample, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("read trace: %w", err)
+	}
+	defer f.Close()
+	s, err := ReadTrace(f)
+	if err != nil {
+		return nil, fmt.Errorf("read trace %s: %w", path, err)
+	}
+	return s, nil
+}
+
+func (e *traceEntry) sample(index int) (store.Sample, error) {
+	var s store.Sample
+	var err error
+	count := func(name string, p *float64) int64 {
+		if p == nil || err != nil {
+			return 0
+		}
+		if v := *p; v < 0 || v != math.Trunc(v) || v > 1<<40 {
+			err = fmt.Errorf("%s is %v, want a non-negative integer", name, v)
+		}
+		return int64(*p)
+	}
+	fraction := func(name string, p *float64) float64 {
+		if p == nil || err != nil {
+			return 0
+		}
+		if v := *p; !(v >= 0 && v <= 1) {
+			err = fmt.Errorf("%s is %v, want a number in [0, 1]", name, v)
+		}
+		return *p
+	}
+	latency := func(name string, p *float64) float64 {
+		if p == nil || err != nil {
+			return 0
+		}
+		if v := *p; !(v >= 0) || math.IsInf(v, 0) {
+			err = fmt.Errorf("%s is %v, want a non-negative number", name, v)
+		}
+		return *p
+	}
+	if e.InputTokenLength == nil {
+		return s, errors.New("input_token_length is missing")
+	}
+	s.Row = features.Row{
+		KVCachePercentage:     fraction("kv_cache_percentage", e.KVCachePercentage),
+		InputTokenLength:      count("input_token_length", e.InputTokenLength),
+		NumRequestWaiting:     count("num_request_waiting", e.NumRequestWaiting),
+		NumRequestRunning:     count("num_request_running", e.NumRequestRunning),
+		NumTokensGenerated:    count("num_tokens_generated", e.NumTokensGenerated),
+		PrefixCacheScore:      fraction("prefix_cache_score", e.PrefixCacheScore),
+		PrefillTokensInFlight: count("prefill_tokens_in_flight", e.PrefillTokensInFlight),
+		DecodeTokensInFlight:  count("decode_tokens_in_flight", e.DecodeTokensInFlight),
+		EncoderInputSize:      count("encoder_input_size", e.EncoderInputSize),
+		EncoderMatchedSize:    count("encoder_matched_size", e.EncoderMatchedSize),
+	}
+	if e.PodType != nil {
+		s.Row.PodType = *e.PodType
+	}
+	s.ActualTTFTMs = latency("actual_ttft_ms", e.ActualTTFTMs)
+	s.ActualTPOTMs = latency("actual_tpot_ms", e.ActualTPOTMs)
+	s.PredictedTTFTMs = latency("predicted_ttft_ms", e.PredictedTTFTMs)
+	s.PredictedTPOTMs = latency("predicted_tpot_ms", e.PredictedTPOTMs)
+	if err != nil {
+		return s, err
+	}
+	s.Timestamp = traceEpoch.Add(time.Duration(index) * time.Millisecond)
+	if e.Timestamp != nil && *e.Timestamp != "" {
+		ts, perr := time.Parse(time.RFC3339Nano, *e.Timestamp)
+		if perr != nil {
+			return s, fmt.Errorf("timestamp %q: %w", *e.Timestamp, perr)
+		}
+		s.Timestamp = ts.UTC()
+	}
+	return s, nil
+}

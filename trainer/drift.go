@@ -1,0 +1,391 @@
+package trainer
+
+import (
+	"math"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/headroomhq/headroom/features"
+	"github.com/headroomhq/headroom/model"
+	"github.com/headroomhq/headroom/store"
+)
+
+// DriftConfig configures live error tracking and the early retrain it can
+// trigger. Zero fields take the defaults.
+//
+// Two live errors are tracked per target, both on samples as they arrive,
+// before any model has trained on them:
+//   - "model": the current bundle's own central prediction, recomputed by
+//     the trainer for every sample. Always available, and the same
+//     statistic as the holdout MAPE, so the early-retrain rule compares
+//     the two. Its samples also calibrate the next model's quantiles and
+//     choose its tree weight (FitConfig.Forward).
+//   - "served": the prediction the router acted on, when the sample
+//     carries it (predicted_ttft_ms / predicted_tpot_ms). It includes the
+//     predictors' sync lag and their objective.
+type DriftConfig struct {
+	// Window is the number of recent samples per target the live figures
+	// (and FitConfig.Forward) cover (default 200). Short, so that the
+	// calibration follows the errors of the latest models: measured on the
+	// shared trace, 200 kept the 0.5 and 0.9 quantiles within 2 points of
+	// their targets where 300 and 1,000 (older, less trained models' wider
+	// errors) did not (docs/ACCURACY.md).
+	Window int
+	// MinRows is the number of samples a target needs since its model last
+	// changed before its live error is judged (default 100).
+	MinRows int
+	// Factor and MarginPoints define "well above": a live MAPE above both
+	// Factor × the model's holdout MAPE and holdout MAPE + MarginPoints
+	// (defaults 1.5 and 5).
+	Factor       float64
+	MarginPoints float64
+	// MinGap is the shortest time between two early retrains of a target
+	// (default 2 min), so a regime the store cannot fit yet does not
+	// retrain in a loop.
+	MinGap time.Duration
+	// Quantile is the quantile whose coverage is tracked and exported
+	// (default 0.9); set it to the predictors' quantile.
+	Quantile float64
+	// ServedQuantile says what served predictions are: 0 for the mean
+	// objective, else the quantile the predictors serve. Served error is
+	// judged for early retrains only under the mean objective, where it is
+	// the holdout MAPE's statistic.
+	ServedQuantile float64
+	// Disabled turns early retraining off; live figures are still kept.
+	Disabled bool
+}
+
+func (c *DriftConfig) setDefaults() {
+	if c.Window <= 0 {
+		c.Window = 200
+	}
+	if c.MinRows <= 0 {
+		c.MinRows = 100
+	}
+	c.MinRows = min(c.MinRows, c.Window)
+	if c.Factor <= 0 {
+		c.Factor = 1.5
+	}
+	if c.MarginPoints <= 0 {
+		c.MarginPoints = 5
+	}
+	if c.MinGap <= 0 {
+		c.MinGap = 2 * time.Minute
+	}
+	if !(c.Quantile > 0 && c.Quantile < 1) {
+		c.Quantile = 0.9
+	}
+}
+
+// LiveError is one live error of one target over its most recent Rows
+// samples. Percentages are in percent.
+type LiveError struct {
+	Rows      int     `json:"rows"`
+	Observed  uint64  `json:"observed_total"`
+	MAPE      float64 `json:"mape"`
+	MedianAPE float64 `json:"median_ape"`
+	// Bias is the median signed percentage error; negative means the
+	// predictions were too low.
+	Bias float64 `json:"bias"`
+	// Exceeded is the percentage of requests slower than predicted.
+	Exceeded float64 `json:"exceeded"`
+	// Coverage is, for the model's own predictions, the percentage of
+	// requests at or below its Quantile prediction: it should be near
+	// 100 × Quantile.
+	Coverage *float64 `json:"coverage,omitempty"`
+	Quantile float64  `json:"quantile,omitempty"`
+	// SinceModel counts samples since the target's model last changed; the
+	// early-retrain rule looks only at those.
+	SinceModel int `json:"since_model"`
+	// Drifting is true when the MAPE since the model changed is well above
+	// the model's holdout MAPE.
+	Drifting bool `json:"drifting"`
+}
+
+// LiveStatus is a target's live tracking in Status.
+type LiveStatus struct {
+	Model  *LiveError `json:"model,omitempty"`
+	Served *LiveError `json:"served,omitempty"`
+	// HoldoutMAPE is the holdout MAPE of the model in service, the yardstick.
+	HoldoutMAPE      float64   `json:"holdout_mape"`
+	EarlyRetrains    int       `json:"early_retrains"`
+	LastEarlyRetrain time.Time `json:"last_early_retrain,omitzero"`
+}
+
+// ring keeps the last len(ape) percentage errors.
+type ring struct {
+	ape, signed []float64
+	covered     []bool // model ring only
+	next, n     int
+	observed    uint64
+	sinceModel  int
+}
+
+func newRing(size int, coverage bool) ring {
+	r := ring{ape: make([]float64, size), signed: make([]float64, size)}
+	if coverage {
+		r.covered = make([]bool, size)
+	}
+	return r
+}
+
+func (r *ring) add(predicted, actual float64, covered bool) {
+	e := 100 * (predicted - actual) / actual
+	r.ape[r.next], r.signed[r.next] = math.Abs(e), e
+	if r.covered != nil {
+		r.covered[r.next] = covered
+	}
+	r.next = (r.next + 1) % len(r.ape)
+	r.n = min(r.n+1, len(r.ape))
+	r.observed++
+	r.sinceModel++
+}
+
+// recentMAPE is the MAPE of the last k entries.
+func (r *ring) recentMAPE(k int) float64 {
+	k = min(k, r.n)
+	if k == 0 {
+		return 0
+	}
+	var sum float64
+	for i := 1; i <= k; i++ {
+		sum += r.ape[(r.next-i+len(r.ape))%len(r.ape)]
+	}
+	return sum / float64(k)
+}
+
+func (r *ring) summary(q float64) *LiveError {
+	if r.n == 0 {
+		return nil
+	}
+	ape := append([]float64(nil), r.ape[:r.n]...)
+	signed := append([]float64(nil), r.signed[:r.n]...)
+	var sum float64
+	exceeded, covered := 0, 0
+	for i := range ape {
+		sum += ape[i]
+		if signed[i] < 0 {
+			exceeded++
+		}
+		if r.covered != nil && r.covered[i] {
+			covered++
+		}
+	}
+	sort.Float64s(ape)
+	sort.Float64s(signed)
+	le := &LiveError{
+		Rows: r.n, Observed: r.observed, MAPE: sum / float64(r.n), MedianAPE: middle(ape),
+		Bias: middle(signed), Exceeded: 100 * float64(exceeded) / float64(r.n), SinceModel: r.sinceModel,
+	}
+	if r.covered != nil {
+		c := 100 * float64(covered) / float64(r.n)
+		le.Coverage, le.Quantile = &c, q
+	}
+	return le
+}
+
+// targetLive is one target's live state.
+type targetLive struct {
+	model   ring
+	served  ring
+	forward []ForwardSample // ring of Window, aligned with model
+	// current is the model the rows since the last change were judged
+	// against; a different pointer in the bundle means a new model.
+	current   *model.TargetModel
+	early     int
+	lastEarly time.Time
+}
+
+// driftTracker keeps the live windows and decides early retrains. Its
+// methods are safe for concurrent use.
+type driftTracker struct {
+	cfg     DriftConfig
+	now     func() time.Time
+	metrics *Metrics
+
+	mu      sync.Mutex
+	targets [len(features.Targets)]targetLive
+	// trigger holds at most one pending early-retrain request.
+	trigger chan struct{}
+}
+
+func newDriftTracker(cfg DriftConfig, now func() time.Time, metrics *Metrics) *driftTracker {
+	cfg.setDefaults()
+	d := &driftTracker{cfg: cfg, now: now, metrics: metrics, trigger: make(chan struct{}, 1)}
+	for i := range d.targets {
+		d.targets[i].model = newRing(cfg.Window, true)
+		d.targets[i].served = newRing(cfg.Window, false)
+		d.targets[i].forward = make([]ForwardSample, 0, cfg.Window)
+	}
+	return d
+}
+
+// observe records samples as they arrive against the models of bundle b
+// (nil before the first) and requests an early retrain when a target's
+// live error is well above its holdout error. It returns the targets judged
+// drifting.
+func (d *driftTracker) observe(samples []store.Sample, b *model.Bundle) []features.Target {
+	var drifting []features.Target
+	var buf [64]float64
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, t := range features.Targets {
+		tl := &d.targets[t]
+		m := b.Target(t)
+		if m != tl.current {
+			tl.current = m
+			tl.model.sinceModel, tl.served.sinceModel = 0, 0
+		}
+		for i := range samples {
+			actual, ok := samples[i].Label(t)
+			if !ok {
+				continue
+			}
+			if pred, ok := samples[i].Predicted(t); ok {
+				tl.served.add(pred, actual, false)
+				d.metrics.observeLive(t, "served")
+			}
+			if m == nil {
+				continue
+			}
+			x := m.Schema().Build(&samples[i].Row, buf[:0])
+			central := m.Predict(x)
+			tl.model.add(central, actual, actual <= m.Quantile(central, d.cfg.Quantile))
+			d.metrics.observeLive(t, "model")
+			tl.pushForward(forwardSample(m, x, central, actual), d.cfg.Window)
+		}
+		if m != nil && d.judge(tl, m) {
+			drifting = append(drifting, t)
+		}
+		d.metrics.observeLiveSummary(t, tl, d.cfg.Quantile)
+	}
+	if len(drifting) > 0 && !d.cfg.Disabled {
+		now := d.now()
+		due := false
+		for _, t := range drifting {
+			tl := &d.targets[t]
+			if tl.lastEarly.IsZero() || now.Sub(tl.lastEarly) >= d.cfg.MinGap {
+				tl.lastEarly = now
+				tl.early++
+				d.metrics.earlyRetrain(t)
+				due = true
+			}
+		}
+		if due {
+			select {
+			case d.trigger <- struct{}{}:
+			default: // one request is already pending
+			}
+		}
+	}
+	return drifting
+}
+
+// forwardSample splits a prediction into the parts the next fit reweighs.
+// Only a line-plus-trees model has a tree part that a weight can scale; for
+// the others the whole prediction is the base.
+func forwardSample(m *model.TargetModel, x []float64, central, actual float64) ForwardSample {
+	if m.Kind == model.KindResidual {
+		base, treeLog := m.Parts(x)
+		return ForwardSample{Actual: actual, Base: base, TreeLog: treeLog, LogShift: m.LogShift}
+	}
+	return ForwardSample{Actual: actual, Base: central}
+}
+
+func (tl *targetLive) pushForward(f ForwardSample, window int) {
+	if len(tl.forward) < window {
+		tl.forward = append(tl.forward, f)
+		return
+	}
+	// Full: the oldest entry is at the ring position the model ring will
+	// overwrite next, which is the same index since both advance together.
+	tl.forward[(tl.model.next-1+window)%window] = f
+}
+
+// forwardSamples returns a copy of a target's forward samples, oldest first.
+func (d *driftTracker) forwardSamples(t features.Target) []ForwardSample {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	tl := &d.targets[t]
+	n := len(tl.forward)
+	out := make([]ForwardSample, 0, n)
+	if n < d.cfg.Window {
+		return append(out, tl.forward...)
+	}
+	start := tl.model.next // the oldest entry
+	out = append(out, tl.forward[start:]...)
+	return append(out, tl.forward[:start]...)
+}
+
+// judge reports whether a target's live error since its model changed is
+// well above the model's holdout error: the model's own, or, under the
+// mean objective, the served predictions'.
+func (d *driftTracker) judge(tl *targetLive, m *model.TargetModel) bool {
+	return d.above(&tl.model, m) || (d.cfg.ServedQuantile == 0 && d.above(&tl.served, m))
+}
+
+// above reports whether r's MAPE since m was put in service is well above
+// m's holdout MAPE, once enough rows say so.
+func (d *driftTracker) above(r *ring, m *model.TargetModel) bool {
+	if m.Holdout.Rows == 0 || r.sinceModel < d.cfg.MinRows {
+		return false
+	}
+	hold := m.Holdout.MAPE
+	live := r.recentMAPE(r.sinceModel)
+	return live > d.cfg.Factor*hold && live > hold+d.cfg.MarginPoints
+}
+
+// ObserveServed tracks the live error of the samples just stored (the api
+// calls it after each successful ingest): the current bundle's own
+// predictions for them and, where the router reported them, the
+// predictions it acted on. When a target's live error is well above the
+// holdout error of its model, Run retrains early (DriftConfig).
+func (t *Trainer) ObserveServed(samples []store.Sample) {
+	var b *model.Bundle
+	if pub := t.current.Load(); pub != nil {
+		b = pub.Bundle
+	}
+	for _, tg := range t.live.observe(samples, b) {
+		t.cfg.Logger.Debug("live error well above holdout error", "target", tg)
+	}
+}
+
+// triggered returns the channel that receives a value when an early
+// retrain is due.
+func (d *driftTracker) triggered() <-chan struct{} { return d.trigger }
+
+// status returns a target's live figures, or nil when nothing was observed.
+func (d *driftTracker) status(t features.Target) *LiveStatus {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	tl := &d.targets[t]
+	if tl.model.n == 0 && tl.served.n == 0 {
+		return nil
+	}
+	s := &LiveStatus{
+		Model:            tl.model.summary(d.cfg.Quantile),
+		Served:           tl.served.summary(0),
+		EarlyRetrains:    tl.early,
+		LastEarlyRetrain: tl.lastEarly,
+	}
+	if m := tl.current; m != nil {
+		s.HoldoutMAPE = m.Holdout.MAPE
+		if s.Model != nil {
+			s.Model.Drifting = d.above(&tl.model, m)
+		}
+		if s.Served != nil {
+			s.Served.Drifting = d.above(&tl.served, m)
+		}
+	}
+	return s
+}
+
+// middle is the median of sorted values.
+func middle(sorted []float64) float64 {
+	n := len(sorted)
+	if n%2 == 1 {
+		return sorted[n/2]
+	}
+	return (sorted[n/2-1] + sorted[n/2]) / 2
+}

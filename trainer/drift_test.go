@@ -1,0 +1,207 @@
+package trainer
+
+import (
+	"context"
+	"math"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/headroomhq/headroom/features"
+	"github.com/headroomhq/headroom/model"
+	"github.com/headroomhq/headroom/store"
+)
+
+// driftModel is a linear TTFT model predicting 100 ms for every row, with
+// a holdout MAPE of 10% and log residuals uniform on [-0.25, 0.25], whose
+// 90% point is about 0.2.
+func driftModel(t *testing.T) *model.TargetModel {
+	t.Helper()
+	resid := make([]float64, 100)
+	for i := range resid {
+		resid[i] = 0.5*float64(i)/99 - 0.25
+	}
+	cal, err := model.NewCalibration("holdout", resid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := &model.TargetModel{
+		Kind: model.KindLinear, Columns: []string{"num_request_running"},
+		Linear:      &model.Linear{Intercept: 100, Coef: []float64{0}, Mean: []float64{0}, Scale: []float64{1}},
+		BaseFloorMs: 1, MinMs: 1, MaxMs: 1e6, Ranges: []model.Range{{Min: 0, Max: 10}},
+		Calibration: cal, Holdout: model.Quality{Rows: 100, MAPE: 10},
+	}
+	if err := m.Prepare(); err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// ttftSamples returns n TTFT samples with the given actual and, when
+// served > 0, the prediction the router reported.
+func ttftSamples(n int, actual, served float64) []store.Sample {
+	s := make([]store.Sample, n)
+	for i := range s {
+		s[i] = store.Sample{ActualTTFTMs: actual, PredictedTTFTMs: served}
+	}
+	return s
+}
+
+func TestDriftTrackerTriggersEarlyRetrain(t *testing.T) {
+	now := time.Unix(1_800_000_000, 0)
+	d := newDriftTracker(DriftConfig{MinRows: 50, MinGap: time.Minute}, func() time.Time { return now }, nil)
+	b := &model.Bundle{TTFT: driftModel(t)}
+	pending := func() bool {
+		select {
+		case <-d.triggered():
+			return true
+		default:
+			return false
+		}
+	}
+
+	// On-model error (100 ms predicted, 105 actual): 4.8% < holdout 10%.
+	if got := d.observe(ttftSamples(200, 105, 0), b); len(got) != 0 || pending() {
+		t.Fatalf("drifting %v on ordinary error", got)
+	}
+	// Requests now take 200 ms, a 50% error. Judged over every row since
+	// the model went into service, 20 such rows are not yet enough:
+	// (200·4.8% + 20·50%) / 220 ≈ 8.9%.
+	got := d.observe(ttftSamples(20, 200, 0), b)
+	if len(got) != 0 {
+		t.Fatalf("drifting %v after 20 slow rows", got)
+	}
+	got = d.observe(ttftSamples(300, 200, 0), b)
+	if len(got) != 1 || got[0] != features.TTFT || !pending() {
+		t.Fatalf("drifting %v, pending %v; want an early TTFT retrain", got, pending())
+	}
+	// Within MinGap: still drifting, no second request.
+	if got := d.observe(ttftSamples(10, 200, 0), b); len(got) != 1 || pending() {
+		t.Fatalf("second request within MinGap (drifting %v)", got)
+	}
+	now = now.Add(2 * time.Minute)
+	if d.observe(ttftSamples(10, 200, 0), b); !pending() {
+		t.Fatal("no request after MinGap")
+	}
+	s := d.status(features.TTFT)
+	if s == nil || s.EarlyRetrains != 2 || s.HoldoutMAPE != 10 || s.Model == nil || !s.Model.Drifting || s.Served != nil {
+		t.Fatalf("status %+v", s)
+	}
+
+	// A new model resets the count of rows it is judged on.
+	b2 := &model.Bundle{TTFT: driftModel(t)}
+	if got := d.observe(ttftSamples(10, 200, 0), b2); len(got) != 0 {
+		t.Fatalf("a new model judged drifting on %d rows", 10)
+	}
+	if s := d.status(features.TTFT); s.Model.SinceModel != 10 || s.Model.Drifting {
+		t.Errorf("after a new model: %+v", s.Model)
+	}
+}
+
+func TestDriftTrackerLiveFigures(t *testing.T) {
+	d := newDriftTracker(DriftConfig{Window: 100, Quantile: 0.9, Disabled: true}, time.Now, nil)
+	b := &model.Bundle{TTFT: driftModel(t)}
+	// Served 100 ms; actual 110 for 80 rows, 130 for 20.
+	d.observe(ttftSamples(80, 110, 100), b)
+	d.observe(ttftSamples(20, 130, 100), b)
+	s := d.status(features.TTFT)
+	if s == nil || s.Served == nil || s.Model == nil {
+		t.Fatalf("status %+v", s)
+	}
+	wantMAPE := (80*100*10/110.0 + 20*100*30/130.0) / 100
+	for _, le := range []*LiveError{s.Served, s.Model} {
+		if le.Rows != 100 || math.Abs(le.MAPE-wantMAPE) > 1e-9 || le.Exceeded != 100 {
+			t.Errorf("live %+v, want MAPE %.3f over 100 rows, all exceeded", le, wantMAPE)
+		}
+	}
+	// The model's 0.9 quantile is 100·e^0.2 ≈ 122: 110 is covered, 130 not.
+	if c := s.Model.Coverage; c == nil || *c != 80 || s.Model.Quantile != 0.9 {
+		t.Errorf("live coverage %v, want 80%%", c)
+	}
+	if s.Served.Coverage != nil {
+		t.Error("served predictions have a coverage; their statistic is unknown")
+	}
+	if s.EarlyRetrains != 0 {
+		t.Errorf("disabled tracker requested %d retrains", s.EarlyRetrains)
+	}
+	if d.status(features.TPOT) != nil {
+		t.Error("TPOT status without TPOT samples")
+	}
+}
+
+func TestForwardSamplesOldestFirst(t *testing.T) {
+	d := newDriftTracker(DriftConfig{Window: 5}, time.Now, nil)
+	b := &model.Bundle{TTFT: driftModel(t)}
+	for i := 1; i <= 7; i++ {
+		d.observe(ttftSamples(1, float64(i), 0), b)
+	}
+	got := d.forwardSamples(features.TTFT)
+	if len(got) != 5 {
+		t.Fatalf("%d forward samples, want the window's 5", len(got))
+	}
+	for i, f := range got {
+		if f.Actual != float64(i+3) || f.Base != 100 || f.TreeLog != 0 {
+			t.Errorf("forward[%d] = %+v, want actual %d on base 100", i, f, i+3)
+		}
+	}
+	if len(d.forwardSamples(features.TPOT)) != 0 {
+		t.Error("TPOT forward samples without TPOT samples")
+	}
+}
+
+// End to end: the trainer's Run loop retrains as soon as live error is
+// well above the holdout error, not at its next (hour-long) tick, and
+// the figures show in Status and the metrics.
+func TestRunRetrainsEarlyOnDrift(t *testing.T) {
+	f := newFixture(t)
+	reg := prometheus.NewRegistry()
+	tr, err := New(Config{
+		Interval: time.Hour, Metrics: NewMetrics(reg),
+		Drift: DriftConfig{MinRows: 50, MinGap: time.Millisecond},
+	}, f.db) // linear only
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.add(t, 300)
+	first := retrain(t, tr)
+	if first == nil {
+		t.Fatal("no first bundle")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { tr.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+
+	published := tr.Published()
+	slow := syntheticSamples(f.rng, 200)
+	for i := range slow {
+		slow[i].ActualTTFTMs *= 3
+	}
+	if _, err := f.db.Add(slow); err != nil {
+		t.Fatal(err)
+	}
+	tr.ObserveServed(slow)
+	select {
+	case <-published:
+	case <-time.After(20 * time.Second):
+		t.Fatal("no early retrain within 20 s")
+	}
+	if v := tr.Current().Bundle.Version; v != first.Bundle.Version+1 {
+		t.Errorf("bundle version %d after the early retrain", v)
+	}
+	live := tr.Status().Targets["ttft"].Live
+	if live == nil || live.EarlyRetrains != 1 || live.Model == nil || live.Model.Rows != 200 {
+		t.Errorf("live status %+v", live)
+	}
+	if n := testutil.ToFloat64(tr.cfg.Metrics.earlyRetrains.WithLabelValues("ttft")); n != 1 {
+		t.Errorf("headroom_drift_retrains_total = %v", n)
+	}
+	if v := testutil.ToFloat64(tr.cfg.Metrics.liveMAPE.WithLabelValues("ttft", "model")); v < 50 {
+		t.Errorf("headroom_live_mape_percent = %v, want the tripled latencies' error", v)
+	}
+	if v := testutil.ToFloat64(tr.cfg.Metrics.coverage.WithLabelValues("ttft", "live", "0.9")); v > 10 {
+		t.Errorf("live coverage %v%% of tripled latencies", v)
+	}
+}

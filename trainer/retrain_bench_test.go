@@ -1,0 +1,217 @@
+package trainer
+
+import (
+	"context"
+	"math"
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/headroomhq/headroom/features"
+	"github.com/headroomhq/headroom/loadgen"
+	"github.com/headroomhq/headroom/store"
+)
+
+// fullStore opens a store with scheme filled the way a busy service fills
+// it: every bucket at capacity and a full holdout, from loadgen's generated
+// entries (chat-like prompts over every KV-cache and prefix-cache level).
+// With the brief's scheme (KV × prefix, 40 buckets) that is 20,000 training
+// samples per target. The store lives in dir; the caller closes it.
+func fullStore(b *testing.B, dir, scheme string) *store.DB {
+	b.Helper()
+	sch, err := store.ParseScheme(scheme)
+	if err != nil {
+		b.Fatal(err)
+	}
+	db, err := store.Open(filepath.Join(dir, "samples.db"), store.Options{NoSync: true, Scheme: sch})
+	if err != nil {
+		b.Fatal(err)
+	}
+	g := loadgen.Generator{Seed: 1}
+	samples := make([]store.Sample, 0, 10000)
+	now := time.Now().UTC()
+	capacity := sch.NumBuckets() * store.DefaultBucketCapacity
+	full := func() bool {
+		c := db.Counts()
+		return c.Train(features.TTFT) >= capacity && c.Train(features.TPOT) >= capacity
+	}
+	// Stop when full, or when the rarest buckets would take far longer to
+	// fill than the rest (prompt bands the generator rarely draws).
+	for i := int64(0); i < 60*int64(capacity) && !full(); {
+		for range cap(samples) {
+			e := g.Entry(i)
+			i++
+			samples = append(samples, store.Sample{
+				Row: features.Row{
+					KVCachePercentage: e.KVCachePercentage, InputTokenLength: e.InputTokenLength,
+					NumRequestWaiting: e.NumRequestWaiting, NumRequestRunning: e.NumRequestRunning,
+					PrefixCacheScore: e.PrefixCacheScore, PrefillTokensInFlight: e.PrefillTokensInFlight,
+					DecodeTokensInFlight: e.DecodeTokensInFlight,
+				},
+				ActualTTFTMs: e.ActualTTFTMs, ActualTPOTMs: e.ActualTPOTMs, Timestamp: now,
+			})
+		}
+		if _, err := db.Add(samples); err != nil {
+			b.Fatal(err)
+		}
+		samples = samples[:0]
+	}
+	c := db.Counts()
+	b.Logf("scheme %s: %d buckets, %d/%d training samples (ttft/tpot) of %d each",
+		scheme, sch.NumBuckets(), c.Train(features.TTFT), c.Train(features.TPOT), capacity)
+	return db
+}
+
+// cpuTimes returns this process's CPU time and that of its finished
+// children (the xgboost runs), user and system. On a shared machine wall
+// time per op grows with every other tenant; CPU time much less, so each
+// step reports both.
+func cpuTimes() (self, children time.Duration) {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) == nil {
+		self = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	}
+	if syscall.Getrusage(syscall.RUSAGE_CHILDREN, &ru) == nil {
+		children = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	}
+	return self, children
+}
+
+// loopCPU runs f in b.Loop and reports the CPU per op of the Go process
+// (go-cpu-ms/op) and of xgboost (xgboost-cpu-ms/op).
+func loopCPU(b *testing.B, f func()) {
+	self0, child0 := cpuTimes()
+	n := 0
+	for b.Loop() {
+		f()
+		n++
+	}
+	self, child := cpuTimes()
+	b.ReportMetric(float64(self-self0)/float64(n)/1e6, "go-cpu-ms/op")
+	b.ReportMetric(float64(child-child0)/float64(n)/1e6, "xgboost-cpu-ms/op")
+}
+
+// BenchmarkRetrainFullStore is the wall time of one retrain of a full store
+// as the service runs it (both targets at once, default parameters, the
+// xgboost CLI), then the parts of one target's fit, to show where the time
+// goes. "brief" is the product brief's 40-bucket store (20,000 samples per
+// target), "default" the store's current default scheme, filled as far as
+// the generator's prompts reach. It needs the xgboost binary.
+func BenchmarkRetrainFullStore(b *testing.B) {
+	xgb := &XGBoost{Binary: "xgboost"}
+	if _, err := xgb.Available(); err != nil {
+		b.Skip(err)
+	}
+	ctx := context.Background()
+	for _, sc := range []struct{ name, scheme string }{
+		{"brief", store.BriefSchemeName},
+		{"default", store.DefaultSchemeName},
+	} {
+		// Filled on first use, so that -bench can pick one scheme; it
+		// outlives the sub-benchmark that fills it.
+		var db *store.DB
+		dir := b.TempDir()
+		b.Cleanup(func() {
+			if db != nil {
+				db.Close()
+			}
+		})
+		b.Run(sc.name+"/retrain", func(b *testing.B) {
+			if db == nil {
+				db = fullStore(b, dir, sc.scheme)
+			}
+			loopCPU(b, func() {
+				fit := DefaultFitConfig()
+				fit.XGBoost = xgb
+				tr, err := New(Config{Fit: fit, BundleDir: b.TempDir()}, db)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if pub, err := tr.Retrain(ctx); err != nil || pub == nil {
+					b.Fatalf("retrain: %v %v", pub, err)
+				}
+			})
+		})
+		if db == nil {
+			continue // filtered out
+		}
+		for _, t := range features.Targets {
+			benchmarkFitParts(b, sc.name+"/"+t.String(), db, t, xgb)
+		}
+	}
+}
+
+// benchmarkFitParts times the steps of one target's fit on db's samples.
+func benchmarkFitParts(b *testing.B, name string, db *store.DB, t features.Target, xgb *XGBoost) {
+	ctx := context.Background()
+	schema := features.DefaultSchema(t)
+	var train, holdout []store.Sample
+	b.Run(name+"/snapshot", func(b *testing.B) {
+		loopCPU(b, func() {
+			var err error
+			if train, holdout, err = db.Snapshot(t); err != nil {
+				b.Fatal(err)
+			}
+		})
+	})
+	if train == nil {
+		var err error
+		if train, holdout, err = db.Snapshot(t); err != nil {
+			b.Fatal(err)
+		}
+	}
+	trainDS, holdoutDS := BuildDataset(schema, t, train), BuildDataset(schema, t, holdout)
+	b.Run(name+"/dataset", func(b *testing.B) {
+		loopCPU(b, func() {
+			trainDS, holdoutDS = BuildDataset(schema, t, train), BuildDataset(schema, t, holdout)
+		})
+	})
+	// The trees learn log(actual / line); log(actual) minus its mean is a
+	// stand-in with the same spread of work for the CLI.
+	logY := make([]float64, len(trainDS.Y))
+	var mean float64
+	for i, y := range trainDS.Y {
+		logY[i] = math.Log(y)
+		mean += logY[i] / float64(len(logY))
+	}
+	for i := range logY {
+		logY[i] -= mean
+	}
+	b.Run(name+"/csv", func(b *testing.B) {
+		path := filepath.Join(b.TempDir(), "train.csv")
+		loopCPU(b, func() {
+			if err := writeCSV(path, trainDS.X, logY); err != nil {
+				b.Fatal(err)
+			}
+		})
+		if fi, err := os.Stat(path); err == nil {
+			b.ReportMetric(float64(fi.Size())/1e6, "MB")
+		}
+	})
+	b.Run(name+"/xgboost", func(b *testing.B) {
+		loopCPU(b, func() {
+			if _, err := xgb.Train(ctx, trainDS.X, logY, 0, DefaultXGBoostParams()); err != nil {
+				b.Fatal(err)
+			}
+		})
+	})
+	b.Run(name+"/fit", func(b *testing.B) {
+		cfg := DefaultFitConfig()
+		cfg.XGBoost = xgb
+		loopCPU(b, func() {
+			if _, err := Fit(ctx, schema, trainDS, holdoutDS, cfg); err != nil {
+				b.Fatal(err)
+			}
+		})
+	})
+	b.Run(name+"/fit-linear", func(b *testing.B) {
+		cfg := DefaultFitConfig()
+		loopCPU(b, func() {
+			if _, err := Fit(ctx, schema, trainDS, holdoutDS, cfg); err != nil {
+				b.Fatal(err)
+			}
+		})
+	})
+}
