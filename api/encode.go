@@ -1,8 +1,12 @@
 package api
 
 import (
+	"bytes"
 	"math"
+	"runtime"
 	"strconv"
+	"strings"
+	"sync"
 
 	"github.com/headroomhq/headroom/predictor"
 )
@@ -11,23 +15,19 @@ import (
 // output, their shape is fixed, and appending into a pooled buffer costs a
 // fraction of reflection-based encoding (see BenchmarkEncodeBulk).
 
-// predictionMeta holds the fields every prediction object repeats.
+// predictionMeta holds the fields every prediction object repeats, already
+// encoded once per response rather than once per prediction.
 type predictionMeta struct {
-	predictedAt string // RFC 3339 with Z
+	predictedAt []byte // RFC 3339 with Z
 	objective   string
-	quantile    float64
-	lastLoad    string
+	quantile    []byte // a JSON number
+	lastLoad    string // RFC 3339 with Z
 }
 
 // appendBulkResponse writes a /predict/bulk[/strict] success body.
-func appendBulkResponse(dst []byte, preds []predictor.Prediction, meta predictionMeta, processingMs float64) []byte {
+func appendBulkResponse(dst []byte, preds []predictor.Prediction, meta *predictionMeta, processingMs float64) []byte {
 	dst = append(dst, `{"predictions":[`...)
-	for i := range preds {
-		if i > 0 {
-			dst = append(dst, ',')
-		}
-		dst = appendPrediction(dst, &preds[i], meta)
-	}
+	dst = appendPredictions(dst, preds, meta)
 	dst = append(dst, `],"total_requests":`...)
 	dst = strconv.AppendInt(dst, int64(len(preds)), 10)
 	dst = append(dst, `,"successful_predictions":`...)
@@ -37,8 +37,72 @@ func appendBulkResponse(dst []byte, preds []predictor.Prediction, meta predictio
 	return append(dst, '}')
 }
 
+// parallelEncodeRows is the least share of a batch worth a goroutine of its
+// own when encoding (about a millisecond of work). Encoding is the largest
+// step of a big request that is not already spread over every core.
+const parallelEncodeRows = 2048
+
+// appendPredictions writes the prediction objects, comma-separated. Large
+// batches are encoded in shares on GOMAXPROCS goroutines and joined.
+func appendPredictions(dst []byte, preds []predictor.Prediction, meta *predictionMeta) []byte {
+	workers := min(runtime.GOMAXPROCS(0), len(preds)/parallelEncodeRows)
+	if workers <= 1 {
+		return appendPredictionList(dst, preds, meta)
+	}
+	return appendPredictionsParallel(dst, preds, meta.clone(), workers)
+}
+
+// appendPredictionsParallel is appendPredictions over workers goroutines.
+// It takes its own copy of the meta: what goroutines share escapes to the
+// heap, and the caller's meta lives on its stack.
+func appendPredictionsParallel(dst []byte, preds []predictor.Prediction, meta *predictionMeta, workers int) []byte {
+	share := (len(preds) + workers - 1) / workers
+	parts := make([][]byte, 0, workers-1)
+	for lo := share; lo < len(preds); lo += share {
+		parts = append(parts, nil)
+	}
+	var wg sync.WaitGroup
+	for w := range parts {
+		lo := (w + 1) * share
+		hi := min(lo+share, len(preds))
+		wg.Go(func() {
+			b := append(make([]byte, 0, (hi-lo)*bytesPerPrediction+1), ',')
+			parts[w] = appendPredictionList(b, preds[lo:hi], meta)
+		})
+	}
+	dst = appendPredictionList(dst, preds[:share], meta)
+	wg.Wait()
+	for _, p := range parts {
+		dst = append(dst, p...)
+	}
+	return dst
+}
+
+// clone returns a copy of m that shares no memory with it. Even the
+// strings are copied: escape analysis does not tell fields apart, so
+// keeping any of m's pointers would move all of m's buffers to the heap.
+func (m *predictionMeta) clone() *predictionMeta {
+	return &predictionMeta{
+		predictedAt: bytes.Clone(m.predictedAt),
+		objective:   strings.Clone(m.objective),
+		quantile:    bytes.Clone(m.quantile),
+		lastLoad:    strings.Clone(m.lastLoad),
+	}
+}
+
+// appendPredictionList writes preds, comma-separated.
+func appendPredictionList(dst []byte, preds []predictor.Prediction, meta *predictionMeta) []byte {
+	for i := range preds {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = appendPrediction(dst, &preds[i], meta)
+	}
+	return dst
+}
+
 // appendPrediction writes one prediction object.
-func appendPrediction(dst []byte, p *predictor.Prediction, meta predictionMeta) []byte {
+func appendPrediction(dst []byte, p *predictor.Prediction, meta *predictionMeta) []byte {
 	dst = append(dst, `{"ttft_ms":`...)
 	dst = appendFloat(dst, p.TTFTMs)
 	dst = append(dst, `,"tpot_ms":`...)
@@ -60,7 +124,7 @@ func appendPrediction(dst []byte, p *predictor.Prediction, meta predictionMeta) 
 	dst = append(dst, `","model_type":"`+modelTypeXGBoost+`","objective_type":"`...)
 	dst = append(dst, meta.objective...)
 	dst = append(dst, `","quantile":`...)
-	dst = appendFloat(dst, meta.quantile)
+	dst = append(dst, meta.quantile...)
 	dst = append(dst, `,"last_model_load":"`...)
 	dst = append(dst, meta.lastLoad...)
 	return append(dst, `"}`...)

@@ -5,7 +5,6 @@
 package api
 
 import (
-	"bytes"
 	"crypto/subtle"
 	"errors"
 	"fmt"
@@ -14,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -110,50 +110,78 @@ func writeValidation(c *gin.Context, errs []FieldError) {
 // errBodyTooLarge is returned by readBody past the limit.
 var errBodyTooLarge = errors.New("request body too large")
 
-// bodyPool recycles request body buffers on the hot path.
-var bodyPool = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+// bodyPool recycles request body buffers (*[]byte) on the hot path.
+var bodyPool = sync.Pool{New: func() any { return new([]byte) }}
 
-// readBody reads the request body into a pooled buffer, refusing more than
-// limit bytes. The caller must call release when done with the bytes.
-func readBody(c *gin.Context, limit int64) (body []byte, release func(), err error) {
-	buf := bodyPool.Get().(*bytes.Buffer)
-	buf.Reset()
-	release = func() {
-		if buf.Cap() <= 4<<20 { // do not pin huge buffers
-			bodyPool.Put(buf)
+// putBody returns a buffer from readBodyBuffer to the pool.
+func putBody(buf *[]byte) {
+	if cap(*buf) <= 4<<20 { // do not pin huge buffers
+		bodyPool.Put(buf)
+	}
+}
+
+// readBodyBuffer reads the request body into a pooled buffer, refusing
+// more than limit bytes. The caller must putBody the buffer when done with
+// its bytes, error or not. It allocates nothing once the pool is warm (an
+// io.LimitReader or a release closure would).
+func readBodyBuffer(c *gin.Context, limit int64) (*[]byte, error) {
+	buf := bodyPool.Get().(*[]byte)
+	b := (*buf)[:0]
+	defer func() { *buf = b }()
+	if c.Request.ContentLength > limit {
+		return buf, errBodyTooLarge
+	}
+	if want := int(c.Request.ContentLength) + 1; cap(b) < want { // +1: room to see EOF without growing
+		b = make([]byte, 0, want)
+	}
+	body := c.Request.Body
+	for {
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)] // grow
+		}
+		n, err := body.Read(b[len(b):cap(b)])
+		b = b[:len(b)+n]
+		if int64(len(b)) > limit {
+			return buf, errBodyTooLarge
+		}
+		if err == io.EOF {
+			return buf, nil
+		}
+		if err != nil {
+			return buf, fmt.Errorf("read request body: %w", err)
 		}
 	}
-	if c.Request.ContentLength > limit {
-		return nil, release, errBodyTooLarge
-	}
-	if c.Request.ContentLength > 0 {
-		buf.Grow(int(c.Request.ContentLength))
-	}
-	n, err := buf.ReadFrom(io.LimitReader(c.Request.Body, limit+1))
+}
+
+// readBody is readBodyBuffer for callers that prefer a release function.
+func readBody(c *gin.Context, limit int64) (body []byte, release func(), err error) {
+	buf, err := readBodyBuffer(c, limit)
+	release = func() { putBody(buf) }
 	if err != nil {
-		return nil, release, fmt.Errorf("read request body: %w", err)
+		return nil, release, err
 	}
-	if n > limit {
-		return nil, release, errBodyTooLarge
-	}
-	return buf.Bytes(), release, nil
+	return *buf, release, nil
 }
 
 // readBodyOrFail reads the body and answers the error itself; ok is false
 // when the handler must return.
 func readBodyOrFail(c *gin.Context, limit int64) ([]byte, func(), bool) {
 	body, release, err := readBody(c, limit)
-	switch {
-	case errors.Is(err, errBodyTooLarge):
+	if err != nil {
 		release()
-		writeDetail(c, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body larger than %d bytes", limit))
-		return nil, nil, false
-	case err != nil:
-		release()
-		writeDetail(c, http.StatusBadRequest, err.Error())
+		writeBodyError(c, err, limit)
 		return nil, nil, false
 	}
 	return body, release, true
+}
+
+// writeBodyError answers a failure to read the request body.
+func writeBodyError(c *gin.Context, err error, limit int64) {
+	if errors.Is(err, errBodyTooLarge) {
+		writeDetail(c, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body larger than %d bytes", limit))
+		return
+	}
+	writeDetail(c, http.StatusBadRequest, err.Error())
 }
 
 // checkContentType refuses bodies declared as something other than JSON.
@@ -172,9 +200,17 @@ func checkContentType(c *gin.Context) bool {
 	return false
 }
 
-// timestamp formats t as RFC 3339 in UTC with a Z, microsecond precision.
+// timestampLayout is RFC 3339 in UTC with a Z, microsecond precision.
+const timestampLayout = "2006-01-02T15:04:05.999999Z07:00"
+
+// timestamp formats t with timestampLayout.
 func timestamp(t time.Time) string {
-	return t.UTC().Format("2006-01-02T15:04:05.999999Z07:00")
+	return t.UTC().Format(timestampLayout)
+}
+
+// appendTimestamp is timestamp appending to dst, without allocating.
+func appendTimestamp(dst []byte, t time.Time) []byte {
+	return t.UTC().AppendFormat(dst, timestampLayout)
 }
 
 // nullableTimestamp is timestamp, or nil for the zero time.
@@ -186,10 +222,35 @@ func nullableTimestamp(t time.Time) any {
 }
 
 // httpMetrics counts requests and their latency per route.
+//
+// Resolving a labelled series (WithLabelValues) hashes the label values and
+// takes a read lock on every request; the series a server answers with are
+// few, so they are resolved once and kept in an immutable map that is
+// replaced, copy on write, when a new one appears. Lookups take no lock and
+// allocate nothing.
 type httpMetrics struct {
 	requests *prometheus.CounterVec
 	latency  *prometheus.HistogramVec
+
+	mu     sync.Mutex // serialises additions to series
+	series atomic.Pointer[map[seriesKey]httpSeries]
 }
+
+// seriesKey names one request series; route is gin's full path
+// ("unmatched" for none), so its values are bounded by the routes.
+type seriesKey struct {
+	route, method string
+	code          int
+}
+
+type httpSeries struct {
+	requests prometheus.Counter
+	latency  prometheus.Observer
+}
+
+// maxCachedSeries bounds the cache: methods are client-chosen strings, so
+// past this many series the rest are resolved on every request instead.
+const maxCachedSeries = 256
 
 func newHTTPMetrics(reg prometheus.Registerer, server string) *httpMetrics {
 	m := &httpMetrics{
@@ -205,8 +266,32 @@ func newHTTPMetrics(reg prometheus.Registerer, server string) *httpMetrics {
 			Buckets:     []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 10},
 		}, []string{"route"}),
 	}
+	m.series.Store(&map[seriesKey]httpSeries{})
 	reg.MustRegister(m.requests, m.latency)
 	return m
+}
+
+// lookup returns the series for k, resolving and caching it on first use.
+func (m *httpMetrics) lookup(k seriesKey) httpSeries {
+	if s, ok := (*m.series.Load())[k]; ok {
+		return s
+	}
+	s := httpSeries{
+		requests: m.requests.WithLabelValues(k.route, k.method, strconv.Itoa(k.code)),
+		latency:  m.latency.WithLabelValues(k.route),
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	old := *m.series.Load()
+	if _, ok := old[k]; !ok && len(old) < maxCachedSeries {
+		next := make(map[seriesKey]httpSeries, len(old)+1)
+		for key, v := range old {
+			next[key] = v
+		}
+		next[k] = s
+		m.series.Store(&next)
+	}
+	return s
 }
 
 func (m *httpMetrics) middleware() gin.HandlerFunc {
@@ -217,7 +302,8 @@ func (m *httpMetrics) middleware() gin.HandlerFunc {
 		if route == "" {
 			route = "unmatched"
 		}
-		m.requests.WithLabelValues(route, c.Request.Method, strconv.Itoa(c.Writer.Status())).Inc()
-		m.latency.WithLabelValues(route).Observe(time.Since(start).Seconds())
+		s := m.lookup(seriesKey{route: route, method: c.Request.Method, code: c.Writer.Status()})
+		s.requests.Inc()
+		s.latency.Observe(time.Since(start).Seconds())
 	}
 }

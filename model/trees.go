@@ -66,31 +66,100 @@ func (t *Trees) Predict(x []float64) float64 {
 	if len(x) < t.numFeature {
 		panic("model: Predict: feature vector shorter than the model's feature count")
 	}
+	// A missing (NaN) feature is rare in service (features come from
+	// validated, finite fields), and the walk that need not test for one
+	// is a sixth faster; a NaN anywhere takes the walk that does.
+	for _, v := range x[:t.numFeature] {
+		if v != v {
+			return t.predictMissing(x)
+		}
+	}
+	return t.predictFinite(x)
+}
+
+// predictFinite is Predict for x without NaN. It must stay the same walk as
+// predictMissing but for the missing-value test.
+//
+// A walk is a chain of dependent loads, so the CPU idles on each one.
+// Walking eight trees side by side gives it eight independent chains:
+// about 2.5 times faster than one at a time, and a fifth faster than four
+// (BenchmarkTreesPredict); a tree that reaches its leaf first waits there
+// (a step keeps a leaf in place). Leaves are still summed in tree order.
+func (t *Trees) predictFinite(x []float64) float64 {
+	left, feature, value := t.left, t.feature, t.value
+	sum := t.baseScore
+	roots := t.roots
+	i := 0
+	for ; i+8 <= len(roots); i += 8 {
+		a, b, c, d := roots[i], roots[i+1], roots[i+2], roots[i+3]
+		e, f, g, h := roots[i+4], roots[i+5], roots[i+6], roots[i+7]
+		for {
+			la, lb, lc, ld := left[a], left[b], left[c], left[d]
+			le, lf, lg, lh := left[e], left[f], left[g], left[h]
+			if la&lb&lc&ld&le&lf&lg&lh < 0 { // all eight are leaves
+				break
+			}
+			a = stepFinite(feature, value, x, a, la)
+			b = stepFinite(feature, value, x, b, lb)
+			c = stepFinite(feature, value, x, c, lc)
+			d = stepFinite(feature, value, x, d, ld)
+			e = stepFinite(feature, value, x, e, le)
+			f = stepFinite(feature, value, x, f, lf)
+			g = stepFinite(feature, value, x, g, lg)
+			h = stepFinite(feature, value, x, h, lh)
+		}
+		sum += value[a]
+		sum += value[b]
+		sum += value[c]
+		sum += value[d]
+		sum += value[e]
+		sum += value[f]
+		sum += value[g]
+		sum += value[h]
+	}
+	for ; i < len(roots); i++ {
+		n := roots[i]
+		for l := left[n]; l >= 0; l = left[n] {
+			n = stepFinite(feature, value, x, n, l)
+		}
+		sum += value[n]
+	}
+	return float64(sum)
+}
+
+// predictMissing is Predict for x with a NaN: predictFinite's walk, with
+// each step testing for a missing value.
+func (t *Trees) predictMissing(x []float64) float64 {
 	left, feature, value, defaultLeft := t.left, t.feature, t.value, t.defaultLeft
 	sum := t.baseScore
 	roots := t.roots
-	// A walk is a chain of dependent loads, so the CPU idles on each one.
-	// Walking four trees side by side gives it four independent chains and
-	// nearly halves the time; a tree that reaches its leaf first waits
-	// there (step keeps a leaf in place). Leaves are still summed in tree
-	// order.
 	i := 0
-	for ; i+4 <= len(roots); i += 4 {
+	for ; i+8 <= len(roots); i += 8 {
 		a, b, c, d := roots[i], roots[i+1], roots[i+2], roots[i+3]
+		e, f, g, h := roots[i+4], roots[i+5], roots[i+6], roots[i+7]
 		for {
 			la, lb, lc, ld := left[a], left[b], left[c], left[d]
-			if la&lb&lc&ld < 0 { // all four are leaves
+			le, lf, lg, lh := left[e], left[f], left[g], left[h]
+			if la&lb&lc&ld&le&lf&lg&lh < 0 {
 				break
 			}
 			a = step(feature, value, defaultLeft, x, a, la)
 			b = step(feature, value, defaultLeft, x, b, lb)
 			c = step(feature, value, defaultLeft, x, c, lc)
 			d = step(feature, value, defaultLeft, x, d, ld)
+			e = step(feature, value, defaultLeft, x, e, le)
+			f = step(feature, value, defaultLeft, x, f, lf)
+			g = step(feature, value, defaultLeft, x, g, lg)
+			h = step(feature, value, defaultLeft, x, h, lh)
 		}
 		sum += value[a]
 		sum += value[b]
 		sum += value[c]
 		sum += value[d]
+		sum += value[e]
+		sum += value[f]
+		sum += value[g]
+		sum += value[h]
 	}
 	for ; i < len(roots); i++ {
 		n := roots[i]
@@ -102,18 +171,32 @@ func (t *Trees) Predict(x []float64) float64 {
 	return float64(sum)
 }
 
-// step returns the node after n, whose left child is l, or n itself if n is
-// a leaf (l < 0; a leaf's feature is 0, so the reads stay in range). Which
-// way a row goes is a coin toss to the branch predictor, so the choice is
-// made without jumps (the compiler emits SETcc and CMOV); NaN is rare, so its
-// test may branch.
+// stepFinite returns the node after n, whose left child is l, or n itself
+// if n is a leaf (l < 0; a leaf's feature is 0, so the reads stay in
+// range). Which way a row goes is a coin toss to the branch predictor, so
+// the choice is made without jumps (the compiler emits SETcc and CMOV).
+func stepFinite(feature []uint32, value []float32, x []float64, n, l int32) int32 {
+	var right int32
+	if !(float32(x[feature[n]]) < value[n]) {
+		right = 1
+	}
+	next := l + right
+	if l < 0 {
+		next = n
+	}
+	return next
+}
+
+// step is stepFinite where x[feature] may be NaN, which XGBoost treats as
+// missing: it goes the node's default way. NaN is rare, so its test may
+// branch.
 func step(feature []uint32, value []float32, defaultLeft []bool, x []float64, n, l int32) int32 {
 	v := float32(x[feature[n]])
 	var right int32
 	if !(v < value[n]) {
 		right = 1
 	}
-	if v != v && defaultLeft[n] { // NaN: XGBoost treats it as missing
+	if v != v && defaultLeft[n] {
 		right = 0
 	}
 	next := l + right

@@ -884,3 +884,19 @@ func BenchmarkTreesUnmarshal(b *testing.B) {
 		}
 	}
 }
+
+// The two walks Predict chooses between agree wherever both apply: on rows
+// without NaN, for every count of trees around the eight-tree groups.
+func TestFiniteAndMissingWalksAgree(t *testing.T) {
+	large := loadLargeModel(t)
+	rng := rand.New(rand.NewPCG(7, 8))
+	for _, n := range []int{1, 7, 8, 9, 15, 16, 17, 203, large.NumTrees()} {
+		m := firstTrees(large, n)
+		for range 200 {
+			x := []float64{rng.Float64(), float64(rng.IntN(8000)), float64(rng.IntN(30)), rng.Float64() * 1e6, rng.Float64() * 1e-3, rng.NormFloat64() * 50}
+			if a, b := m.predictFinite(x), m.predictMissing(x); a != b || m.Predict(x) != a {
+				t.Fatalf("%d trees, row %v: finite walk %v, missing-value walk %v", n, x, a, b)
+			}
+		}
+	}
+}

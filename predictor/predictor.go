@@ -9,6 +9,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"runtime"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -112,8 +114,18 @@ func (p *Predictor) Ready() bool {
 	return cur != nil && (cur.pub.Bundle.TTFT != nil || cur.pub.Bundle.TPOT != nil)
 }
 
+// parallelRows is the least work worth a goroutine of its own: about
+// 200 µs with 200-tree models, against a microsecond to start and join one.
+// A router caller's 100 rows are split over two cores, which halves their
+// latency when a core is free; coalesced batches of thousands spread over
+// every core.
+const parallelRows = 48
+
 // Predict fills out[i] for rows[i]; out must be at least as long as rows.
-// It returns the load time of the bundle it used. It does not allocate.
+// It returns the load time of the bundle it used. Batches of at least
+// 2·parallelRows rows are split over GOMAXPROCS goroutines; smaller ones run
+// on the caller's goroutine and do not allocate. Every row of one call uses
+// the same bundle.
 func (p *Predictor) Predict(rows []features.Row, out []Prediction) (time.Time, error) {
 	cur := p.cur.Load()
 	if cur == nil {
@@ -123,6 +135,34 @@ func (p *Predictor) Predict(rows []features.Row, out []Prediction) (time.Time, e
 	if b.TTFT == nil && b.TPOT == nil {
 		return time.Time{}, ErrNotReady
 	}
+	workers := 1
+	if len(rows) >= 2*parallelRows {
+		workers = min(runtime.GOMAXPROCS(0), len(rows)/parallelRows)
+	}
+	if workers > 1 {
+		p.predictParallel(b, rows, out, workers)
+	} else {
+		p.predictRows(b, rows, out[:len(rows)])
+	}
+	return cur.loadedAt, nil
+}
+
+// predictParallel splits rows into workers shares, one per goroutine. It is
+// a function of its own because what a goroutine captures escapes to the
+// heap, and in Predict that would cost the small batches an allocation.
+func (p *Predictor) predictParallel(b *model.Bundle, rows []features.Row, out []Prediction, workers int) {
+	share := (len(rows) + workers - 1) / workers
+	var wg sync.WaitGroup
+	for lo := share; lo < len(rows); lo += share {
+		hi := min(lo+share, len(rows))
+		wg.Go(func() { p.predictRows(b, rows[lo:hi], out[lo:hi]) })
+	}
+	p.predictRows(b, rows[:share], out[:share])
+	wg.Wait()
+}
+
+// predictRows predicts rows into out (of the same length) with bundle b.
+func (p *Predictor) predictRows(b *model.Bundle, rows []features.Row, out []Prediction) {
 	var buf [64]float64
 	for i := range rows {
 		out[i] = Prediction{}
@@ -133,7 +173,6 @@ func (p *Predictor) Predict(rows []features.Row, out []Prediction) (time.Time, e
 			out[i].TPOTMs, out[i].TPOTBounds, out[i].TPOTUncertainty = p.predictTarget(b.TPOT, &rows[i], buf[:0])
 		}
 	}
-	return cur.loadedAt, nil
 }
 
 func (p *Predictor) predictTarget(m *model.TargetModel, row *features.Row, buf []float64) (float64, [2]float64, float64) {

@@ -17,9 +17,10 @@ import (
 )
 
 // testOptions skip fsync; tests that measure or rely on durability set
-// NoSync false themselves.
+// NoSync false themselves. They use the brief's scheme, whose bucket keys
+// the tests spell out.
 func testOptions() Options {
-	return Options{NoSync: true, Timeout: 200 * time.Millisecond}
+	return Options{NoSync: true, Timeout: 200 * time.Millisecond, Scheme: MustParseScheme(BriefSchemeName)}
 }
 
 func tempPath(t testing.TB) string {
@@ -83,7 +84,9 @@ func mustAdd(t testing.TB, db *DB, samples []Sample) AddResult {
 }
 
 func TestOpenNew(t *testing.T) {
-	db := openTest(t, tempPath(t), testOptions())
+	opts := testOptions()
+	opts.Scheme = Scheme{} // the default
+	db := openTest(t, tempPath(t), opts)
 	if !db.OpenReport().Created {
 		t.Error("OpenReport().Created = false for a new file")
 	}

@@ -37,13 +37,13 @@ type XGBoostParams struct {
 func DefaultXGBoostParams() XGBoostParams {
 	return XGBoostParams{
 		Rounds:          200,
-		MaxDepth:        6,
+		MaxDepth:        4,
 		Eta:             0.05,
 		Subsample:       0.8,
 		ColsampleBytree: 0.8,
 		MinChildWeight:  5,
-		Gamma:           0.2,
-		Lambda:          0.1,
+		Gamma:           0,
+		Lambda:          30,
 		Alpha:           0.01,
 	}
 }

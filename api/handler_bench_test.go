@@ -1,0 +1,222 @@
+package api
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/headroomhq/headroom/features"
+	"github.com/headroomhq/headroom/model"
+	"github.com/headroomhq/headroom/predictor"
+)
+
+// benchTreeModel is a linear+log-trees model over cols with numTrees
+// complete trees of the given depth: every walk goes to the full depth, the
+// slowest case for the model size. Thresholds are feature values of random
+// rows, so walks branch as on real data.
+func benchTreeModel(tb testing.TB, cols []string, seed uint64, numTrees, depth int) *model.TargetModel {
+	tb.Helper()
+	s := features.MustSchema(cols...)
+	n := s.Len()
+	r := rand.New(rand.NewPCG(seed, 1))
+	rows, _, errs := DecodeBulkPredictRequest(benchRows(256), 0, true, nil)
+	if len(errs) > 0 {
+		tb.Fatal(errs)
+	}
+	type treesJSON struct {
+		BaseScore   float32   `json:"base_score"`
+		NumFeature  int       `json:"num_feature"`
+		TreeSizes   []int     `json:"tree_sizes"`
+		Left        []int     `json:"left"`
+		Feature     []int     `json:"feature"`
+		Value       []float32 `json:"value"`
+		DefaultLeft []int     `json:"default_left"`
+	}
+	nodes, internal := 1<<(depth+1)-1, 1<<depth-1
+	enc := treesJSON{NumFeature: n}
+	var x []float64
+	for range numTrees {
+		enc.TreeSizes = append(enc.TreeSizes, nodes)
+		for k := range nodes {
+			if k >= internal {
+				enc.Left, enc.Feature = append(enc.Left, -1), append(enc.Feature, 0)
+				enc.Value, enc.DefaultLeft = append(enc.Value, float32(r.NormFloat64()*0.01)), append(enc.DefaultLeft, 0)
+				continue
+			}
+			f := r.IntN(n)
+			x = s.Build(&rows[r.IntN(len(rows))], x[:0])
+			enc.Left, enc.Feature = append(enc.Left, 2*k+1), append(enc.Feature, f)
+			enc.Value, enc.DefaultLeft = append(enc.Value, float32(x[f])), append(enc.DefaultLeft, 1)
+		}
+	}
+	data, err := json.Marshal(enc)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	trees := new(model.Trees)
+	if err := trees.UnmarshalJSON(data); err != nil {
+		tb.Fatal(err)
+	}
+	lin := &model.Linear{Intercept: 50, Coef: make([]float64, n), Mean: make([]float64, n), Scale: make([]float64, n)}
+	for i := range n {
+		lin.Coef[i], lin.Scale[i] = r.Float64(), 1+r.Float64()*1000
+	}
+	res := make([]float64, 500)
+	for i := range res {
+		res[i] = r.NormFloat64() * 0.2
+	}
+	cal, err := model.NewCalibration("holdout", res)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	m := &model.TargetModel{Kind: model.KindResidual, Columns: cols, Linear: lin, Trees: trees, BaseFloorMs: 1,
+		MinMs: 0.1, MaxMs: 1e6, Ranges: make([]model.Range, n), Calibration: cal}
+	if err := m.Prepare(); err != nil {
+		tb.Fatal(err)
+	}
+	return m
+}
+
+// benchPredictor serves the default model size: 200 trees of depth 6 per
+// target.
+func benchPredictor(tb testing.TB) *predictor.Predictor {
+	p, _ := predictor.New(predictor.Mean, 0.9)
+	b := &model.Bundle{Version: 1, CreatedAt: time.Now(),
+		TTFT: benchTreeModel(tb, features.DefaultTTFTColumns, 1, 200, 6),
+		TPOT: benchTreeModel(tb, features.DefaultTPOTColumns, 2, 200, 6)}
+	p.Swap(&model.Published{Bundle: b}, time.Now())
+	return p
+}
+
+// cpuTime is the process's CPU time so far, user and system, in ns. On a
+// shared machine a benchmark's wall time per op grows with every other
+// tenant; its CPU time per op much less, so the handler benchmark reports
+// both.
+func cpuTime() int64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return ru.Utime.Nano() + ru.Stime.Nano()
+}
+
+// discard is a ResponseWriter that keeps nothing but the status, so the
+// benchmark measures the handler, not a recorder.
+type discard struct {
+	header http.Header
+	status int
+	n      int
+}
+
+func (d *discard) Header() http.Header         { return d.header }
+func (d *discard) WriteHeader(code int)        { d.status = code }
+func (d *discard) Write(p []byte) (int, error) { d.n += len(p); return len(p), nil }
+
+// BenchmarkBulkStrictHandler is the whole /predict/bulk/strict handler in
+// process, without the network: routing, metrics, body read, decode,
+// prediction with 200-tree models for both targets, encoding. One op is
+// one request.
+func BenchmarkBulkStrictHandler(b *testing.B) {
+	gin.SetMode(gin.ReleaseMode) // quiet: debug mode logs every route
+	h := NewPredictorHandler(benchPredictor(b), PredictorOptions{})
+	for _, n := range []int{1, 10, 100, 10000} {
+		body := benchRows(n)
+		b.Run(fmt.Sprintf("rows=%d", n), func(b *testing.B) {
+			rd := bytes.NewReader(body)
+			req, err := http.NewRequest(http.MethodPost, "/predict/bulk/strict", nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			req.Header.Set("Content-Type", "application/json")
+			req.Body = io.NopCloser(rd)
+			req.ContentLength = int64(len(body))
+			w := &discard{header: http.Header{}}
+			b.ReportAllocs()
+			cpu0 := cpuTime()
+			for b.Loop() {
+				rd.Reset(body)
+				clear(w.header)
+				w.status, w.n = 0, 0
+				h.ServeHTTP(w, req)
+				if w.status != http.StatusOK {
+					b.Fatalf("status %d", w.status)
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(n), "ns/row")
+			// CPU time per request: the 10,000-row case spreads over every
+			// core, so its wall time is less than this.
+			b.ReportMetric(float64(cpuTime()-cpu0)/float64(b.N), "cpu-ns/op")
+		})
+	}
+}
+
+// BenchmarkEncodeBulk compares the hand-written response encoder with
+// encoding/json on the same response.
+func BenchmarkEncodeBulk(b *testing.B) {
+	type predJSON struct {
+		TTFTMs          float64    `json:"ttft_ms"`
+		TPOTMs          float64    `json:"tpot_ms"`
+		TTFTUncertainty float64    `json:"ttft_uncertainty"`
+		TPOTUncertainty float64    `json:"tpot_uncertainty"`
+		TTFTBounds      [2]float64 `json:"ttft_prediction_bounds"`
+		TPOTBounds      [2]float64 `json:"tpot_prediction_bounds"`
+		PredictedAt     string     `json:"predicted_at"`
+		ModelType       string     `json:"model_type"`
+		ObjectiveType   string     `json:"objective_type"`
+		Quantile        float64    `json:"quantile"`
+		LastModelLoad   string     `json:"last_model_load"`
+	}
+	type respJSON struct {
+		Predictions           []predJSON `json:"predictions"`
+		TotalRequests         int        `json:"total_requests"`
+		SuccessfulPredictions int        `json:"successful_predictions"`
+		FailedPredictions     int        `json:"failed_predictions"`
+		ProcessingTimeMs      float64    `json:"processing_time_ms"`
+	}
+	p := benchPredictor(b)
+	now := time.Now()
+	meta := predictionMeta{predictedAt: appendTimestamp(nil, now), objective: "mean", quantile: appendFloat(nil, 0.9), lastLoad: timestamp(now)}
+	for _, n := range []int{10, 100, 10000} {
+		rows, _, errs := DecodeBulkPredictRequest(benchRows(n), 0, true, nil)
+		if len(errs) > 0 {
+			b.Fatal(errs)
+		}
+		preds := make([]predictor.Prediction, n)
+		if _, err := p.Predict(rows, preds); err != nil {
+			b.Fatal(err)
+		}
+		b.Run(fmt.Sprintf("rows=%d/append", n), func(b *testing.B) {
+			var out []byte
+			b.ReportAllocs()
+			for b.Loop() {
+				out = appendBulkResponse(out[:0], preds, &meta, 0.25)
+			}
+			b.SetBytes(int64(len(out)))
+		})
+		b.Run(fmt.Sprintf("rows=%d/encoding_json", n), func(b *testing.B) {
+			b.ReportAllocs()
+			var size int
+			for b.Loop() {
+				resp := respJSON{Predictions: make([]predJSON, n), TotalRequests: n, SuccessfulPredictions: n, ProcessingTimeMs: 0.25}
+				for i, pr := range preds {
+					resp.Predictions[i] = predJSON{pr.TTFTMs, pr.TPOTMs, pr.TTFTUncertainty, pr.TPOTUncertainty,
+						pr.TTFTBounds, pr.TPOTBounds, string(meta.predictedAt), modelTypeXGBoost, meta.objective, 0.9, meta.lastLoad}
+				}
+				out, err := json.Marshal(resp)
+				if err != nil {
+					b.Fatal(err)
+				}
+				size = len(out)
+			}
+			b.SetBytes(int64(size))
+		})
+	}
+}

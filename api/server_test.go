@@ -1,0 +1,141 @@
+package api
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"testing/iotest"
+
+	"github.com/gin-gonic/gin"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+)
+
+func TestReadBodyBuffer(t *testing.T) {
+	const limit = 100
+	errRead := errors.New("connection reset")
+	for _, tc := range []struct {
+		name          string
+		body          io.Reader
+		contentLength int64 // -1: unknown, as for a chunked upload
+		want          string
+		wantErr       error
+	}{
+		{"empty", strings.NewReader(""), 0, "", nil},
+		{"small, length known", strings.NewReader("hello"), 5, "hello", nil},
+		{"small, length unknown", strings.NewReader("hello"), -1, "hello", nil},
+		{"exactly the limit", strings.NewReader(strings.Repeat("x", limit)), limit, strings.Repeat("x", limit), nil},
+		{"one past the limit, length unknown", strings.NewReader(strings.Repeat("x", limit+1)), -1, "", errBodyTooLarge},
+		{"declared past the limit", strings.NewReader("x"), limit + 1, "", errBodyTooLarge},
+		{"longer than declared", strings.NewReader(strings.Repeat("x", 2*limit)), 10, "", errBodyTooLarge},
+		{"one byte at a time", iotest.OneByteReader(strings.NewReader("{\"a\":1}")), -1, "{\"a\":1}", nil},
+		{"read error", iotest.ErrReader(errRead), -1, "", errRead},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			// Twice: the second read reuses the pooled buffer the first
+			// returned, which must not leak into it.
+			for range 2 {
+				c, _ := gin.CreateTestContext(httptest.NewRecorder())
+				c.Request = httptest.NewRequest(http.MethodPost, "/", io.NopCloser(tc.body))
+				c.Request.ContentLength = tc.contentLength
+				buf, err := readBodyBuffer(c, limit)
+				if !errors.Is(err, tc.wantErr) {
+					t.Fatalf("err %v, want %v", err, tc.wantErr)
+				}
+				if err == nil && string(*buf) != tc.want {
+					t.Fatalf("body %q, want %q", *buf, tc.want)
+				}
+				putBody(buf)
+				tc.body = strings.NewReader(tc.want)
+				if tc.wantErr != nil {
+					return
+				}
+			}
+		})
+	}
+}
+
+// The cached series count exactly what WithLabelValues would.
+func TestHTTPMetricsCountPerSeries(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m := newHTTPMetrics(reg, "test")
+	r := newEngine(m)
+	r.GET("/ok", func(c *gin.Context) { c.String(http.StatusOK, "ok") })
+	r.POST("/ok", func(c *gin.Context) { c.String(http.StatusTeapot, "no") })
+	calls := []struct {
+		method, path string
+		n            int
+	}{{"GET", "/ok", 5}, {"POST", "/ok", 3}, {"GET", "/missing", 2}}
+	for _, call := range calls {
+		for range call.n {
+			r.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(call.method, call.path, nil))
+		}
+	}
+	for _, want := range []struct {
+		route, method, code string
+		n                   float64
+	}{{"/ok", "GET", "200", 5}, {"/ok", "POST", "418", 3}, {"unmatched", "GET", "404", 2}} {
+		if got := testutil.ToFloat64(m.requests.WithLabelValues(want.route, want.method, want.code)); got != want.n {
+			t.Errorf("%s %s %s: %v requests, want %v", want.method, want.route, want.code, got, want.n)
+		}
+	}
+	if got := testutil.CollectAndCount(m.latency); got != 2 {
+		t.Errorf("%d latency series, want 2 (/ok and unmatched)", got)
+	}
+	if n := len(*m.series.Load()); n != 3 {
+		t.Errorf("%d cached series, want 3", n)
+	}
+}
+
+func TestHTTPMetricsCacheIsBounded(t *testing.T) {
+	m := newHTTPMetrics(prometheus.NewRegistry(), "test")
+	for i := range maxCachedSeries + 50 {
+		m.lookup(seriesKey{route: "unmatched", method: fmt.Sprintf("M%d", i), code: 404}).requests.Inc()
+	}
+	if n := len(*m.series.Load()); n != maxCachedSeries {
+		t.Fatalf("%d cached series, want the bound %d", n, maxCachedSeries)
+	}
+	// Past the bound, series still count.
+	if got := testutil.ToFloat64(m.requests.WithLabelValues("unmatched", fmt.Sprintf("M%d", maxCachedSeries+10), "404")); got != 1 {
+		t.Fatalf("uncached series counted %v, want 1", got)
+	}
+}
+
+// Prediction responses carry Content-Length, so a ten-row answer is not
+// sent chunked, and the length is the body's.
+func TestPredictionResponsesHaveContentLength(t *testing.T) {
+	s := newService(t, Tokens{})
+	s.ingestAndTrain(t, 60)
+	srv := httptest.NewServer(s.predictH)
+	defer srv.Close()
+	rows := strings.Repeat(`{"kv_cache_percentage":0.1,"input_token_length":100,"num_request_waiting":0,"num_request_running":1,"num_tokens_generated":1,"prefix_cache_score":0},`, 10)
+	for _, tc := range []struct{ path, body string }{
+		{"/predict/bulk/strict", `{"requests":[` + strings.TrimSuffix(rows, ",") + `]}`},
+		{"/predict/bulk", `{"requests":[` + strings.TrimSuffix(rows, ",") + `]}`},
+		{"/predict", strings.SplitN(rows, "},", 2)[0] + "}"},
+	} {
+		resp, err := http.Post(srv.URL+tc.path, "application/json", strings.NewReader(tc.body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil || resp.StatusCode != http.StatusOK {
+			t.Fatalf("%s: %d %v %s", tc.path, resp.StatusCode, err, body)
+		}
+		if len(resp.TransferEncoding) != 0 || resp.ContentLength != int64(len(body)) {
+			t.Errorf("%s: transfer encoding %v, content length %d for %d bytes", tc.path, resp.TransferEncoding, resp.ContentLength, len(body))
+		}
+		if ct := resp.Header.Get("Content-Type"); ct != "application/json" {
+			t.Errorf("%s: Content-Type %q", tc.path, ct)
+		}
+		if !bytes.HasPrefix(body, []byte(`{"`)) {
+			t.Errorf("%s: body %s", tc.path, body)
+		}
+	}
+}

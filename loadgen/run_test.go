@@ -1,0 +1,330 @@
+package loadgen
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/headroomhq/headroom/api"
+	"github.com/headroomhq/headroom/features"
+	"github.com/headroomhq/headroom/predictor"
+	"github.com/headroomhq/headroom/store"
+	"github.com/headroomhq/headroom/trainer"
+)
+
+// services is a trainer and a predictor behind the real handlers, on
+// loopback listeners.
+type services struct {
+	db        *store.DB
+	trainer   *trainer.Trainer
+	pred      *predictor.Predictor
+	trainerTS *httptest.Server
+	predTS    *httptest.Server
+}
+
+func startServices(t *testing.T, withModel bool) *services {
+	t.Helper()
+	dir := t.TempDir()
+	db, err := store.Open(filepath.Join(dir, "samples.db"), store.Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	tr, err := trainer.New(trainer.Config{BundleDir: filepath.Join(dir, "bundles")}, db) // linear only: fast
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := predictor.New(predictor.Mean, 0.9)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &services{db: db, trainer: tr, pred: p,
+		trainerTS: httptest.NewServer(api.NewTrainerHandler(tr, db, api.TrainerOptions{})),
+		predTS:    httptest.NewServer(api.NewPredictorHandler(p, api.PredictorOptions{}))}
+	t.Cleanup(s.trainerTS.Close)
+	t.Cleanup(s.predTS.Close)
+	if withModel {
+		samples, _, errs := api.DecodeTrainingBulk(AppendIngestBody(nil, Generator{Seed: 9}, 0, 300), 0)
+		if len(errs) > 0 {
+			t.Fatal(errs)
+		}
+		if _, err := db.Add(samples); err != nil {
+			t.Fatal(err)
+		}
+		pub, err := tr.Retrain(context.Background())
+		if err != nil || pub == nil {
+			t.Fatalf("retrain: %v, %v", pub, err)
+		}
+		p.Swap(pub, time.Now())
+	}
+	return s
+}
+
+func storedSamples(db *store.DB) int {
+	c := db.Counts()
+	n := 0
+	for _, tg := range features.Targets {
+		n += c.Train(tg) + c.Holdout(tg)
+	}
+	return n
+}
+
+func TestRunAgainstInProcessServers(t *testing.T) {
+	for _, goClient := range []bool{false, true} {
+		name := "lean client"
+		if goClient {
+			name = "Go client"
+		}
+		t.Run(name, func(t *testing.T) { testRun(t, goClient) })
+	}
+}
+
+func testRun(t *testing.T, goClient bool) {
+	s := startServices(t, true)
+	before := storedSamples(s.db)
+	cfg := Config{
+		PredictorURL: s.predTS.URL, TrainerURL: s.trainerTS.URL,
+		Rate: 400, Duration: 750 * time.Millisecond, Warmup: 100 * time.Millisecond, Rows: 10, Concurrency: 4,
+		IngestRate: 2000, IngestBatch: 100, IngestConcurrency: 2,
+		ScrapeInterval: 200 * time.Millisecond, GoClient: goClient,
+	}
+	sum, err := Run(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum.Errors != 0 || len(sum.ErrorKinds) != 0 {
+		t.Fatalf("errors: %d %v", sum.Errors, sum.ErrorKinds)
+	}
+	// The schedule is exact: requests due in [warmup, warmup+duration).
+	if want := uint64(cfg.Rate * cfg.Duration.Seconds()); sum.Requests != want || sum.OK != want {
+		t.Errorf("requests %d, ok %d; want %d of each", sum.Requests, sum.OK, want)
+	}
+	if math.Abs(sum.RowsPerS-10*sum.AchievedRPS) > 1e-6*sum.RowsPerS {
+		t.Errorf("rows/s %v is not 10 × req/s %v", sum.RowsPerS, sum.AchievedRPS)
+	}
+	if sum.WindowS < cfg.Duration.Seconds() || sum.AchievedRPS > cfg.Rate {
+		t.Errorf("window %vs, achieved %v req/s for a target of %v", sum.WindowS, sum.AchievedRPS, cfg.Rate)
+	}
+	checkOrdered(t, "latency", sum.Latency)
+	checkOrdered(t, "service", sum.Service)
+	if sum.Service.P50Ms > sum.P50Ms || sum.Service.MaxMs > sum.MaxMs {
+		t.Errorf("service time %+v exceeds latency %+v", sum.Service, sum.Latency)
+	}
+
+	in := sum.Ingest
+	if in == nil {
+		t.Fatal("no ingest summary")
+	}
+	wantBatches := uint64(cfg.IngestRate / float64(cfg.IngestBatch) * cfg.Duration.Seconds())
+	if in.Errors != 0 || in.Batches != wantBatches || in.OK != wantBatches || in.SamplesAcked != wantBatches*100 {
+		t.Errorf("ingest: %+v; want %d batches of 100, all acknowledged", in, wantBatches)
+	}
+	checkOrdered(t, "ingest", in.Latency)
+	// Warm-up batches are sent too, just not counted; the store holds both.
+	warm := uint64(cfg.IngestRate / float64(cfg.IngestBatch) * cfg.Warmup.Seconds())
+	if got := storedSamples(s.db) - before; got < int(in.SamplesAcked) || got > int((wantBatches+warm)*100*2) {
+		t.Errorf("store grew by %d target samples for %d acknowledged entries", got, in.SamplesAcked)
+	}
+
+	sv := sum.Server
+	if sv == nil || sv.ScrapeErrors != 0 {
+		t.Fatalf("server summary %+v", sv)
+	}
+	if sv.ServerP50Ms <= 0 || sv.ServerP99Ms < sv.ServerP50Ms || sv.ServerP99Ms > 10000 {
+		t.Errorf("predictor's own latency p50 ≤ %v ms, p99 ≤ %v ms", sv.ServerP50Ms, sv.ServerP99Ms)
+	}
+	if c := s.db.Counts(); sv.StoredSamples["ttft"] != c.Train(features.TTFT) || sv.StoredSamples["tpot"] != c.Train(features.TPOT) {
+		t.Errorf("scraped stored samples %v, store has ttft %d tpot %d", sv.StoredSamples, c.Train(features.TTFT), c.Train(features.TPOT))
+	}
+
+	// The JSON has the fields scripts rely on, at the top level.
+	data, err := json.Marshal(sum)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var top map[string]any
+	if err := json.Unmarshal(data, &top); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"achieved_rps", "p50_ms", "p90_ms", "p99_ms", "p999_ms", "errors", "error_kinds", "ingest"} {
+		if _, ok := top[k]; !ok {
+			t.Errorf("summary JSON lacks %q: %s", k, data)
+		}
+	}
+	var text strings.Builder
+	if err := sum.WriteText(&text); err != nil || !strings.Contains(text.String(), "achieved") {
+		t.Errorf("text summary: %v\n%s", err, text.String())
+	}
+}
+
+func checkOrdered(t *testing.T, what string, l Latency) {
+	t.Helper()
+	if !(0 < l.P50Ms && l.P50Ms <= l.P90Ms && l.P90Ms <= l.P99Ms && l.P99Ms <= l.P999Ms && l.P999Ms <= l.MaxMs && l.MeanMs <= l.MaxMs) {
+		t.Errorf("%s percentiles out of order: %+v", what, l)
+	}
+}
+
+func TestRunCountsErrorsByKind(t *testing.T) {
+	notReady := startServices(t, false) // no model: every prediction is a 503
+	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-time.After(time.Second):
+		case <-r.Context().Done():
+		}
+	}))
+	t.Cleanup(slow.Close)
+	short := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Write([]byte(`{"predictions":[{"ttft_ms":1}]}`)) // one prediction for ten rows
+	}))
+	t.Cleanup(short.Close)
+	closed := httptest.NewServer(http.NotFoundHandler())
+	closed.Close()
+
+	for _, tc := range []struct {
+		name, url, kind string
+	}{
+		{"not ready", notReady.predTS.URL, "status_503"},
+		{"timeout", slow.URL, "timeout"},
+		{"short answer", short.URL, "bad_response"},
+		{"nobody listening", closed.URL, "connect"},
+	} {
+		for _, goClient := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/go client %v", tc.name, goClient), func(t *testing.T) {
+				sum, err := Run(context.Background(), Config{PredictorURL: tc.url, Rate: 100, Duration: 200 * time.Millisecond,
+					Concurrency: 20, Timeout: 50 * time.Millisecond, ScrapeInterval: -1, GoClient: goClient})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if sum.OK != 0 || sum.Errors != 20 || sum.ErrorKinds[tc.kind] != 20 || sum.Requests != 20 {
+					t.Fatalf("ok %d errors %d %v; want 20 × %s", sum.OK, sum.Errors, sum.ErrorKinds, tc.kind)
+				}
+				if sum.AchievedRPS != 0 || sum.P99Ms != 0 {
+					t.Errorf("failed requests counted in rates or latencies: %+v", sum)
+				}
+			})
+		}
+	}
+}
+
+func TestPaceDropsWhatTheBacklogCannotHold(t *testing.T) {
+	jobs := make(chan job, 3) // nobody reads: every job past the third is dropped
+	start := time.Now()
+	dropped := pace(context.Background(), start, start.Add(10*time.Millisecond), start.Add(50*time.Millisecond), 1000, jobs)
+	// 50 jobs due; the 10 warm-up ones are not counted when dropped.
+	if dropped != 50-10 {
+		t.Fatalf("dropped %d, want 40", dropped)
+	}
+	var got []job
+	for j := range jobs { // closed by pace
+		got = append(got, j)
+	}
+	if len(got) != 3 || got[0].index != 0 || got[2].index != 2 || got[0].measured {
+		t.Fatalf("queued %+v", got)
+	}
+	for _, j := range got {
+		if j.released.Before(j.due) {
+			t.Errorf("job %d released before due", j.index)
+		}
+	}
+}
+
+func TestPaceStopsWhenCancelled(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	jobs := make(chan job, 1<<16)
+	start := time.Now()
+	done := make(chan struct{})
+	go func() {
+		pace(ctx, start, start, start.Add(time.Hour), 1000, jobs)
+		close(done)
+	}()
+	time.Sleep(20 * time.Millisecond)
+	cancel()
+	select {
+	case <-done:
+	case <-time.After(2 * time.Second):
+		t.Fatal("pace kept running after cancel")
+	}
+	if n := len(jobs); n == 0 || n > 1000 {
+		t.Errorf("%d jobs released in ~20ms at 1000/s", n)
+	}
+}
+
+func TestRunInterrupted(t *testing.T) {
+	s := startServices(t, true)
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	sum, err := Run(ctx, Config{PredictorURL: s.predTS.URL, Rate: 200, Duration: time.Hour, ScrapeInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !sum.Interrupted || sum.Errors != 0 || sum.OK == 0 || sum.OK > 200 {
+		t.Fatalf("interrupted run: %+v", sum)
+	}
+}
+
+func TestCheckIngest(t *testing.T) {
+	for _, tc := range []struct {
+		status int
+		body   string
+		n      uint64
+		kind   string
+	}{
+		{202, `{"message":"Accepted 3 training samples.","accepted":3,"rejected":[]}`, 3, ""},
+		{202, `{"accepted":0}`, 0, ""},
+		{202, `{"message":"ok"}`, 0, "bad_response"},
+		{200, `{"accepted":3}`, 0, "status_200"},
+		{422, `{"detail":[]}`, 0, "status_422"},
+	} {
+		n, kind := checkIngest(tc.status, []byte(tc.body))
+		if n != tc.n || kind != tc.kind {
+			t.Errorf("checkIngest(%d, %s) = %d, %q; want %d, %q", tc.status, tc.body, n, kind, tc.n, tc.kind)
+		}
+	}
+}
+
+func TestRouteHistogramQuantiles(t *testing.T) {
+	snapshot := func(counts ...float64) []byte {
+		var b strings.Builder
+		for i, le := range []string{"0.001", "0.005", "0.01", "+Inf"} {
+			fmt.Fprintf(&b, "headroom_http_request_duration_seconds_bucket{route=\"/predict/bulk/strict\",server=\"predictor\",le=\"%s\"} %g\n", le, counts[i])
+			fmt.Fprintf(&b, "headroom_http_request_duration_seconds_bucket{route=\"/metrics\",server=\"predictor\",le=\"%s\"} 999\n", le)
+		}
+		return []byte(b.String())
+	}
+	first := parseRouteHistogram(snapshot(10, 10, 10, 10), "/predict/bulk/strict")
+	last := parseRouteHistogram(snapshot(10+90, 10+99, 10+100, 10+100), "/predict/bulk/strict")
+	if len(first) != 4 || last[math.Inf(1)] != 110 {
+		t.Fatalf("parsed %v, %v", first, last)
+	}
+	// Of the 100 requests in between: 90 within 1 ms, 99 within 5 ms.
+	for _, tc := range []struct{ q, want float64 }{{0.5, 0.001}, {0.9, 0.001}, {0.99, 0.005}, {1, 0.01}} {
+		if got := histogramQuantile(first, last, tc.q); got != tc.want {
+			t.Errorf("q%v = %v, want %v", tc.q, got, tc.want)
+		}
+	}
+	if got := histogramQuantile(last, last, 0.5); !math.IsNaN(got) {
+		t.Errorf("no requests: %v, want NaN", got)
+	}
+	if parseRouteHistogram(snapshot(1, 2, 3, 4), "/predict") != nil {
+		t.Error("matched a route by prefix")
+	}
+}
+
+func TestParseUnlabelled(t *testing.T) {
+	body := "# HELP process_resident_memory_bytes Resident memory size in bytes.\n" +
+		"# TYPE process_resident_memory_bytes gauge\n" +
+		"process_resident_memory_bytes 2.4576e+07\n" +
+		"headroom_http_requests_total{route=\"/x\"} 5\n" +
+		"headroom_predictor_bundle_version 7 1700000000000\n"
+	m := parseUnlabelled([]byte(body))
+	if len(m) != 2 || m["process_resident_memory_bytes"] != 24576000 || m["headroom_predictor_bundle_version"] != 7 {
+		t.Fatalf("parsed %v", m)
+	}
+}
