@@ -47,6 +47,7 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		tpotCols   = fs.String("tpot-columns", "", "Headroom's TPOT feature columns, comma-separated (default: the service's)")
 		fit        = trainer.DefaultFitConfig()
 		liveWindow = fs.Int("live-window", 0, "trainer's live window: recent samples whose errors calibrate the next model (0: the service's default)")
+		minSamples = fs.Int("min-samples", 100, "training samples a target needs to retrain once it has a model, as for serve")
 	)
 	fs.Float64Var(&fit.TreeLabelClip, "tree-label-clip", fit.TreeLabelClip, "clip the trees' labels at this many robust standard deviations (0: off)")
 	fs.IntVar(&fit.Params.Rounds, "xgb-rounds", fit.Params.Rounds, "Headroom's boosting rounds (trees)")
@@ -95,6 +96,7 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		TTFTColumns: columns(*ttftCols),
 		TPOTColumns: columns(*tpotCols),
 		Drift:       trainer.DriftConfig{Window: *liveWindow},
+		MinSamples:  *minSamples,
 	}
 
 	samples, name := []store.Sample(nil), *tracePath

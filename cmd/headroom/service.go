@@ -263,11 +263,23 @@ func newTrainer(c *commonFlags, t *trainerFlags, db *store.DB, reg prometheus.Re
 		MinSamples:      t.minSamples,
 		MinSamplesFresh: t.minSamplesFresh,
 		Fit:             fit,
+		Drift:           driftConfig(c),
 		BundleDir:       filepath.Join(c.dataDir, "bundles"),
 		SigningKey:      key,
 		Logger:          log,
 		Metrics:         trainer.NewMetrics(reg),
 	}, db)
+}
+
+// driftConfig tracks coverage of the quantile predictors are configured
+// with, and tells the tracker what served predictions are: means under the
+// mean objective, that quantile under the quantile objective.
+func driftConfig(c *commonFlags) trainer.DriftConfig {
+	d := trainer.DriftConfig{Quantile: c.quantile}
+	if c.objective == string(predictor.Quantile) {
+		d.ServedQuantile = c.quantile
+	}
+	return d
 }
 
 func newRegistry() *prometheus.Registry {
