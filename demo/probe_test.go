@@ -11,7 +11,9 @@ import (
 
 func TestProbe(t *testing.T) {
 	ctx := context.Background()
-	reqs, err := Workload(10*time.Second, 4, 1, 7)
+	// Enough requests (over 100) that the trainer fits trees, not only its
+	// deliberately cautious early-life line.
+	reqs, err := Workload(40*time.Second, 4, 1, 7)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -307,6 +307,11 @@ func (t *tally) record(ctx context.Context, j job, sent, done time.Time, err err
 		if ctx.Err() != nil {
 			return // cut off by the interrupt, not the server's fault
 		}
+		if d, ok := ctx.Deadline(); ok && !done.Before(d) {
+			// The connection's deadline is the run's: it can fire a moment
+			// before the context itself reports done. Same interrupt.
+			return
+		}
 		t.errs[classify(err)]++
 		return
 	}
