@@ -110,30 +110,27 @@ func writeValidation(c *gin.Context, errs []FieldError) {
 // errBodyTooLarge is returned by readBody past the limit.
 var errBodyTooLarge = errors.New("request body too large")
 
-// bodyPool recycles request body buffers (*[]byte) on the hot path.
-var bodyPool = sync.Pool{New: func() any { return new([]byte) }}
+// bodyPool recycles request body buffers. Bodies past 256 KB (a
+// 1,000-row prediction request) are large: one is kept aside through
+// garbage collections, so a stream of large requests does not allocate
+// and zero a new buffer each (see bufferPool); none past 8 MB is kept.
+var bodyPool = newBufferPool[byte](256<<10, 8<<20)
 
 // putBody returns a buffer from readBodyBuffer to the pool.
-func putBody(buf *[]byte) {
-	if cap(*buf) <= 4<<20 { // do not pin huge buffers
-		bodyPool.Put(buf)
-	}
-}
+func putBody(buf *[]byte) { bodyPool.put(buf) }
 
 // readBodyBuffer reads the request body into a pooled buffer, refusing
 // more than limit bytes. The caller must putBody the buffer when done with
 // its bytes, error or not. It allocates nothing once the pool is warm (an
 // io.LimitReader or a release closure would).
 func readBodyBuffer(c *gin.Context, limit int64) (*[]byte, error) {
-	buf := bodyPool.Get().(*[]byte)
-	b := (*buf)[:0]
-	defer func() { *buf = b }()
 	if c.Request.ContentLength > limit {
-		return buf, errBodyTooLarge
+		return bodyPool.get(0), errBodyTooLarge
 	}
-	if want := int(c.Request.ContentLength) + 1; cap(b) < want { // +1: room to see EOF without growing
-		b = make([]byte, 0, want)
-	}
+	// +1: room to see EOF without growing.
+	buf := bodyPool.get(max(int(c.Request.ContentLength)+1, 0))
+	b := *buf
+	defer func() { *buf = b }()
 	body := c.Request.Body
 	for {
 		if len(b) == cap(b) {

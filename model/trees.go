@@ -86,6 +86,16 @@ func (t *Trees) Predict(x []float64) float64 {
 // (BenchmarkTreesPredict); a tree that reaches its leaf first waits there
 // (a step keeps a leaf in place). Leaves are still summed in tree order.
 func (t *Trees) predictFinite(x []float64) float64 {
+	if t.numFeature > maxFastFeatures {
+		return t.predictMissing(x) // the same walk, with a test that never fires
+	}
+	// Each feature rounded to float32 once, not at every split that reads
+	// it; the mask in stepFinite keeps every read inside xs without a
+	// bounds check (feature < numFeature ≤ maxFastFeatures).
+	var xs [maxFastFeatures]float32
+	for j, v := range x[:t.numFeature] {
+		xs[j] = float32(v)
+	}
 	left, feature, value := t.left, t.feature, t.value
 	sum := t.baseScore
 	roots := t.roots
@@ -99,14 +109,14 @@ func (t *Trees) predictFinite(x []float64) float64 {
 			if la&lb&lc&ld&le&lf&lg&lh < 0 { // all eight are leaves
 				break
 			}
-			a = stepFinite(feature, value, x, a, la)
-			b = stepFinite(feature, value, x, b, lb)
-			c = stepFinite(feature, value, x, c, lc)
-			d = stepFinite(feature, value, x, d, ld)
-			e = stepFinite(feature, value, x, e, le)
-			f = stepFinite(feature, value, x, f, lf)
-			g = stepFinite(feature, value, x, g, lg)
-			h = stepFinite(feature, value, x, h, lh)
+			a = stepFinite(feature, value, &xs, a, la)
+			b = stepFinite(feature, value, &xs, b, lb)
+			c = stepFinite(feature, value, &xs, c, lc)
+			d = stepFinite(feature, value, &xs, d, ld)
+			e = stepFinite(feature, value, &xs, e, le)
+			f = stepFinite(feature, value, &xs, f, lf)
+			g = stepFinite(feature, value, &xs, g, lg)
+			h = stepFinite(feature, value, &xs, h, lh)
 		}
 		sum += value[a]
 		sum += value[b]
@@ -120,7 +130,7 @@ func (t *Trees) predictFinite(x []float64) float64 {
 	for ; i < len(roots); i++ {
 		n := roots[i]
 		for l := left[n]; l >= 0; l = left[n] {
-			n = stepFinite(feature, value, x, n, l)
+			n = stepFinite(feature, value, &xs, n, l)
 		}
 		sum += value[n]
 	}
@@ -171,13 +181,17 @@ func (t *Trees) predictMissing(x []float64) float64 {
 	return float64(sum)
 }
 
+// maxFastFeatures is the most features predictFinite's walk takes (a power
+// of two: it masks feature indexes); models are far narrower.
+const maxFastFeatures = 64
+
 // stepFinite returns the node after n, whose left child is l, or n itself
 // if n is a leaf (l < 0; a leaf's feature is 0, so the reads stay in
 // range). Which way a row goes is a coin toss to the branch predictor, so
 // the choice is made without jumps (the compiler emits SETcc and CMOV).
-func stepFinite(feature []uint32, value []float32, x []float64, n, l int32) int32 {
+func stepFinite(feature []uint32, value []float32, xs *[maxFastFeatures]float32, n, l int32) int32 {
 	var right int32
-	if !(float32(x[feature[n]]) < value[n]) {
+	if !(xs[feature[n]&(maxFastFeatures-1)] < value[n]) {
 		right = 1
 	}
 	next := l + right

@@ -900,3 +900,20 @@ func TestFiniteAndMissingWalksAgree(t *testing.T) {
 		}
 	}
 }
+
+// A model wider than predictFinite's feature array takes the general walk
+// and predicts exactly what the same trees do on a narrow model.
+func TestPredictWideModel(t *testing.T) {
+	narrow := loadLargeModel(t)
+	wide := *narrow
+	wide.numFeature = maxFastFeatures + 6
+	rng := rand.New(rand.NewPCG(3, 4))
+	for range 1000 {
+		x := make([]float64, wide.numFeature)
+		x[0], x[1], x[2] = rng.Float64(), float64(rng.IntN(8000)), float64(rng.IntN(30))
+		x[3], x[4], x[5] = rng.Float64()*1e6, rng.Float64()*1e-3, rng.NormFloat64()*50
+		if got, want := wide.Predict(x), narrow.Predict(x[:narrow.numFeature]); got != want {
+			t.Fatalf("x %v: wide model %v, narrow %v", x[:6], got, want)
+		}
+	}
+}

@@ -78,94 +78,207 @@ func (db *DB) plan(samples []Sample) (*addPlan, error) {
 }
 
 // Add stores samples: each labelled target's side, training bucket or
-// holdout, evicting the oldest samples of full ones. All of one call is one
-// transaction, fsynced before Add returns nil; on error nothing of the call
-// is stored. A sample with a non-finite number or a timestamp outside
+// holdout, evicting the oldest samples of full ones. All of one call is
+// committed at once, fsynced before Add returns nil; on error nothing of the
+// call is stored. A sample with a non-finite number or a timestamp outside
 // 1678-2262 fails the whole call (validate before). Samples without labels
 // are counted as discarded, not errors.
+//
+// Concurrent calls share transactions (group commit, as bbolt's DB.Batch):
+// calls that arrive while another commit is in progress are committed
+// together by the first of them to get the write lock, so n concurrent
+// uploads cost one page rewrite and one fsync, not n. The result is the
+// same as committing them one by one in the order they joined the group.
 func (db *DB) Add(samples []Sample) (AddResult, error) {
 	p, err := db.plan(samples)
 	if err != nil {
 		return AddResult{}, err
 	}
-	res := p.res
-	if res.Discarded == len(samples) {
-		return res, nil
+	if p.res.Discarded == len(samples) {
+		return p.res, nil
 	}
 
+	g, slot := db.join(p)
 	db.writeMu.Lock()
-	defer db.writeMu.Unlock()
+	if !g.done {
+		db.take(g)
+		db.commit(g)
+		g.done = true
+	}
+	db.writeMu.Unlock()
+	if err := g.errs[slot]; err != nil {
+		return AddResult{}, fmt.Errorf("add %d samples to store %s: %w", len(samples), db.path, err)
+	}
+	return g.res[slot], nil
+}
 
+// commitGroup is the Adds that will share one transaction. Plans join it
+// under DB.groupMu while it is DB.pending; the first member to hold
+// DB.writeMu takes it (no more joins) and commits it; res, errs and done are
+// written and read under DB.writeMu.
+type commitGroup struct {
+	plans []*addPlan
+	res   []AddResult
+	errs  []error
+	done  bool
+}
+
+// join adds p to the pending group, starting one if none is open, and
+// returns the group and p's slot in it.
+func (db *DB) join(p *addPlan) (*commitGroup, int) {
+	db.groupMu.Lock()
+	defer db.groupMu.Unlock()
+	g := db.pending
+	if g == nil {
+		g = &commitGroup{}
+		db.pending = g
+	}
+	g.plans = append(g.plans, p)
+	return g, len(g.plans) - 1
+}
+
+// take closes g to new members. Called with writeMu held.
+func (db *DB) take(g *commitGroup) {
+	db.groupMu.Lock()
+	if db.pending == g {
+		db.pending = nil
+	}
+	db.groupMu.Unlock()
+}
+
+// commit stores every plan of g in one transaction. If that fails and g has
+// more than one plan, each is retried in a transaction of its own, so a
+// failure one plan causes (a disk that has room for a smaller commit, say)
+// fails only that plan. Called with writeMu held.
+func (db *DB) commit(g *commitGroup) {
+	g.res = make([]AddResult, len(g.plans))
+	g.errs = make([]error, len(g.plans))
+	if err := db.commitPlans(g.plans, g.res); err == nil || len(g.plans) == 1 {
+		for i := range g.errs {
+			g.errs[i] = err
+		}
+		return
+	}
+	for i, p := range g.plans {
+		g.errs[i] = db.commitPlans([]*addPlan{p}, g.res[i:i+1])
+	}
+}
+
+// commitPlans applies plans in order in one write transaction and, once it
+// has committed, publishes the new counts. res[i] receives plan i's result.
+func (db *DB) commitPlans(plans []*addPlan, res []AddResult) error {
+	var st *txState
+	err := db.update(func(tx *bolt.Tx) error {
+		st = db.newTxState() // afresh on every attempt: nothing of a failed one leaks
+		for i, p := range plans {
+			r, err := db.apply(tx, p, st)
+			if err != nil {
+				return err
+			}
+			res[i] = r
+		}
+		return putUint64(tx.Bucket(bucketMeta), keySeq, st.seq)
+	})
+	if err != nil {
+		return err
+	}
+	db.publish(st)
+	return nil
+}
+
+// txState is what the in-memory counts become if the transaction being
+// built commits: copied from the DB when it starts, published after commit.
+type txState struct {
+	seq     uint64
+	gen     [numTargets]uint64
+	holdout [numTargets]int
+	train   map[bucketRef]int // counts of the training buckets written
+}
+
+type bucketRef struct {
+	t   features.Target
+	idx int
+}
+
+// newTxState snapshots the committed counts. Called with writeMu held, so
+// they cannot change until publish.
+func (db *DB) newTxState() *txState {
+	db.mu.RLock()
+	defer db.mu.RUnlock()
+	return &txState{seq: db.seq, gen: db.gen, holdout: db.holdout, train: make(map[bucketRef]int)}
+}
+
+func (st *txState) trainCount(db *DB, r bucketRef) int {
+	if n, ok := st.train[r]; ok {
+		return n
+	}
+	return db.train[r.t][r.idx] // unchanged since newTxState: writeMu is held
+}
+
+// publish makes st the in-memory counts. Called with writeMu held, after
+// the transaction that st describes committed.
+func (db *DB) publish(st *txState) {
+	db.seq = st.seq
+	db.mu.Lock()
+	for r, n := range st.train {
+		db.trainTotal[r.t] += n - db.train[r.t][r.idx]
+		db.train[r.t][r.idx] = n
+	}
+	db.holdout = st.holdout
+	db.gen = st.gen
+	db.mu.Unlock()
+}
+
+// apply writes one plan into tx, numbering its samples after st.seq, and
+// advances st.
+func (db *DB) apply(tx *bolt.Tx, p *addPlan, st *txState) (AddResult, error) {
+	res := p.res
+	n := len(p.ends)
 	// One key per sample, shared by both targets; live until commit, as
 	// bbolt requires of keys and values.
-	keys := make([]byte, 8*len(samples))
-	for i := range samples {
-		binary.BigEndian.PutUint64(keys[8*i:], db.seq+uint64(i)+1)
+	keys := make([]byte, 8*n)
+	for i := 0; i < n; i++ {
+		binary.BigEndian.PutUint64(keys[8*i:], st.seq+uint64(i)+1)
 	}
 	key := func(i int32) []byte { return keys[8*i : 8*i+8] }
 
-	type bucketCount struct {
-		t   features.Target
-		idx int
-		n   int
-	}
-	var trainCounts []bucketCount
-	var holdoutCounts [numTargets]int
-	var gen [numTargets]uint64
-
-	err = db.update(func(tx *bolt.Tx) error {
-		meta := tx.Bucket(bucketMeta)
-		for _, t := range features.Targets {
-			holdoutCounts[t] = db.holdout[t]
-			gen[t] = db.gen[t]
-			if res.Train[t]+res.Holdout[t] == 0 {
+	meta := tx.Bucket(bucketMeta)
+	for _, t := range features.Targets {
+		if res.Train[t]+res.Holdout[t] == 0 {
+			continue
+		}
+		root := tx.Bucket(targetBucket(t))
+		train := root.Bucket(bucketTrain)
+		for idx, list := range p.train[t] {
+			if len(list) == 0 {
 				continue
 			}
-			root := tx.Bucket(targetBucket(t))
-			train := root.Bucket(bucketTrain)
-			for idx, list := range p.train[t] {
-				if len(list) == 0 {
-					continue
-				}
-				b, err := train.CreateBucketIfNotExists(db.keyBytes[idx])
-				if err != nil {
-					return fmt.Errorf("%s/%s/%s: %w", t, bucketTrain, db.keyBytes[idx], err)
-				}
-				n, evicted, err := appendBounded(b, db.train[t][idx], db.opts.BucketCapacity, list, key, p.record)
-				if err != nil {
-					return fmt.Errorf("%s/%s/%s: %w", t, bucketTrain, db.keyBytes[idx], err)
-				}
-				res.Evicted[t] += evicted
-				trainCounts = append(trainCounts, bucketCount{t, idx, n})
+			b, err := train.CreateBucketIfNotExists(db.keyBytes[idx])
+			if err != nil {
+				return AddResult{}, fmt.Errorf("%s/%s/%s: %w", t, bucketTrain, db.keyBytes[idx], err)
 			}
-			if list := p.holdout[t]; len(list) > 0 {
-				n, evicted, err := appendBounded(root.Bucket(bucketHoldout), db.holdout[t], db.opts.HoldoutCapacity, list, key, p.record)
-				if err != nil {
-					return fmt.Errorf("%s/%s: %w", t, bucketHoldout, err)
-				}
-				res.Evicted[t] += evicted
-				holdoutCounts[t] = n
+			ref := bucketRef{t, idx}
+			kept, evicted, err := appendBounded(b, st.trainCount(db, ref), db.opts.BucketCapacity, list, key, p.record)
+			if err != nil {
+				return AddResult{}, fmt.Errorf("%s/%s/%s: %w", t, bucketTrain, db.keyBytes[idx], err)
 			}
-			gen[t]++
-			if err := putUint64(meta, generationKey(t), gen[t]); err != nil {
-				return err
-			}
+			res.Evicted[t] += evicted
+			st.train[ref] = kept
 		}
-		return putUint64(meta, keySeq, db.seq+uint64(len(samples)))
-	})
-	if err != nil {
-		return AddResult{}, fmt.Errorf("add %d samples to store %s: %w", len(samples), db.path, err)
+		if list := p.holdout[t]; len(list) > 0 {
+			kept, evicted, err := appendBounded(root.Bucket(bucketHoldout), st.holdout[t], db.opts.HoldoutCapacity, list, key, p.record)
+			if err != nil {
+				return AddResult{}, fmt.Errorf("%s/%s: %w", t, bucketHoldout, err)
+			}
+			res.Evicted[t] += evicted
+			st.holdout[t] = kept
+		}
+		st.gen[t]++
+		if err := putUint64(meta, generationKey(t), st.gen[t]); err != nil {
+			return AddResult{}, err
+		}
 	}
-
-	db.seq += uint64(len(samples))
-	db.mu.Lock()
-	for _, c := range trainCounts {
-		db.trainTotal[c.t] += c.n - db.train[c.t][c.idx]
-		db.train[c.t][c.idx] = c.n
-	}
-	db.holdout = holdoutCounts
-	db.gen = gen
-	db.mu.Unlock()
+	st.seq += uint64(n)
 	return res, nil
 }
 

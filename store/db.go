@@ -28,8 +28,9 @@
 //   - A training bucket holds at most Options.BucketCapacity samples and a
 //     holdout at most Options.HoldoutCapacity; eviction removes the smallest
 //     keys. Training bucket names are keys of the stored scheme.
-//   - One Add is one transaction: when it returns nil everything it stored is
-//     fsynced; when it fails none of it is stored.
+//   - One Add is atomic: when it returns nil everything it stored is
+//     fsynced; when it fails none of it is stored. Concurrent Adds may share
+//     a transaction (group commit), never a partial one.
 //   - The in-memory counts equal the committed file: they are computed at Open
 //     and changed only after a successful commit, by the one writer at a time.
 //
@@ -172,6 +173,9 @@ type DB struct {
 	// writer decides evictions on are exactly the committed ones.
 	writeMu sync.Mutex
 	seq     uint64 // last sequence number committed; guarded by writeMu
+
+	groupMu sync.Mutex   // guards pending
+	pending *commitGroup // Adds waiting to commit together (add.go); nil when none
 
 	mu         sync.RWMutex // guards the fields below
 	train      [numTargets][]int

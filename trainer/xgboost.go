@@ -90,6 +90,11 @@ type XGBoost struct {
 	Binary  string        // program name or path; "" means "xgboost", found on PATH
 	Timeout time.Duration // limit for one run; 0 means DefaultXGBoostTimeout
 	TempDir string        // where run directories are made; "" means os.TempDir()
+	// Nice is the scheduling niceness (1-19) xgboost runs at, so that when
+	// it shares cores with a predictor, serving comes first; 0 leaves it at
+	// the trainer's own. (Setting it lower than the trainer's needs
+	// privileges; without them the run keeps the trainer's niceness.)
+	Nice int
 }
 
 // DefaultXGBoostTimeout bounds one xgboost run when XGBoost.Timeout is zero.
@@ -291,7 +296,10 @@ func (x XGBoost) run(ctx context.Context, dir string, args ...string) error {
 	// gives up on it after this long instead of hanging.
 	cmd.WaitDelay = 2 * time.Second
 	start := time.Now()
-	err = cmd.Run()
+	if err = cmd.Start(); err == nil {
+		x.renice(cmd.Process.Pid)
+		err = cmd.Wait()
+	}
 	switch {
 	case err == nil:
 		return nil
@@ -301,6 +309,15 @@ func (x XGBoost) run(ctx context.Context, dir string, args ...string) error {
 		return fmt.Errorf("%s timed out after %v (killed)%s", bin, timeout, out.suffix())
 	default:
 		return fmt.Errorf("%s: %w%s", bin, err, out.suffix())
+	}
+}
+
+// renice lowers the priority of the process group just started, before
+// xgboost has read its input: its threads (started later) inherit it.
+// Failure is not an error: the run only keeps the trainer's priority.
+func (x XGBoost) renice(pgid int) {
+	if x.Nice > 0 {
+		_ = syscall.Setpriority(syscall.PRIO_PGRP, pgid, x.Nice)
 	}
 }
 

@@ -726,3 +726,46 @@ func TestTailBuffer(t *testing.T) {
 		t.Fatalf("empty suffix = %q", got)
 	}
 }
+
+// procNice reads a process's niceness from /proc/PID/stat (field 19).
+func procNice(t *testing.T, stat string) int {
+	t.Helper()
+	// The command name (field 2) may hold spaces; fields count from its ')'.
+	rest := stat[strings.LastIndexByte(stat, ')')+2:]
+	f := strings.Fields(rest)
+	n, err := strconv.Atoi(f[16])
+	if err != nil {
+		t.Fatalf("niceness in %q: %v", stat, err)
+	}
+	return n
+}
+
+// xgboost runs at the niceness asked for, so serving on the same cores
+// comes first; with Nice 0 it keeps the trainer's.
+func TestTrainRunsNiced(t *testing.T) {
+	self, err := os.ReadFile("/proc/self/stat")
+	if err != nil {
+		t.Skipf("no /proc: %v", err)
+	}
+	own := procNice(t, string(self))
+	for _, nice := range []int{0, 7, 19} {
+		out := filepath.Join(t.TempDir(), "stat")
+		// The pause lets the trainer renice the script before it looks.
+		x := fakeXGBoost(t, fmt.Sprintf(`sleep 0.2; cat /proc/$$/stat > %q; exit 1`, out))
+		x.Nice = nice
+		if _, err := x.Train(context.Background(), [][]float64{{1}, {2}}, []float64{1, 2}, 1, DefaultXGBoostParams()); err == nil {
+			t.Fatal("fake xgboost succeeded")
+		}
+		stat, err := os.ReadFile(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := max(own, nice) // lowering niceness needs privileges
+		if os.Geteuid() == 0 && nice > 0 {
+			want = nice
+		}
+		if got := procNice(t, string(stat)); got != want {
+			t.Errorf("Nice %d (trainer at %d): xgboost ran at niceness %d, want %d", nice, own, got, want)
+		}
+	}
+}

@@ -131,6 +131,7 @@ type trainerFlags struct {
 	maxIngest       int
 	xgboostBin      string
 	xgboostTimeout  time.Duration
+	xgboostNice     int
 	noXGBoost       bool
 	modelKind       string
 	xgb             trainer.XGBoostParams
@@ -150,6 +151,7 @@ func (f *trainerFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&f.maxIngest, "max-concurrent-ingest", api.DefaultMaxConcurrentIngest, "training uploads handled at once; more wait briefly, then get 503")
 	fs.StringVar(&f.xgboostBin, "xgboost-bin", "xgboost", "xgboost CLI binary")
 	fs.DurationVar(&f.xgboostTimeout, "xgboost-timeout", 60*time.Second, "longest one xgboost training run may take")
+	fs.IntVar(&f.xgboostNice, "xgboost-nice", 10, "scheduling niceness of xgboost runs (0-19; 0: the trainer's own), so predictions on shared cores come first")
 	fs.BoolVar(&f.noXGBoost, "no-xgboost", false, "train linear models only")
 	fs.StringVar(&f.modelKind, "model-kind", string(model.KindResidual), "linear, log-trees, or linear+log-trees")
 	fs.IntVar(&f.xgb.Rounds, "xgb-rounds", def.Rounds, "boosting rounds (trees)")
@@ -252,11 +254,14 @@ func newTrainer(c *commonFlags, t *trainerFlags, db *store.DB, reg prometheus.Re
 	if err := t.xgb.Validate(); err != nil {
 		return nil, err
 	}
+	if t.xgboostNice < 0 || t.xgboostNice > 19 {
+		return nil, fmt.Errorf("--xgboost-nice %d: want 0 to 19", t.xgboostNice)
+	}
 	fit := trainer.DefaultFitConfig()
 	fit.Kind = model.Kind(t.modelKind)
 	fit.Params = t.xgb
 	if !t.noXGBoost {
-		fit.XGBoost = &trainer.XGBoost{Binary: t.xgboostBin, Timeout: t.xgboostTimeout}
+		fit.XGBoost = &trainer.XGBoost{Binary: t.xgboostBin, Timeout: t.xgboostTimeout, Nice: t.xgboostNice}
 	}
 	return trainer.New(trainer.Config{
 		Interval:        t.retrainInterval,
