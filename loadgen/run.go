@@ -111,10 +111,11 @@ func Run(ctx context.Context, cfg Config) (*Summary, error) {
 	if cfg.Rate > 0 {
 		url := cfg.PredictorURL + cfg.Path
 		jobs := make(chan job, backlog(cfg.Rate, cfg.Concurrency))
+		free := newRespBuffers(cfg.Concurrency)
 		for range cfg.Concurrency {
 			wg.Go(func() {
 				t := newTally()
-				send := newSender(cfg, client, url)
+				send := newSender(cfg, client, url, free)
 				defer send.close()
 				for j := range jobs {
 					body := bodies[j.index%int64(len(bodies))]
@@ -122,6 +123,7 @@ func Run(ctx context.Context, cfg Config) (*Summary, error) {
 					t.record(ctx, j, sent, time.Now(), err, func() (uint64, string) {
 						return checkPrediction(status, resp, cfg.Rows)
 					})
+					send.release()
 				}
 				predictMu.Lock()
 				predict.merge(t)
@@ -139,10 +141,11 @@ func Run(ctx context.Context, cfg Config) (*Summary, error) {
 		url := cfg.TrainerURL + "/add_training_data_bulk"
 		batches := cfg.IngestRate / float64(cfg.IngestBatch)
 		jobs := make(chan job, backlog(batches, cfg.IngestConcurrency))
+		free := newRespBuffers(cfg.IngestConcurrency)
 		for range cfg.IngestConcurrency {
 			wg.Go(func() {
 				t := newTally()
-				send := newSender(cfg, client, url)
+				send := newSender(cfg, client, url, free)
 				defer send.close()
 				var body []byte
 				for j := range jobs {
@@ -151,6 +154,7 @@ func Run(ctx context.Context, cfg Config) (*Summary, error) {
 					t.record(ctx, j, sent, time.Now(), err, func() (uint64, string) {
 						return checkIngest(status, resp)
 					})
+					send.release()
 				}
 				ingestMu.Lock()
 				ingest.merge(t)
@@ -337,11 +341,38 @@ type sender struct {
 	client  *http.Client // nil: lean
 	lean    *leanConn
 	leanErr error
-	buf     bytes.Buffer
+	free    respBuffers
+	held    *bytes.Buffer // the buffer of the response being judged; nil between requests
 }
 
-func newSender(cfg Config, client *http.Client, url string) *sender {
-	s := &sender{url: url}
+// respBuffers is a free list of response buffers shared by the workers of
+// one kind of request. When each worker kept a buffer of its own, at low
+// rates of large responses (10,000 rows: ~4 MB) nearly every response
+// landed in a buffer that had never held one, and the generator's page
+// faults and zeroing were measured as server latency (p50 58 against 38 ms
+// with 36 workers).
+type respBuffers chan *bytes.Buffer
+
+func newRespBuffers(n int) respBuffers { return make(respBuffers, n) }
+
+func (f respBuffers) get() *bytes.Buffer {
+	select {
+	case b := <-f:
+		return b
+	default:
+		return new(bytes.Buffer)
+	}
+}
+
+func (f respBuffers) put(b *bytes.Buffer) {
+	select {
+	case f <- b:
+	default:
+	}
+}
+
+func newSender(cfg Config, client *http.Client, url string, free respBuffers) *sender {
+	s := &sender{url: url, free: free}
 	if cfg.GoClient {
 		s.client = client
 	} else {
@@ -350,15 +381,28 @@ func newSender(cfg Config, client *http.Client, url string) *sender {
 	return s
 }
 
+// post sends body and returns the response, which stays valid until
+// release.
 func (s *sender) post(ctx context.Context, body []byte) (status int, resp []byte, sent time.Time, err error) {
+	if s.held == nil {
+		s.held = s.free.get()
+	}
 	if s.client != nil {
-		return post(ctx, s.client, s.url, body, &s.buf)
+		return post(ctx, s.client, s.url, body, s.held)
 	}
 	if s.leanErr != nil {
 		return 0, nil, time.Now(), s.leanErr
 	}
-	status, sent, err = s.lean.post(ctx, body, &s.buf)
-	return status, s.buf.Bytes(), sent, err
+	status, sent, err = s.lean.post(ctx, body, s.held)
+	return status, s.held.Bytes(), sent, err
+}
+
+// release gives the last response's buffer back to the free list.
+func (s *sender) release() {
+	if s.held != nil {
+		s.free.put(s.held)
+		s.held = nil
+	}
 }
 
 func (s *sender) close() {

@@ -1,6 +1,7 @@
 package loadgen
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -326,5 +327,22 @@ func TestParseUnlabelled(t *testing.T) {
 	m := parseUnlabelled([]byte(body))
 	if len(m) != 2 || m["process_resident_memory_bytes"] != 24576000 || m["headroom_predictor_bundle_version"] != 7 {
 		t.Fatalf("parsed %v", m)
+	}
+}
+
+// Workers share response buffers: one given back is the next one handed
+// out, so a low rate of large responses reuses one warm buffer; the list
+// holds at most its capacity.
+func TestRespBuffers(t *testing.T) {
+	free := newRespBuffers(1)
+	a := free.get()
+	a.Grow(1 << 20)
+	free.put(a)
+	free.put(new(bytes.Buffer)) // beyond capacity: dropped
+	if b := free.get(); b != a {
+		t.Error("the buffer given back was not handed out again")
+	}
+	if b := free.get(); b == a || b.Cap() != 0 {
+		t.Error("an empty list handed out a used buffer")
 	}
 }
