@@ -142,6 +142,23 @@ func (r *ring) add(predicted, actual float64, covered bool) {
 	r.sinceModel++
 }
 
+// count records an arrival whose error is not kept: one that a later
+// arrival of the same batch pushes out of the window anyway.
+func (r *ring) count() {
+	r.observed++
+	r.sinceModel++
+}
+
+func countLabelled(samples []store.Sample, t features.Target) int {
+	n := 0
+	for i := range samples {
+		if _, ok := samples[i].Label(t); ok {
+			n++
+		}
+	}
+	return n
+}
+
 // recentMAPE is the MAPE of the last k entries.
 func (r *ring) recentMAPE(k int) float64 {
 	k = min(k, r.n)
@@ -237,6 +254,15 @@ func (d *driftTracker) observe(samples []store.Sample, b *model.Bundle) []featur
 			tl.current = m
 			tl.model.sinceModel, tl.served.sinceModel = 0, 0
 		}
+		// Of a batch larger than the window only its last Window samples
+		// stay in it, so the model is evaluated on those alone and the
+		// earlier ones are only counted: at 1,000-sample uploads this
+		// spares four fifths of the tree walks the ingest path paid for.
+		skip := 0
+		if m != nil {
+			skip = max(countLabelled(samples, t)-d.cfg.Window, 0)
+		}
+		d.metrics.observeLiveN(t, "model", skip)
 		for i := range samples {
 			actual, ok := samples[i].Label(t)
 			if !ok {
@@ -247,6 +273,11 @@ func (d *driftTracker) observe(samples []store.Sample, b *model.Bundle) []featur
 				d.metrics.observeLive(t, "served")
 			}
 			if m == nil {
+				continue
+			}
+			if skip > 0 {
+				skip--
+				tl.model.count()
 				continue
 			}
 			x := m.Schema().Build(&samples[i].Row, buf[:0])

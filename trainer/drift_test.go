@@ -3,6 +3,7 @@ package trainer
 import (
 	"context"
 	"math"
+	"reflect"
 	"testing"
 	"time"
 
@@ -203,5 +204,47 @@ func TestRunRetrainsEarlyOnDrift(t *testing.T) {
 	}
 	if v := testutil.ToFloat64(tr.cfg.Metrics.coverage.WithLabelValues("ttft", "live", "0.9")); v > 10 {
 		t.Errorf("live coverage %v%% of tripled latencies", v)
+	}
+}
+
+// A batch larger than the window leaves exactly what the same samples
+// arriving one by one leave: the window's errors, coverage, counts and
+// forward samples (the model is evaluated only on the batch's last
+// Window samples).
+func TestObserveLargeBatchEqualsOneByOne(t *testing.T) {
+	const window = 50
+	m := driftModel(t)
+	b := &model.Bundle{TTFT: m}
+	samples := make([]store.Sample, 0, 230)
+	for i := range 230 {
+		s := store.Sample{ActualTTFTMs: 60 + float64(i%37)*3, PredictedTTFTMs: 90 + float64(i%11)}
+		if i%7 == 3 {
+			s.ActualTTFTMs, s.ActualTPOTMs = 0, 12 // no TTFT label
+		}
+		samples = append(samples, s)
+	}
+	reg := prometheus.NewRegistry()
+	batched := newDriftTracker(DriftConfig{Window: window, Disabled: true}, time.Now, NewMetrics(reg))
+	single := newDriftTracker(DriftConfig{Window: window, Disabled: true}, time.Now, nil)
+	batched.observe(samples[:3], b) // a small batch first, so the window's start moves
+	batched.observe(samples[3:], b)
+	for i := range samples {
+		single.observe(samples[i:i+1], b)
+	}
+	got, want := batched.status(features.TTFT), single.status(features.TTFT)
+	// The window's sum runs from a different ring position: equal but for
+	// rounding.
+	if math.Abs(got.Model.MAPE-want.Model.MAPE) < 1e-9 {
+		got.Model.MAPE = want.Model.MAPE
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("after one large batch:\n%+v %+v %+v\none by one:\n%+v %+v %+v", *got, *got.Model, *got.Served, *want, *want.Model, *want.Served)
+	}
+	if g, w := batched.forwardSamples(features.TTFT), single.forwardSamples(features.TTFT); !reflect.DeepEqual(g, w) {
+		t.Errorf("forward samples differ:\n%v\n%v", g, w)
+	}
+	labelled := countLabelled(samples, features.TTFT)
+	if n := testutil.ToFloat64(batched.metrics.liveSamples.WithLabelValues("ttft", "model")); n != float64(labelled) {
+		t.Errorf("live samples counted %v, want %d", n, labelled)
 	}
 }

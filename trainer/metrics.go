@@ -161,6 +161,12 @@ func (m *Metrics) observeLive(t features.Target, source string) {
 	}
 }
 
+func (m *Metrics) observeLiveN(t features.Target, source string, n int) {
+	if m != nil && n > 0 {
+		m.liveSamples.WithLabelValues(t.String(), source).Add(float64(n))
+	}
+}
+
 func (m *Metrics) observeLiveSummary(t features.Target, tl *targetLive, q float64) {
 	if m == nil {
 		return
