@@ -3,6 +3,7 @@ package store
 import (
 	"encoding/binary"
 	"fmt"
+	"slices"
 
 	bolt "go.etcd.io/bbolt"
 
@@ -232,4 +233,101 @@ func (db *DB) Generation(t features.Target) uint64 {
 	db.mu.RLock()
 	defer db.mu.RUnlock()
 	return db.gen[t]
+}
+
+// SnapshotNewest is Snapshot reading at most maxTrain training samples
+// (all of them when maxTrain <= 0): the newest of every bucket, with the
+// buckets sharing maxTrain evenly, a bucket holding fewer than its share
+// giving the rest to the others. Stratification is why the store has
+// buckets, so a cap keeps every bucket represented rather than keeping the
+// newest samples overall. The holdout is read whole.
+func (db *DB) SnapshotNewest(t features.Target, maxTrain int) (train, holdout []Sample, err error) {
+	if maxTrain <= 0 {
+		return db.Snapshot(t)
+	}
+	if err := checkTarget(t); err != nil {
+		return nil, nil, fmt.Errorf("snapshot: %w", err)
+	}
+	db.mu.RLock()
+	counts := append([]int(nil), db.train[t]...)
+	db.mu.RUnlock()
+	quotas := shareEvenly(counts, maxTrain)
+	r := &targetRead{bounds: []int{0}}
+	err = db.bolt.View(func(tx *bolt.Tx) error {
+		train := tx.Bucket(targetBucket(t)).Bucket(bucketTrain)
+		for idx, q := range quotas {
+			b := train.Bucket(db.keyBytes[idx])
+			if q == 0 || b == nil {
+				continue
+			}
+			var rerr error
+			path := fmt.Sprintf("%s/%s/%s", t, bucketTrain, db.keyBytes[idx])
+			if r.train, r.seqs, rerr = readNewest(b, path, q, r.train, r.seqs); rerr != nil {
+				return rerr
+			}
+			if n := len(r.train); n > r.bounds[len(r.bounds)-1] {
+				r.keys = append(r.keys, string(db.keyBytes[idx]))
+				r.bounds = append(r.bounds, n)
+			}
+		}
+		var rerr error
+		r.holdout, _, rerr = readRecords(tx.Bucket(targetBucket(t)).Bucket(bucketHoldout), fmt.Sprintf("%s/%s", t, bucketHoldout), nil, nil)
+		return rerr
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("snapshot %s of store %s: %w", t, db.path, err)
+	}
+	return r.merged(), r.holdout, nil
+}
+
+// shareEvenly splits total among buckets holding counts[i] samples: every
+// bucket gets the same share, except that one holding fewer gets all it has
+// and the rest is shared among the others (water-filling). The quotas sum
+// to min(total, sum(counts)).
+func shareEvenly(counts []int, total int) []int {
+	quotas := make([]int, len(counts))
+	open := 0 // buckets that can still take more
+	for _, c := range counts {
+		if c > 0 {
+			open++
+		}
+	}
+	for total > 0 && open > 0 {
+		share := max(total/open, 1)
+		open = 0
+		for i, c := range counts {
+			room := c - quotas[i]
+			if room <= 0 || total == 0 {
+				continue
+			}
+			give := min(share, room, total)
+			quotas[i] += give
+			total -= give
+			if give < room {
+				open++
+			}
+		}
+	}
+	return quotas
+}
+
+// readNewest appends b's newest n samples, oldest first, to dst, and their
+// sequence numbers to seqs.
+func readNewest(b *bolt.Bucket, path string, n int, dst []Sample, seqs []uint64) ([]Sample, []uint64, error) {
+	start, seqStart := len(dst), len(seqs)
+	c := b.Cursor()
+	for k, v := c.Last(); k != nil && len(dst)-start < n; k, v = c.Prev() {
+		if len(k) != 8 {
+			return dst, seqs, fmt.Errorf("%s: key %x is not a sequence number", path, k)
+		}
+		seq := binary.BigEndian.Uint64(k)
+		dst = append(dst, Sample{})
+		if err := decodeSample(v, &dst[len(dst)-1]); err != nil {
+			return dst, seqs, fmt.Errorf("%s key %d: %w", path, seq, err)
+		}
+		seqs = append(seqs, seq)
+	}
+	slices.Reverse(dst[start:])
+	slices.Reverse(seqs[seqStart:])
+	return dst, seqs, nil
 }

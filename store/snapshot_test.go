@@ -128,3 +128,75 @@ func BenchmarkSnapshot(b *testing.B) {
 	b.ReportMetric(float64(n), "samples")
 	b.ReportMetric(float64(n*b.N)/b.Elapsed().Seconds(), "samples/s")
 }
+
+func TestShareEvenly(t *testing.T) {
+	for _, tt := range []struct {
+		counts []int
+		total  int
+		want   []int
+	}{
+		{[]int{10, 10, 10}, 30, []int{10, 10, 10}},
+		{[]int{10, 10, 10}, 100, []int{10, 10, 10}},
+		{[]int{10, 10, 10}, 12, []int{4, 4, 4}},
+		{[]int{10, 10, 10}, 13, []int{5, 4, 4}},
+		{[]int{2, 0, 50, 50}, 40, []int{2, 0, 19, 19}},
+		{[]int{2, 0, 50, 7}, 40, []int{2, 0, 31, 7}},
+		{[]int{1, 1, 1}, 2, []int{1, 1, 0}},
+		{[]int{0, 0}, 5, []int{0, 0}},
+		{nil, 5, []int{}},
+	} {
+		got := shareEvenly(tt.counts, tt.total)
+		if !slices.Equal(got, tt.want) && !(len(got) == 0 && len(tt.want) == 0) {
+			t.Errorf("shareEvenly(%v, %d) = %v, want %v", tt.counts, tt.total, got, tt.want)
+		}
+	}
+}
+
+// SnapshotNewest keeps each bucket's newest samples within an even share of
+// the cap, in insertion order like Snapshot, and is Snapshot when the cap
+// is not reached.
+func TestSnapshotNewest(t *testing.T) {
+	o := testOptions()
+	o.BucketCapacity = 40
+	db := openTest(t, tempPath(t), o)
+	for i := range 4 {
+		mustAdd(t, db, testSamples(300, uint64(i), time.Duration(i)*time.Second))
+	}
+	tg := features.TTFT
+	all, holdout, err := db.Snapshot(tg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap, err := db.SnapshotBuckets(tg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	counts := make([]int, len(snap.Buckets))
+	for i, b := range snap.Buckets {
+		counts[i] = len(b.Samples)
+	}
+	for _, limit := range []int{0, 1, 25, len(all) / 2, len(all) - 1, len(all), len(all) + 10} {
+		got, gotHoldout, err := db.SnapshotNewest(tg, limit)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !samplesEqual(gotHoldout, holdout) {
+			t.Errorf("limit %d: holdout differs from Snapshot's", limit)
+		}
+		if limit <= 0 || limit >= len(all) {
+			if !samplesEqual(got, all) {
+				t.Errorf("limit %d: %d samples, not Snapshot's %d", limit, len(got), len(all))
+			}
+			continue
+		}
+		// Expected: each bucket's newest quota, merged in insertion order.
+		var want []Sample
+		for i, q := range shareEvenly(counts, limit) {
+			want = append(want, snap.Buckets[i].Samples[counts[i]-q:]...)
+		}
+		slices.SortFunc(want, func(a, b Sample) int { return a.Timestamp.Compare(b.Timestamp) })
+		if !samplesEqual(got, want) {
+			t.Errorf("limit %d: got %d samples, want the newest %d of each bucket's share", limit, len(got), len(want))
+		}
+	}
+}

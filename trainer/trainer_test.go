@@ -206,3 +206,25 @@ func TestPublishedChannelFires(t *testing.T) {
 		t.Fatal("publication did not close the channel taken before it")
 	}
 }
+
+// A fit reads at most MaxTrainRows training samples per target; negative
+// means all of them.
+func TestRetrainCapsTrainingRows(t *testing.T) {
+	for _, tt := range []struct{ max, want int }{{150, 150}, {-1, 0}} {
+		f := newFixture(t)
+		f.add(t, 600)
+		fit := DefaultFitConfig()
+		tr, err := New(Config{Fit: fit, MaxTrainRows: tt.max, BundleDir: filepath.Join(f.dir, "bundles")}, f.db)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pub := retrain(t, tr)
+		want := tt.want
+		if want == 0 {
+			want = f.db.Counts().Train(features.TTFT)
+		}
+		if got := pub.Bundle.TTFT.TrainSamples; got != want {
+			t.Errorf("MaxTrainRows %d: trained on %d samples, want %d", tt.max, got, want)
+		}
+	}
+}

@@ -123,6 +123,7 @@ type trainerFlags struct {
 	retrainInterval time.Duration
 	minSamples      int
 	minSamplesFresh int
+	maxTrainRows    int
 	bucketCapacity  int
 	holdoutFraction float64
 	holdoutCapacity int
@@ -143,6 +144,7 @@ func (f *trainerFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&f.retrainInterval, "retrain-interval", 10*time.Second, "time between retrain attempts")
 	fs.IntVar(&f.minSamples, "min-samples", 100, "training samples a target needs to retrain once it has a model")
 	fs.IntVar(&f.minSamplesFresh, "min-samples-fresh", 10, "training samples a target needs for its first model")
+	fs.IntVar(&f.maxTrainRows, "max-train-rows", trainer.DefaultMaxTrainRows, "most training samples one fit reads per target, the newest of every store bucket in even shares (negative: all)")
 	fs.IntVar(&f.bucketCapacity, "bucket-capacity", 500, "samples kept per store bucket (oldest evicted)")
 	fs.Float64Var(&f.holdoutFraction, "holdout-fraction", 0.1, "fraction of samples held out for evaluation")
 	fs.IntVar(&f.holdoutCapacity, "holdout-capacity", 1000, "held-out samples kept per target")
@@ -267,6 +269,7 @@ func newTrainer(c *commonFlags, t *trainerFlags, db *store.DB, reg prometheus.Re
 		Interval:        t.retrainInterval,
 		MinSamples:      t.minSamples,
 		MinSamplesFresh: t.minSamplesFresh,
+		MaxTrainRows:    t.maxTrainRows,
 		Fit:             fit,
 		Drift:           driftConfig(c),
 		BundleDir:       filepath.Join(c.dataDir, "bundles"),
