@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"runtime/debug"
 )
 
 func predictorCommand() command {
@@ -27,10 +28,35 @@ func runPredictor(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		return err
 	}
 	p.applyPredictHostPort(fs, os.LookupEnv)
+	tuneGC(os.LookupEnv)
 	roles, err := startRoles(ctx, &c, nil, &p, stderr)
 	if err != nil {
 		return err
 	}
 	defer roles.close()
 	return roles.serve(ctx, map[string]http.Handler{p.listen: roles.predictorHandler})
+}
+
+// Garbage collection settings of a predictor process, unless GOGC or
+// GOMEMLIMIT set them. A predictor's live heap is a few megabytes, so with
+// Go's defaults it collected about ten times a second under load, and each
+// collection stops the world to preempt goroutines walking trees (a signal
+// each, slow in a virtual machine): 120 collections in 30 s, client p99 at
+// 5,000 requests/s 5.4-11.8 ms against 2.9-4.3 ms with these settings
+// (9 collections). The memory limit keeps the heap, and so RSS, bounded
+// when large requests raise the live heap.
+const (
+	predictorGCPercent   = 800
+	predictorMemoryLimit = 40 << 20
+)
+
+// tuneGC applies the predictor's collection settings where the environment
+// (read through lookup) leaves them to the program.
+func tuneGC(lookup func(string) (string, bool)) {
+	if _, ok := lookup("GOGC"); !ok {
+		debug.SetGCPercent(predictorGCPercent)
+	}
+	if _, ok := lookup("GOMEMLIMIT"); !ok {
+		debug.SetMemoryLimit(predictorMemoryLimit)
+	}
 }

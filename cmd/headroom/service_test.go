@@ -3,6 +3,8 @@ package main
 import (
 	"flag"
 	"log/slog"
+	"math"
+	"runtime/debug"
 	"strings"
 	"testing"
 
@@ -42,6 +44,32 @@ func TestTrainerFlagsXGBoostNice(t *testing.T) {
 		}
 		if tt.args == nil && tf.xgboostNice != 10 {
 			t.Errorf("default --xgboost-nice %d, want 10", tf.xgboostNice)
+		}
+	}
+}
+
+// A predictor collects garbage rarely and within a memory limit, unless
+// GOGC or GOMEMLIMIT say otherwise.
+func TestTuneGC(t *testing.T) {
+	gc, limit := debug.SetGCPercent(100), debug.SetMemoryLimit(math.MaxInt64)
+	t.Cleanup(func() { debug.SetGCPercent(gc); debug.SetMemoryLimit(limit) })
+	for _, tt := range []struct {
+		env       map[string]string
+		wantGC    int
+		wantLimit int64
+	}{
+		{nil, predictorGCPercent, predictorMemoryLimit},
+		{map[string]string{"GOGC": "100"}, 100, predictorMemoryLimit},
+		{map[string]string{"GOMEMLIMIT": "1GiB"}, predictorGCPercent, math.MaxInt64},
+	} {
+		debug.SetGCPercent(100)
+		debug.SetMemoryLimit(math.MaxInt64)
+		tuneGC(func(k string) (string, bool) { v, ok := tt.env[k]; return v, ok })
+		if got := debug.SetGCPercent(100); got != tt.wantGC {
+			t.Errorf("env %v: GC percent %d, want %d", tt.env, got, tt.wantGC)
+		}
+		if got := debug.SetMemoryLimit(-1); got != tt.wantLimit {
+			t.Errorf("env %v: memory limit %d, want %d", tt.env, got, tt.wantLimit)
 		}
 	}
 }
