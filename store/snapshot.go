@@ -113,19 +113,30 @@ func (db *DB) read(t features.Target) (*targetRead, error) {
 func readRecords(b *bolt.Bucket, path string, dst []Sample, seqs []uint64) ([]Sample, []uint64, error) {
 	c := b.Cursor()
 	for k, v := c.First(); k != nil; k, v = c.Next() {
-		if len(k) != 8 {
-			return dst, seqs, fmt.Errorf("%s: key %x is not a sequence number", path, k)
-		}
-		seq := binary.BigEndian.Uint64(k)
-		dst = append(dst, Sample{})
-		if err := decodeSample(v, &dst[len(dst)-1]); err != nil {
-			return dst, seqs, fmt.Errorf("%s key %d: %w", path, seq, err)
+		var seq uint64
+		var err error
+		if dst, seq, err = appendRecord(dst, k, v, path); err != nil {
+			return dst, seqs, err
 		}
 		if seqs != nil {
 			seqs = append(seqs, seq)
 		}
 	}
 	return dst, seqs, nil
+}
+
+// appendRecord decodes the record stored under key k onto dst and returns
+// its sequence number.
+func appendRecord(dst []Sample, k, v []byte, path string) ([]Sample, uint64, error) {
+	if len(k) != 8 {
+		return dst, 0, fmt.Errorf("%s: key %x is not a sequence number", path, k)
+	}
+	seq := binary.BigEndian.Uint64(k)
+	dst = append(dst, Sample{})
+	if err := decodeSample(v, &dst[len(dst)-1]); err != nil {
+		return dst, seq, fmt.Errorf("%s key %d: %w", path, seq, err)
+	}
+	return dst, seq, nil
 }
 
 // merged returns the training samples in sequence order: a k-way merge of
@@ -317,13 +328,10 @@ func readNewest(b *bolt.Bucket, path string, n int, dst []Sample, seqs []uint64)
 	start, seqStart := len(dst), len(seqs)
 	c := b.Cursor()
 	for k, v := c.Last(); k != nil && len(dst)-start < n; k, v = c.Prev() {
-		if len(k) != 8 {
-			return dst, seqs, fmt.Errorf("%s: key %x is not a sequence number", path, k)
-		}
-		seq := binary.BigEndian.Uint64(k)
-		dst = append(dst, Sample{})
-		if err := decodeSample(v, &dst[len(dst)-1]); err != nil {
-			return dst, seqs, fmt.Errorf("%s key %d: %w", path, seq, err)
+		var seq uint64
+		var err error
+		if dst, seq, err = appendRecord(dst, k, v, path); err != nil {
+			return dst, seqs, err
 		}
 		seqs = append(seqs, seq)
 	}
