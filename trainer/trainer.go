@@ -30,7 +30,12 @@ type Config struct {
 	// (store.DB.SnapshotNewest). 0 means DefaultMaxTrainRows; negative,
 	// every stored sample.
 	MaxTrainRows int
-	Fit          FitConfig
+	// Nice is the scheduling niceness (1-19) each target's fit runs at, on
+	// a thread of its own, so that predictions served on the same cores
+	// come first; 0 leaves fits at the process's. (FitConfig.XGBoost.Nice
+	// does the same for the xgboost runs.)
+	Nice int
+	Fit  FitConfig
 	// Drift configures live error tracking and early retraining.
 	Drift DriftConfig
 	// Columns per target; nil means features.DefaultTTFTColumns / TPOT.
@@ -253,7 +258,9 @@ func (t *Trainer) Retrain(ctx context.Context) (*model.Published, error) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			results[tg], errs[tg] = t.retrainTarget(ctx, tg, prevBundle.Target(tg))
+			runNiced(t.cfg.Nice, func() {
+				results[tg], errs[tg] = t.retrainTarget(ctx, tg, prevBundle.Target(tg))
+			})
 		}()
 	}
 	wg.Wait()

@@ -132,7 +132,7 @@ type trainerFlags struct {
 	maxIngest       int
 	xgboostBin      string
 	xgboostTimeout  time.Duration
-	xgboostNice     int
+	trainNice       int
 	noXGBoost       bool
 	modelKind       string
 	xgb             trainer.XGBoostParams
@@ -153,7 +153,7 @@ func (f *trainerFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&f.maxIngest, "max-concurrent-ingest", api.DefaultMaxConcurrentIngest, "training uploads handled at once; more wait briefly, then get 503")
 	fs.StringVar(&f.xgboostBin, "xgboost-bin", "xgboost", "xgboost CLI binary")
 	fs.DurationVar(&f.xgboostTimeout, "xgboost-timeout", 60*time.Second, "longest one xgboost training run may take")
-	fs.IntVar(&f.xgboostNice, "xgboost-nice", 10, "scheduling niceness of xgboost runs (0-19; 0: the trainer's own), so predictions on shared cores come first")
+	fs.IntVar(&f.trainNice, "train-nice", 10, "scheduling niceness of training, the fits and xgboost runs (0-19; 0: the trainer's own), so predictions on shared cores come first")
 	fs.BoolVar(&f.noXGBoost, "no-xgboost", false, "train linear models only")
 	fs.StringVar(&f.modelKind, "model-kind", string(model.KindResidual), "linear, log-trees, or linear+log-trees")
 	fs.IntVar(&f.xgb.Rounds, "xgb-rounds", def.Rounds, "boosting rounds (trees)")
@@ -256,20 +256,21 @@ func newTrainer(c *commonFlags, t *trainerFlags, db *store.DB, reg prometheus.Re
 	if err := t.xgb.Validate(); err != nil {
 		return nil, err
 	}
-	if t.xgboostNice < 0 || t.xgboostNice > 19 {
-		return nil, fmt.Errorf("--xgboost-nice %d: want 0 to 19", t.xgboostNice)
+	if t.trainNice < 0 || t.trainNice > 19 {
+		return nil, fmt.Errorf("--train-nice %d: want 0 to 19", t.trainNice)
 	}
 	fit := trainer.DefaultFitConfig()
 	fit.Kind = model.Kind(t.modelKind)
 	fit.Params = t.xgb
 	if !t.noXGBoost {
-		fit.XGBoost = &trainer.XGBoost{Binary: t.xgboostBin, Timeout: t.xgboostTimeout, Nice: t.xgboostNice}
+		fit.XGBoost = &trainer.XGBoost{Binary: t.xgboostBin, Timeout: t.xgboostTimeout, Nice: t.trainNice}
 	}
 	return trainer.New(trainer.Config{
 		Interval:        t.retrainInterval,
 		MinSamples:      t.minSamples,
 		MinSamplesFresh: t.minSamplesFresh,
 		MaxTrainRows:    t.maxTrainRows,
+		Nice:            t.trainNice,
 		Fit:             fit,
 		Drift:           driftConfig(c),
 		BundleDir:       filepath.Join(c.dataDir, "bundles"),

@@ -11,18 +11,18 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// The trainer's flags are checked before anything starts: an xgboost
+// The trainer's flags are checked before anything starts: a training
 // niceness outside what setpriority takes is refused with the flag's name.
-func TestTrainerFlagsXGBoostNice(t *testing.T) {
+func TestTrainerFlagsTrainNice(t *testing.T) {
 	for _, tt := range []struct {
 		args    []string
 		wantErr string
 	}{
 		{nil, ""},
-		{[]string{"--xgboost-nice", "0"}, ""},
-		{[]string{"--xgboost-nice", "19"}, ""},
-		{[]string{"--xgboost-nice", "20"}, "--xgboost-nice 20"},
-		{[]string{"--xgboost-nice", "-1"}, "--xgboost-nice -1"},
+		{[]string{"--train-nice", "0"}, ""},
+		{[]string{"--train-nice", "19"}, ""},
+		{[]string{"--train-nice", "20"}, "--train-nice 20"},
+		{[]string{"--train-nice", "-1"}, "--train-nice -1"},
 	} {
 		fs := flag.NewFlagSet("test", flag.ContinueOnError)
 		var c commonFlags
@@ -42,8 +42,8 @@ func TestTrainerFlagsXGBoostNice(t *testing.T) {
 		if tt.wantErr == "" && err != nil || tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)) {
 			t.Errorf("%v: newTrainer error %v, want %q", tt.args, err, tt.wantErr)
 		}
-		if tt.args == nil && tf.xgboostNice != 10 {
-			t.Errorf("default --xgboost-nice %d, want 10", tf.xgboostNice)
+		if tt.args == nil && tf.trainNice != 10 {
+			t.Errorf("default --train-nice %d, want 10", tf.trainNice)
 		}
 	}
 }

@@ -1,0 +1,28 @@
+package trainer
+
+import (
+	"runtime"
+	"syscall"
+)
+
+// runNiced runs f on an OS thread of its own at scheduling niceness nice
+// (1-19; 0 runs f as it is), so that a fit yields the cores to predictions
+// served beside it. Linux sets niceness per thread. The thread is never
+// unlocked: an unprivileged process cannot make it less nice again, so it
+// must not go back to the runtime's pool, and a goroutine that exits while
+// locked takes its thread with it. Goroutines f starts run at the normal
+// priority. Failing to set the niceness only leaves f at the normal one.
+func runNiced(nice int, f func()) {
+	if nice <= 0 {
+		f()
+		return
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		runtime.LockOSThread()
+		_ = syscall.Setpriority(syscall.PRIO_PROCESS, syscall.Gettid(), nice)
+		f()
+	}()
+	<-done
+}

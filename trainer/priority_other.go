@@ -1,0 +1,6 @@
+//go:build !linux
+
+package trainer
+
+// runNiced runs f; per-thread niceness is a Linux feature.
+func runNiced(nice int, f func()) { f() }
