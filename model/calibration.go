@@ -15,8 +15,12 @@ const calibrationGrid = 99
 // 1.7 has no quantile objective, and a calibrated residual quantile means what
 // it says, where the reference's fixed ±10% did not.
 type Calibration struct {
-	// Source is "holdout" when the residuals come from held-out rows, "train"
-	// when there were too few and in-sample residuals stood in.
+	// Source says where the residuals came from; the trainer writes
+	// "forward" (earlier models' errors on samples that arrived after
+	// they were trained), "holdout+cross-fit" (this model's holdout errors
+	// pooled with out-of-fold errors on its training rows) or "cross-fit".
+	// Bundles from earlier trainers may say "holdout" or
+	// "cross-validation". It is informational: nothing depends on it.
 	Source string `json:"source"`
 	Rows   int    `json:"rows"`
 	// LogResiduals[i] is the (i+1)% quantile of log(actual/predicted).

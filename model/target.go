@@ -57,8 +57,10 @@ type TargetModel struct {
 	// correlations that hold within the data they saw and not after it.
 	TreeShrink float64 `json:"tree_shrink,omitempty"`
 	// LogShift scales every central prediction by exp(LogShift), chosen so
-	// the prediction minimises relative error on the training rows: least
-	// squares fits a mean, which a long tail of stalled requests drags up.
+	// the prediction minimises relative error on the training rows (least
+	// squares fits a mean, which a long tail of stalled requests drags up),
+	// then moved part of the way the newest samples' errors point
+	// (trainer.FitConfig.ForwardShiftGain) when latency drifts.
 	LogShift    float64     `json:"log_shift,omitempty"`
 	MinMs       float64     `json:"min_ms"`
 	MaxMs       float64     `json:"max_ms"`

@@ -34,16 +34,35 @@ type FitConfig struct {
 	// a feature shows, otherwise grows leaves that multiply ordinary
 	// predictions by 20.
 	TreeLabelClip float64
-	// MinCalibrationRows is the number of holdout rows below which the
-	// calibration uses the line's cross-validated residuals instead.
+	// MinCalibrationRows is the number of held-out residuals a calibration
+	// wants when forward samples are too few: with fewer holdout rows, the
+	// training rows' cross-fitted residuals are pooled with them. A quantile
+	// estimated from n residuals misses its coverage by about
+	// 100·sqrt(q(1−q)/n) points: 4 at q = 0.5 for the 145 rows a small
+	// store holds out, 1.6 for the service's full holdout of 1,000.
 	MinCalibrationRows int
+	// CrossFitFolds is the number of folds of that cross-fit (default 5):
+	// each training row is predicted by a model fitted, exactly as this
+	// one is, without the row's fold. It costs CrossFitFolds more fits, so
+	// only small stores (whose holdout is not full) after a start (before
+	// forward samples arrive) pay it.
+	CrossFitFolds int
 	// Forward is what earlier models predicted for samples that reached the
 	// store after they were trained, oldest first; the trainer sets it per
 	// fit. With MinForwardRows of them the quantiles are calibrated on
-	// them, and with MinForwardRows from models with trees they choose how
-	// much to trust the new model's trees (model.TargetModel.TreeShrink).
+	// them, they correct the shift (ForwardShiftGain), and with
+	// MinForwardRows from models with trees they choose how much to trust
+	// the new model's trees (model.TargetModel.TreeShrink).
 	Forward        []ForwardSample
 	MinForwardRows int
+	// ForwardShiftGain is the share of the forward samples' own
+	// relative-error shift added to the model's shift (0: none). The
+	// training rows' shift centres the model on the past; when latency
+	// drifts (load rising through the day), earlier models' forward errors
+	// say by how much that centre lags. The new model has trained on those
+	// samples already, so it lags less than they did: half the correction
+	// was measured best (docs/ACCURACY.md).
+	ForwardShiftGain float64
 	// CoverageQuantile is the quantile whose holdout coverage the model
 	// records (default 0.9).
 	CoverageQuantile float64
@@ -63,8 +82,10 @@ func DefaultFitConfig() FitConfig {
 		SignConstraints:    true,
 		MinTreeRows:        100,
 		TreeLabelClip:      3,
-		MinCalibrationRows: 30,
+		MinCalibrationRows: 1000,
+		CrossFitFolds:      5,
 		MinForwardRows:     50,
+		ForwardShiftGain:   0.5,
 		CoverageQuantile:   0.9,
 	}
 }
@@ -149,7 +170,11 @@ func Fit(ctx context.Context, schema features.Schema, train, holdout Dataset, cf
 	}
 	// Bounded as Prepare requires; a shift near the bound means the model
 	// is far off, and the calibration says so.
-	m.LogShift = math.Max(-5, math.Min(5, relativeErrorShift(logResiduals(m, train))))
+	shift := relativeErrorShift(logResiduals(m, train))
+	if forwardEnough(cfg) && cfg.ForwardShiftGain > 0 {
+		shift += cfg.ForwardShiftGain * relativeErrorShift(forwardResiduals(m, cfg.Forward))
+	}
+	m.LogShift = math.Max(-5, math.Min(5, shift))
 
 	var predHold, linHold []float64
 	for _, x := range holdout.X {
@@ -158,14 +183,22 @@ func Fit(ctx context.Context, schema features.Schema, train, holdout Dataset, cf
 	}
 	m.Holdout = model.Measure(predHold, holdout.Y)
 	m.HoldoutLinear = model.Measure(linHold, holdout.Y)
-	if m.Calibration, err = calibrate(m, train, holdout, cfg); err != nil {
+	// Without enough forward samples, the calibration pools a small
+	// holdout with cross-fitted residuals of the training rows.
+	var crossFitted []float64
+	if !forwardEnough(cfg) && len(holdout.Y) < cfg.MinCalibrationRows {
+		if crossFitted, err = crossFitResiduals(ctx, m, cfg, train); err != nil {
+			return nil, fmt.Errorf("calibrate: %w", err)
+		}
+	}
+	if m.Calibration, err = calibrate(m, holdout, crossFitted, cfg); err != nil {
 		return nil, fmt.Errorf("calibrate: %w", err)
 	}
 	q := cfg.CoverageQuantile
 	if !(q > 0 && q < 1) {
 		q = 0.9
 	}
-	if m.HoldoutCoverage, err = holdoutCoverage(m, holdout, q); err != nil {
+	if m.HoldoutCoverage, err = holdoutCoverage(m, holdout, crossFitted, q); err != nil {
 		return nil, fmt.Errorf("holdout coverage: %w", err)
 	}
 	m.TrainedAt = time.Now().UTC()
@@ -232,36 +265,66 @@ func treeShrink(forward []ForwardSample, minRows int) float64 {
 	return 1 - best
 }
 
+// forwardEnough reports whether cfg has enough forward samples to
+// calibrate on and to correct the shift with.
+func forwardEnough(cfg FitConfig) bool {
+	return len(cfg.Forward) >= max(cfg.MinForwardRows, 1)
+}
+
+// forwardResiduals returns log(actual / predicted) of forward samples as
+// they would have been predicted with m's tree weight (and their own
+// model's shift).
+func forwardResiduals(m *model.TargetModel, forward []ForwardSample) []float64 {
+	r := make([]float64, len(forward))
+	for i, f := range forward {
+		r[i] = math.Log(f.Actual / m.Combine(f.Base, f.TreeLog, 1-m.TreeShrink, f.LogShift))
+	}
+	return r
+}
+
 // calibrate summarises the residuals quantiles come from, preferring the
 // ones most like the errors the model will make in service: those of earlier
 // models on samples that arrived after they were trained (forward in time,
-// as the model will be used), then those of this model on the holdout, then
-// the line's cross-validated residuals. In-sample residuals would make
-// every interval too narrow.
-func calibrate(m *model.TargetModel, train, holdout Dataset, cfg FitConfig) (model.Calibration, error) {
-	if len(cfg.Forward) >= max(cfg.MinForwardRows, 1) {
-		r := make([]float64, len(cfg.Forward))
-		for i, f := range cfg.Forward {
-			r[i] = math.Log(f.Actual / m.Combine(f.Base, f.TreeLog, 1-m.TreeShrink, f.LogShift))
-		}
-		return model.NewCalibration("forward", r)
+// as the model will be used). Without enough of those, this model's
+// residuals on the holdout, pooled, when the holdout is small, with the
+// cross-fitted residuals of the training rows (crossFitted): a small
+// holdout is one fixed set whose sampling error no retrain averages out
+// (FitConfig.MinCalibrationRows), and the cross-fit adds every training
+// row's out-of-fold error. In-sample residuals would make every interval
+// too narrow.
+func calibrate(m *model.TargetModel, holdout Dataset, crossFitted []float64, cfg FitConfig) (model.Calibration, error) {
+	if forwardEnough(cfg) {
+		return model.NewCalibration(CalibrationForward, forwardResiduals(m, cfg.Forward))
 	}
-	if len(holdout.Y) >= max(cfg.MinCalibrationRows, 1) {
-		return model.NewCalibration("holdout", logResiduals(m, holdout))
+	if len(crossFitted) == 0 {
+		return model.NewCalibration(CalibrationHoldout, logResiduals(m, holdout))
 	}
-	r, err := crossValidatedResiduals(train, cfg.Line, m.BaseFloorMs)
-	if err != nil {
-		return model.Calibration{}, err
+	r := append(logResiduals(m, holdout), crossFitted...)
+	return model.NewCalibration(pooledSource(len(holdout.Y)), r)
+}
+
+// Calibration sources (model.Calibration.Source).
+const (
+	CalibrationForward         = "forward"
+	CalibrationHoldout         = "holdout"
+	CalibrationCrossFit        = "cross-fit"
+	CalibrationHoldoutCrossFit = "holdout+cross-fit"
+)
+
+func pooledSource(holdoutRows int) string {
+	if holdoutRows == 0 {
+		return CalibrationCrossFit
 	}
-	return model.NewCalibration("cross-validation", r)
+	return CalibrationHoldoutCrossFit
 }
 
 // holdoutCoverage measures how often holdout rows fall at or below the
-// model's q quantile. When the calibration came from the holdout itself,
-// the answer would be q by construction, so it is cross-fitted instead:
-// calibrated on every other row, measured on the rest, and the other way
-// round. Nil without holdout rows.
-func holdoutCoverage(m *model.TargetModel, holdout Dataset, q float64) (*model.QuantileCoverage, error) {
+// model's q quantile. When the calibration came partly from the holdout
+// itself, the answer would be near q by construction, so it is cross-fitted
+// instead: calibrated on every other holdout row (and the cross-fitted
+// training residuals, as the model's own calibration is), measured on the
+// rest, and the other way round. Nil without holdout rows.
+func holdoutCoverage(m *model.TargetModel, holdout Dataset, crossFitted []float64, q float64) (*model.QuantileCoverage, error) {
 	n := len(holdout.Y)
 	if n == 0 {
 		return nil, nil
@@ -271,7 +334,7 @@ func holdoutCoverage(m *model.TargetModel, holdout Dataset, q float64) (*model.Q
 		central[i] = m.Predict(x)
 	}
 	hit := 0
-	if m.Calibration.Source != "holdout" || n < 2 {
+	if (m.Calibration.Source != CalibrationHoldout && m.Calibration.Source != CalibrationHoldoutCrossFit) || n < 2 {
 		for i, y := range holdout.Y {
 			if y <= m.Quantile(central[i], q) {
 				hit++
@@ -281,13 +344,13 @@ func holdoutCoverage(m *model.TargetModel, holdout Dataset, q float64) (*model.Q
 	}
 	resid := logResiduals(m, holdout)
 	for half := range 2 {
-		var cal []float64
+		cal := append([]float64(nil), crossFitted...)
 		for i, r := range resid {
 			if i%2 != half {
 				cal = append(cal, r)
 			}
 		}
-		c, err := model.NewCalibration("holdout", cal)
+		c, err := model.NewCalibration(m.Calibration.Source, cal)
 		if err != nil {
 			return nil, err
 		}
@@ -301,20 +364,20 @@ func holdoutCoverage(m *model.TargetModel, holdout Dataset, q float64) (*model.Q
 	return &model.QuantileCoverage{Quantile: q, Percent: 100 * float64(hit) / float64(n), Rows: n}, nil
 }
 
-// crossValidatedResiduals returns log(actual / predicted) of each training
-// row by a line fitted without the row's fold (and centred like the model,
-// on its own training part). With fewer rows than folds, each row is its
-// own fold.
-func crossValidatedResiduals(train Dataset, cfg LineConfig, floor float64) ([]float64, error) {
+// crossFitResiduals returns log(actual / predicted) of each training row as
+// predicted by a model fitted without the row's fold, the way m was fitted:
+// the line, the trees when m has them, and the shift on the fold's own
+// training part; the tree weight is m's. Rows go to fold i % folds. With
+// fewer rows than folds each row is its own fold; a single row has nothing
+// to hold out, and its residual is taken as 0.
+func crossFitResiduals(ctx context.Context, m *model.TargetModel, cfg FitConfig, train Dataset) ([]float64, error) {
 	n := len(train.Y)
-	folds := cfg.Folds
+	folds := cfg.CrossFitFolds
 	if folds < 2 {
 		folds = 5
 	}
 	folds = min(folds, n)
 	if folds < 2 {
-		// One row: nothing to hold out; its residual against the line
-		// through it is 0, which says nothing, so assume nothing either.
 		return []float64{0}, nil
 	}
 	out := make([]float64, 0, n)
@@ -327,21 +390,39 @@ func crossValidatedResiduals(train Dataset, cfg LineConfig, floor float64) ([]fl
 				in.X, in.Y = append(in.X, train.X[i]), append(in.Y, train.Y[i])
 			}
 		}
-		lin, err := fitLine(in, cfg, floor)
+		fm, err := fitFold(ctx, m, cfg, in)
 		if err != nil {
-			return nil, fmt.Errorf("cross-validation fold %d: %w", f, err)
+			return nil, fmt.Errorf("cross-fit fold %d: %w", f, err)
 		}
-		predict := func(x []float64) float64 { return math.Max(lin.Predict(x), floor) }
-		inRes := make([]float64, len(in.Y))
-		for i, x := range in.X {
-			inRes[i] = math.Log(in.Y[i] / predict(x))
-		}
-		shift := relativeErrorShift(inRes)
+		shift := relativeErrorShift(logResiduals(fm, in))
 		for i, x := range held.X {
-			out = append(out, math.Log(held.Y[i]/predict(x))-shift)
+			base, treeLog := fm.Parts(x)
+			out = append(out, math.Log(held.Y[i]/fm.Combine(base, treeLog, 1-m.TreeShrink, shift)))
 		}
 	}
 	return out, nil
+}
+
+// fitFold fits a model of m's kind on one fold's training part, with m's
+// columns, clamps and floor.
+func fitFold(ctx context.Context, m *model.TargetModel, cfg FitConfig, in Dataset) (*model.TargetModel, error) {
+	lin, err := fitLine(in, cfg.Line, m.BaseFloorMs)
+	if err != nil {
+		return nil, err
+	}
+	fm := &model.TargetModel{Kind: model.KindLinear, Columns: m.Columns, Linear: lin, Ranges: m.Ranges,
+		BaseFloorMs: m.BaseFloorMs, MinMs: m.MinMs, MaxMs: m.MaxMs}
+	if m.Kind != model.KindLinear {
+		c := cfg
+		c.Kind = m.Kind
+		if err := fitTrees(ctx, fm, c, in); err != nil {
+			return nil, err
+		}
+	}
+	if err := fm.Prepare(); err != nil {
+		return nil, err
+	}
+	return fm, nil
 }
 
 // relativeErrorShift returns the δ minimising Σ |1 − exp(δ − r_i)| over

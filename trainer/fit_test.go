@@ -89,8 +89,9 @@ func TestTreeShrinkFollowsForwardEvidence(t *testing.T) {
 }
 
 // The calibration comes from the residuals most like the errors the model
-// will make in service, in order: forward samples, the holdout, the
-// line's cross-validated residuals. Never in-sample.
+// will make in service: forward samples when there are enough, else the
+// holdout, pooled with cross-fitted training residuals when it is small.
+// Never in-sample.
 func TestCalibrationSource(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 3))
 	train := fitRows(rng, 300, 0.1, nil)
@@ -103,10 +104,12 @@ func TestCalibrationSource(t *testing.T) {
 		holdout int
 		forward []ForwardSample
 		want    string
+		rows    int
 	}{
-		{"forward", 100, forward, "forward"},
-		{"holdout", 100, forward[:10], "holdout"},
-		{"cross-validation", 10, nil, "cross-validation"},
+		{"forward", 100, forward, CalibrationForward, 60},
+		{"holdout and cross-fit", 100, forward[:10], CalibrationHoldoutCrossFit, 400},
+		{"cross-fit alone", 0, nil, CalibrationCrossFit, 300},
+		{"full holdout", 1000, nil, CalibrationHoldout, 1000},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -116,19 +119,102 @@ func TestCalibrationSource(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if m.Calibration.Source != tt.want {
-				t.Fatalf("calibration source %q, want %q", m.Calibration.Source, tt.want)
+			if c := m.Calibration; c.Source != tt.want || c.Rows != tt.rows {
+				t.Fatalf("calibration %s on %d rows, want %s on %d", c.Source, c.Rows, tt.want, tt.rows)
 			}
 			// Residual spread: 0.3 forward, 0.1 otherwise; the 95% point
 			// of a normal is 1.645 sd.
 			sd := 0.1
-			if tt.want == "forward" {
+			if tt.want == CalibrationForward {
 				sd = 0.3
 			}
 			if got := m.Calibration.LogResidual(0.95); math.Abs(got-1.645*sd) > 0.5*sd {
 				t.Errorf("95%% log residual %.3f, want about %.3f", got, 1.645*sd)
 			}
 		})
+	}
+}
+
+// Trees fitted to 150 rows follow their noise, so their in-sample residuals
+// are much narrower than their errors on new rows. Cross-fitted residuals
+// are errors on rows each fold's model did not see: quantiles calibrated on
+// them cover new rows as often as they claim, where in-sample ones do not.
+func TestCrossFitCalibrationCoversNewRows(t *testing.T) {
+	x := realXGBoost(t)
+	rng := rand.New(rand.NewPCG(8, 8))
+	cfg := DefaultFitConfig()
+	cfg.XGBoost = x
+	cfg.Params.MaxDepth = 6
+	cfg.Params.Lambda = 0.1
+	train := fitRows(rng, 150, 0.1, nil)
+	m, err := Fit(context.Background(), fitSchema, train, Dataset{}, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Kind != model.KindResidual || m.Calibration.Source != CalibrationCrossFit {
+		t.Fatalf("model %s calibrated on %s, want trees calibrated by cross-fit", m.Kind, m.Calibration.Source)
+	}
+	inSample, err := model.NewCalibration("train", logResiduals(m, train))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fresh := fitRows(rng, 4000, 0.1, nil)
+	coverage := func(c model.Calibration, q float64) float64 {
+		hit := 0
+		for i, x := range fresh.X {
+			if math.Log(fresh.Y[i]/m.Predict(x)) <= c.LogResidual(q) {
+				hit++
+			}
+		}
+		return 100 * float64(hit) / float64(len(fresh.Y))
+	}
+	for _, q := range []float64{0.1, 0.9, 0.95} {
+		// 150 calibration rows: the q quantile's own sampling error is a
+		// few points.
+		if got := coverage(m.Calibration, q); math.Abs(got-100*q) > 5 {
+			t.Errorf("cross-fitted q=%v covers %.1f%% of new rows", q, got)
+		}
+	}
+	if got := coverage(inSample, 0.9); got > 85 {
+		t.Errorf("in-sample q=0.9 covers %.1f%% of new rows: the trees did not overfit, the test shows nothing", got)
+	}
+}
+
+// Forward samples that came out 10% above what earlier models predicted
+// (latency drifting up) move the new model's shift up by ForwardShiftGain
+// of that, over the shift its training rows alone give.
+func TestForwardShiftFollowsDrift(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 9))
+	train, holdout := fitRows(rng, 400, 0.05, nil), fitRows(rng, 100, 0.05, nil)
+	var forward []ForwardSample
+	for range 200 {
+		x := fitRows(rng, 1, 0.05, nil)
+		forward = append(forward, ForwardSample{Actual: 1.1 * x.Y[0], Base: 10 + x.X[0][0] + x.X[0][1]/20})
+	}
+	fit := func(gain float64, f []ForwardSample) float64 {
+		cfg := DefaultFitConfig()
+		cfg.ForwardShiftGain = gain
+		cfg.Forward = f
+		m, err := Fit(context.Background(), fitSchema, train, holdout, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m.LogShift
+	}
+	trainOnly := fit(0, nil)
+	for _, tt := range []struct {
+		gain    float64
+		forward []ForwardSample
+		want    float64 // over the training rows' shift
+	}{
+		{0, forward, 0},
+		{0.5, forward, 0.5 * math.Log(1.1)},
+		{1, forward, math.Log(1.1)},
+		{0.5, forward[:10], 0}, // too few to judge
+	} {
+		if got := fit(tt.gain, tt.forward) - trainOnly; math.Abs(got-tt.want) > 0.015 {
+			t.Errorf("gain %v, %d forward samples: shift moved %.4f, want %.4f", tt.gain, len(tt.forward), got, tt.want)
+		}
 	}
 }
 

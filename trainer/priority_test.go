@@ -39,7 +39,7 @@ func TestRunNiced(t *testing.T) {
 	}
 	// The niced thread goes away (the runtime ends it soon after its
 	// goroutine): no thread of the process stays nicer.
-	deadline := time.Now().Add(2 * time.Second)
+	deadline := time.Now().Add(10 * time.Second) // generous: a loaded machine may delay the exit
 	for {
 		nicer := nicerThreads(t, own)
 		if len(nicer) == 0 {

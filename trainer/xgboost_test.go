@@ -749,9 +749,15 @@ func TestTrainRunsNiced(t *testing.T) {
 	}
 	own := procNice(t, string(self))
 	for _, nice := range []int{0, 7, 19} {
+		want := max(own, nice) // lowering niceness needs privileges
+		if os.Geteuid() == 0 && nice > 0 {
+			want = nice
+		}
 		out := filepath.Join(t.TempDir(), "stat")
-		// The pause lets the trainer renice the script before it looks.
-		x := fakeXGBoost(t, fmt.Sprintf(`sleep 0.2; cat /proc/$$/stat > %q; exit 1`, out))
+		// The script waits (5 s at most) for the trainer to renice it, which
+		// happens just after it starts, then reports its niceness.
+		x := fakeXGBoost(t, fmt.Sprintf(`for i in $(seq 50); do [ "$(cut -d')' -f2 /proc/$$/stat | cut -d' ' -f18)" = %d ] && break; sleep 0.1; done
+cat /proc/$$/stat > %q; exit 1`, want, out))
 		x.Nice = nice
 		if _, err := x.Train(context.Background(), [][]float64{{1}, {2}}, []float64{1, 2}, 1, DefaultXGBoostParams()); err == nil {
 			t.Fatal("fake xgboost succeeded")
@@ -759,10 +765,6 @@ func TestTrainRunsNiced(t *testing.T) {
 		stat, err := os.ReadFile(out)
 		if err != nil {
 			t.Fatal(err)
-		}
-		want := max(own, nice) // lowering niceness needs privileges
-		if os.Geteuid() == 0 && nice > 0 {
-			want = nice
 		}
 		if got := procNice(t, string(stat)); got != want {
 			t.Errorf("Nice %d (trainer at %d): xgboost ran at niceness %d, want %d", nice, own, got, want)
