@@ -3,6 +3,7 @@ package trainer
 import (
 	"runtime"
 	"syscall"
+	"unsafe"
 )
 
 // runNiced runs f on an OS thread of its own at scheduling niceness nice
@@ -25,4 +26,15 @@ func runNiced(nice int, f func()) {
 		f()
 	}()
 	<-done
+}
+
+// schedIdle is Linux's SCHED_IDLE scheduling policy.
+const schedIdle = 5
+
+// setIdle moves process (or thread) pid to the idle scheduling class, where
+// it runs only on CPU time no other thread wants. Failure leaves it as it
+// was.
+func setIdle(pid int) {
+	var param struct{ priority int32 } // must be 0 for SCHED_IDLE
+	_, _, _ = syscall.Syscall(syscall.SYS_SCHED_SETSCHEDULER, uintptr(pid), schedIdle, uintptr(unsafe.Pointer(&param)))
 }

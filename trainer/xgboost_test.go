@@ -10,6 +10,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -768,6 +769,35 @@ cat /proc/$$/stat > %q; exit 1`, want, out))
 		}
 		if got := procNice(t, string(stat)); got != want {
 			t.Errorf("Nice %d (trainer at %d): xgboost ran at niceness %d, want %d", nice, own, got, want)
+		}
+	}
+}
+
+// With Idle, xgboost runs in the idle scheduling class (policy 5 in
+// /proc/PID/stat, field 41); without, in the trainer's (0, normal).
+func TestTrainRunsIdle(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("the idle scheduling class is Linux's")
+	}
+	for _, tt := range []struct {
+		idle   bool
+		policy string
+	}{{false, "0"}, {true, "5"}} {
+		out := filepath.Join(t.TempDir(), "policy")
+		// The script waits (5 s at most) for the trainer to move it, which
+		// happens just after it starts, then reports its policy.
+		x := fakeXGBoost(t, fmt.Sprintf(`for i in $(seq 50); do p=$(cut -d')' -f2 /proc/$$/stat | cut -d' ' -f40); [ "$p" = %s ] && break; sleep 0.1; done
+echo "$p" > %q; exit 1`, tt.policy, out))
+		x.Idle = tt.idle
+		if _, err := x.Train(context.Background(), [][]float64{{1}, {2}}, []float64{1, 2}, 1, DefaultXGBoostParams()); err == nil {
+			t.Fatal("fake xgboost succeeded")
+		}
+		got, err := os.ReadFile(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p := strings.TrimSpace(string(got)); p != tt.policy {
+			t.Errorf("Idle %v: xgboost ran with scheduling policy %s, want %s", tt.idle, p, tt.policy)
 		}
 	}
 }

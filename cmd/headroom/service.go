@@ -133,6 +133,7 @@ type trainerFlags struct {
 	xgboostBin      string
 	xgboostTimeout  time.Duration
 	trainNice       int
+	trainIdle       bool
 	noXGBoost       bool
 	modelKind       string
 	xgb             trainer.XGBoostParams
@@ -153,6 +154,7 @@ func (f *trainerFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&f.maxIngest, "max-concurrent-ingest", api.DefaultMaxConcurrentIngest, "training uploads handled at once; more wait briefly, then get 503")
 	fs.StringVar(&f.xgboostBin, "xgboost-bin", "xgboost", "xgboost CLI binary")
 	fs.DurationVar(&f.xgboostTimeout, "xgboost-timeout", 60*time.Second, "longest one xgboost training run may take")
+	fs.BoolVar(&f.trainIdle, "train-idle", false, "run xgboost in Linux's idle scheduling class, only on CPU time nothing else wants (on a machine busy without pause, retrains wait and may time out)")
 	fs.IntVar(&f.trainNice, "train-nice", 10, "scheduling niceness of training, the fits and xgboost runs (0-19; 0: the trainer's own), so predictions on shared cores come first")
 	fs.BoolVar(&f.noXGBoost, "no-xgboost", false, "train linear models only")
 	fs.StringVar(&f.modelKind, "model-kind", string(model.KindResidual), "linear, log-trees, or linear+log-trees")
@@ -263,7 +265,7 @@ func newTrainer(c *commonFlags, t *trainerFlags, db *store.DB, reg prometheus.Re
 	fit.Kind = model.Kind(t.modelKind)
 	fit.Params = t.xgb
 	if !t.noXGBoost {
-		fit.XGBoost = &trainer.XGBoost{Binary: t.xgboostBin, Timeout: t.xgboostTimeout, Nice: t.trainNice}
+		fit.XGBoost = &trainer.XGBoost{Binary: t.xgboostBin, Timeout: t.xgboostTimeout, Nice: t.trainNice, Idle: t.trainIdle}
 	}
 	return trainer.New(trainer.Config{
 		Interval:        t.retrainInterval,

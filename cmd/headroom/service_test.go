@@ -42,8 +42,8 @@ func TestTrainerFlagsTrainNice(t *testing.T) {
 		if tt.wantErr == "" && err != nil || tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)) {
 			t.Errorf("%v: newTrainer error %v, want %q", tt.args, err, tt.wantErr)
 		}
-		if tt.args == nil && tf.trainNice != 10 {
-			t.Errorf("default --train-nice %d, want 10", tf.trainNice)
+		if tt.args == nil && (tf.trainNice != 10 || tf.trainIdle) {
+			t.Errorf("defaults --train-nice %d --train-idle %v, want 10 and false", tf.trainNice, tf.trainIdle)
 		}
 	}
 }
