@@ -30,10 +30,10 @@ type Config struct {
 	// (store.DB.SnapshotNewest). 0 means DefaultMaxTrainRows; negative,
 	// every stored sample.
 	MaxTrainRows int
-	// Nice is the scheduling niceness (1-19) each target's fit runs at, on
-	// a thread of its own, so that predictions served on the same cores
-	// come first; 0 leaves fits at the process's. (FitConfig.XGBoost.Nice
-	// does the same for the xgboost runs.)
+	// Nice is the scheduling niceness (1-19) the fits run at, on a thread
+	// of their own, so that predictions served on the same cores come
+	// first; 0 leaves them at the process's. (FitConfig.XGBoost.Nice does
+	// the same for the xgboost runs.)
 	Nice int
 	Fit  FitConfig
 	// Drift configures live error tracking and early retraining.
