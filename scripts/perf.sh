@@ -7,7 +7,8 @@
 #
 #   scripts/perf.sh                 # every scenario, RUNS runs of DURATION each
 #   RUNS=1 DURATION=10s scripts/perf.sh predict-10 ingest   # some of them
-#   TRAINER_FLAGS="--train-idle=false" scripts/perf.sh retrain-serving   # other trainer settings
+#   TRAINER_FLAGS="--train-idle=true" TRAINER_ENV="GOGC=200" scripts/perf.sh retrain-serving
+#                                   # other trainer flags and environment
 #
 # Scenarios: predict-10, predict-100, predict-10000, ingest, ingest-serving,
 # retrain-serving, benchmarks. Nothing is left running or on disk afterwards.
@@ -38,8 +39,8 @@ pport=$(free_port)
 trainer=http://127.0.0.1:$tport
 predictor=http://127.0.0.1:$pport
 
-# shellcheck disable=SC2086 # TRAINER_FLAGS is a list of flags
-bin/headroom trainer --data-dir "$work/t" --trainer-listen "127.0.0.1:$tport" --bucket-scheme kv10,prefix4 \
+# shellcheck disable=SC2086 # TRAINER_ENV and TRAINER_FLAGS are lists
+env ${TRAINER_ENV:-} bin/headroom trainer --data-dir "$work/t" --trainer-listen "127.0.0.1:$tport" --bucket-scheme kv10,prefix4 \
 	${TRAINER_FLAGS:-} >"$work/trainer.log" 2>&1 &
 pids+=($!)
 wait_for() { for _ in $(seq 1 300); do curl -fs "$1" >/dev/null 2>&1 && return 0; sleep 0.1; done; echo "no answer from $1" >&2; exit 1; }
