@@ -744,7 +744,11 @@ func procNice(t *testing.T, stat string) int {
 // xgboost runs at the niceness asked for, so serving on the same cores
 // comes first; with Nice 0 it keeps the trainer's.
 func TestTrainRunsNiced(t *testing.T) {
-	self, err := os.ReadFile("/proc/self/stat")
+	// The child starts with the niceness of the thread that forks it: this
+	// goroutine's, kept on one thread.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	self, err := os.ReadFile("/proc/thread-self/stat")
 	if err != nil {
 		t.Skipf("no /proc: %v", err)
 	}
