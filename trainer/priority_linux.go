@@ -11,39 +11,31 @@ import (
 // served beside it. Linux sets niceness per thread. The thread is never
 // unlocked: an unprivileged process cannot make it less nice again, so it
 // must not go back to the runtime's pool, and a goroutine that exits while
-// locked takes its thread with it. The main thread is the exception (the
-// runtime parks it for good instead, still niced, where ps shows the
-// process's niceness), so it is not used; after a few tries that land on
-// it, f runs at the normal priority. Goroutines f starts run at the normal
+// locked takes its thread with it. Goroutines f starts run at the normal
 // priority. Failing to set the niceness only leaves f at the normal one.
 func runNiced(nice int, f func()) {
 	if nice <= 0 {
 		f()
 		return
 	}
-	const tries = 3
-	for try := 1; ; try++ {
-		ran := make(chan bool)
-		go func() {
-			runtime.LockOSThread()
-			if syscall.Gettid() == syscall.Getpid() {
-				runtime.UnlockOSThread() // still as nice as before: reusable
-				if try < tries {
-					ran <- false
-					return
-				}
-				f()
-				ran <- true
-				return
-			}
-			_ = syscall.Setpriority(syscall.PRIO_PROCESS, syscall.Gettid(), nice)
-			f()
-			ran <- true
-		}()
-		if <-ran {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		runtime.LockOSThread()
+		if syscall.Gettid() == syscall.Getpid() {
+			// The main thread is not ended but parked for good by a
+			// goroutine that exits locked to it, and would stay niced
+			// where ps shows the process's niceness. Holding it, go one
+			// level down: the new goroutine cannot run on a thread
+			// locked to another, so it gets a thread of its own.
+			runNiced(nice, f)
+			runtime.UnlockOSThread() // not reniced: reusable
 			return
 		}
-	}
+		_ = syscall.Setpriority(syscall.PRIO_PROCESS, syscall.Gettid(), nice)
+		f()
+	}()
+	<-done
 }
 
 // schedIdle is Linux's SCHED_IDLE scheduling policy.
