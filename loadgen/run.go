@@ -107,66 +107,24 @@ func Run(ctx context.Context, cfg Config) (*Summary, error) {
 
 	var wg sync.WaitGroup
 	predict, ingest := newTally(), newTally()
-	var predictMu, ingestMu sync.Mutex
 	if cfg.Rate > 0 {
-		url := cfg.PredictorURL + cfg.Path
-		jobs := make(chan job, backlog(cfg.Rate, cfg.Concurrency))
-		free := newRespBuffers(cfg.Concurrency)
-		for range cfg.Concurrency {
-			wg.Go(func() {
-				t := newTally()
-				send := newSender(cfg, client, url, free)
-				defer send.close()
-				for j := range jobs {
-					body := bodies[j.index%int64(len(bodies))]
-					status, resp, sent, err := send.post(ctx, body)
-					t.record(ctx, j, sent, time.Now(), err, func() (uint64, string) {
-						return checkPrediction(status, resp, cfg.Rows)
-					})
-					send.release()
-				}
-				predictMu.Lock()
-				predict.merge(t)
-				predictMu.Unlock()
-			})
-		}
-		wg.Go(func() {
-			dropped := pace(ctx, start, measureFrom, end, cfg.Rate, jobs)
-			predictMu.Lock()
-			predict.addDropped(dropped)
-			predictMu.Unlock()
-		})
+		predict = stream{
+			url: cfg.PredictorURL + cfg.Path, rate: cfg.Rate, workers: cfg.Concurrency,
+			body: func(i int64, _ []byte) []byte { return bodies[i%int64(len(bodies))] },
+			check: func(status int, resp []byte) (uint64, string) {
+				return checkPrediction(status, resp, cfg.Rows)
+			},
+		}.start(ctx, &wg, cfg, client, start, measureFrom, end)
 	}
 	if cfg.IngestRate > 0 {
-		url := cfg.TrainerURL + "/add_training_data_bulk"
-		batches := cfg.IngestRate / float64(cfg.IngestBatch)
-		jobs := make(chan job, backlog(batches, cfg.IngestConcurrency))
-		free := newRespBuffers(cfg.IngestConcurrency)
-		for range cfg.IngestConcurrency {
-			wg.Go(func() {
-				t := newTally()
-				send := newSender(cfg, client, url, free)
-				defer send.close()
-				var body []byte
-				for j := range jobs {
-					body = AppendIngestBody(body[:0], cfg.Source, j.index*int64(cfg.IngestBatch), cfg.IngestBatch)
-					status, resp, sent, err := send.post(ctx, body)
-					t.record(ctx, j, sent, time.Now(), err, func() (uint64, string) {
-						return checkIngest(status, resp)
-					})
-					send.release()
-				}
-				ingestMu.Lock()
-				ingest.merge(t)
-				ingestMu.Unlock()
-			})
-		}
-		wg.Go(func() {
-			dropped := pace(ctx, start, measureFrom, end, batches, jobs)
-			ingestMu.Lock()
-			ingest.addDropped(dropped)
-			ingestMu.Unlock()
-		})
+		ingest = stream{
+			url: cfg.TrainerURL + "/add_training_data_bulk", rate: cfg.IngestRate / float64(cfg.IngestBatch),
+			workers: cfg.IngestConcurrency,
+			body: func(i int64, buf []byte) []byte {
+				return AppendIngestBody(buf, cfg.Source, i*int64(cfg.IngestBatch), cfg.IngestBatch)
+			},
+			check: checkIngest,
+		}.start(ctx, &wg, cfg, client, start, measureFrom, end)
 	}
 
 	// At the window's start: the client's CPU clock, and a scrape that
@@ -332,6 +290,52 @@ func (t *tally) record(ctx context.Context, j job, sent, done time.Time, err err
 	if done.After(t.last) {
 		t.last = done
 	}
+}
+
+// stream is one kind of request, sent open-loop at rate requests a second
+// over workers connections to url.
+type stream struct {
+	url     string
+	rate    float64
+	workers int
+	// body returns request i's body, building it into buf (empty, with
+	// the capacity of earlier bodies) or returning one made in advance.
+	body  func(i int64, buf []byte) []byte
+	check func(status int, resp []byte) (units uint64, errKind string)
+}
+
+// start paces s's requests from start to end, measuring those due from
+// measureFrom, on goroutines added to wg. The returned tally is complete
+// once wg is done.
+func (s stream) start(ctx context.Context, wg *sync.WaitGroup, cfg Config, client *http.Client, start, measureFrom, end time.Time) *tally {
+	total := newTally()
+	var mu sync.Mutex // guards total until wg is done
+	jobs := make(chan job, backlog(s.rate, s.workers))
+	free := newRespBuffers(s.workers)
+	for range s.workers {
+		wg.Go(func() {
+			t := newTally()
+			send := newSender(cfg, client, s.url, free)
+			defer send.close()
+			var buf []byte
+			for j := range jobs {
+				buf = s.body(j.index, buf[:0])
+				status, resp, sent, err := send.post(ctx, buf)
+				t.record(ctx, j, sent, time.Now(), err, func() (uint64, string) { return s.check(status, resp) })
+				send.release()
+			}
+			mu.Lock()
+			total.merge(t)
+			mu.Unlock()
+		})
+	}
+	wg.Go(func() {
+		dropped := pace(ctx, start, measureFrom, end, s.rate, jobs)
+		mu.Lock()
+		total.addDropped(dropped)
+		mu.Unlock()
+	})
+	return total
 }
 
 // sender posts bodies to one URL for one worker, over a lean connection
