@@ -16,6 +16,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/headroomhq/headroom/internal/tmpfs"
 )
 
 // envBundleWriterDir makes TestBundleWriterChild the helper process of
@@ -228,23 +230,6 @@ func writeOverFileLimit(t *testing.T, dir, limit string, b *Bundle) {
 	}
 }
 
-// mountTmpfs mounts a tmpfs of size bytes on a new directory and unmounts
-// it at the end of the test; it skips the test where mounting is not
-// permitted (not root, or no CAP_SYS_ADMIN in a container).
-func mountTmpfs(t *testing.T, size int) string {
-	t.Helper()
-	dir := t.TempDir()
-	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, "size="+strconv.Itoa(size)); err != nil {
-		t.Skipf("cannot mount a tmpfs for a real full disk (%v); the file-size-limit case covers it", err)
-	}
-	t.Cleanup(func() {
-		if err := syscall.Unmount(dir, 0); err != nil {
-			t.Errorf("unmount %s: %v", dir, err)
-		}
-	})
-	return dir
-}
-
 // TestWriteBundleOnFullDisk writes a small bundle, then a large one that
 // does not fit: on a tmpfs with too little space (ENOSPC) and under a file
 // size limit (EFBIG, for machines where mounting is not allowed). The write
@@ -272,7 +257,7 @@ func TestWriteBundleOnFullDisk(t *testing.T) {
 		}
 	}
 	t.Run("tmpfs full (ENOSPC)", func(t *testing.T) {
-		dir := mountTmpfs(t, 64<<10)
+		dir := tmpfs.Mount(t, 64<<10)
 		if _, err := WriteBundle(dir, 1, first); err != nil {
 			t.Fatal(err)
 		}

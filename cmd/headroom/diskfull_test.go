@@ -12,23 +12,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
-)
 
-// mountTmpfs mounts a tmpfs of size bytes on a new directory, unmounted at
-// the end of the test, or skips where mounting is not permitted.
-func mountTmpfs(t *testing.T, size int) string {
-	t.Helper()
-	dir := t.TempDir()
-	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, "size="+strconv.Itoa(size)); err != nil {
-		t.Skipf("cannot mount a tmpfs for a real full disk (%v); the file-size-limit case still runs", err)
-	}
-	t.Cleanup(func() {
-		if err := syscall.Unmount(dir, 0); err != nil {
-			t.Errorf("unmount %s: %v", dir, err)
-		}
-	})
-	return dir
-}
+	"github.com/headroomhq/headroom/internal/tmpfs"
+)
 
 // fillDisk writes a ballast file in dir until the file system is full.
 func fillDisk(t *testing.T, dir string) string {
@@ -128,7 +114,7 @@ func mustIngest(t *testing.T, l *ledger, url string, n int) {
 // in service and on disk, and be retried when space returns.
 func TestDiskFull(t *testing.T) {
 	t.Run("tmpfs full (ENOSPC)", func(t *testing.T) {
-		dataDir := mountTmpfs(t, 8<<20)
+		dataDir := tmpfs.Mount(t, 8<<20)
 		addr := freeAddr(t)
 		url := "http://" + addr
 		// Retrains 1 s apart leave time to fill the disk between two.
