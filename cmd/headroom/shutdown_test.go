@@ -38,8 +38,12 @@ func TestSIGTERMFinishesInFlightAndClosesStore(t *testing.T) {
 		err    error
 	}
 	answered := make(chan answer, 1)
+	// A connection of its own: the server treats a reused keep-alive
+	// connection whose next request it has not read yet as idle, and
+	// shutdown closes idle connections at once.
+	upload := &http.Client{Transport: &http.Transport{}}
 	go func() {
-		resp, err := http.DefaultClient.Do(req)
+		resp, err := upload.Do(req)
 		if err != nil {
 			answered <- answer{err: err}
 			return
@@ -50,10 +54,20 @@ func TestSIGTERMFinishesInFlightAndClosesStore(t *testing.T) {
 	}()
 
 	// Half the body is on the wire (Write returns once the transport has
-	// taken it): the server is inside the handler, reading.
+	// taken it).
 	half := len(b.body) / 2
 	if _, err := pw.Write(b.body[:half]); err != nil {
 		t.Fatal(err)
+	}
+	// The kernel may hold that half before the server accepts the
+	// connection. It accepts in order, so once a request on a later
+	// connection is answered the upload's is accepted, and shutdown waits
+	// for it.
+	later := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 5 * time.Second}
+	if resp, err := later.Get(url + "/healthz"); err != nil {
+		t.Fatal(err)
+	} else {
+		resp.Body.Close()
 	}
 	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
