@@ -42,6 +42,11 @@ type tally struct {
 	units   uint64 // rows predicted, or samples acknowledged
 	errs    map[string]uint64
 	last    time.Time // latest completion of a measured request
+	// timeline keeps each success's release time and latency, up to
+	// timelineCap of them (0: none kept), for BusySummary.
+	timeline    []timed
+	timelineCap int
+	truncated   bool
 }
 
 func newTally() *tally { return &tally{errs: map[string]uint64{}} }
@@ -65,6 +70,8 @@ func (t *tally) merge(o *tally) {
 	if o.last.After(t.last) {
 		t.last = o.last
 	}
+	t.timeline = append(t.timeline, o.timeline...)
+	t.truncated = t.truncated || o.truncated
 }
 
 // Run sends the configured load until the schedule is done or ctx ends, and
@@ -114,6 +121,7 @@ func Run(ctx context.Context, cfg Config) (*Summary, error) {
 			check: func(status int, resp []byte) (uint64, string) {
 				return checkPrediction(status, resp, cfg.Rows)
 			},
+			timeline: sc != nil,
 		}.start(ctx, &wg, cfg, client, start, measureFrom, end)
 	}
 	if cfg.IngestRate > 0 {
@@ -172,6 +180,9 @@ func Run(ctx context.Context, cfg Config) (*Summary, error) {
 	}
 	if sc != nil {
 		s.Server = sc.summary()
+		if cfg.Rate > 0 {
+			s.Busy = splitBusy(predict.timeline, sc.training, sc.loads, measureFrom, measureFrom.Add(window), predict.truncated)
+		}
 	}
 	return s, nil
 }
@@ -287,6 +298,13 @@ func (t *tally) record(ctx context.Context, j job, sent, done time.Time, err err
 	t.latency.Record(done.Sub(j.released))
 	t.service.Record(done.Sub(sent))
 	t.lag.Record(j.released.Sub(j.due))
+	if t.timelineCap > 0 {
+		if len(t.timeline) < t.timelineCap {
+			t.timeline = append(t.timeline, timed{j.released.UnixNano(), done.Sub(j.released)})
+		} else {
+			t.truncated = true
+		}
+	}
 	if done.After(t.last) {
 		t.last = done
 	}
@@ -302,6 +320,8 @@ type stream struct {
 	// the capacity of earlier bodies) or returning one made in advance.
 	body  func(i int64, buf []byte) []byte
 	check func(status int, resp []byte) (units uint64, errKind string)
+	// timeline keeps every success's time and latency (tally.timeline).
+	timeline bool
 }
 
 // start paces s's requests from start to end, measuring those due from
@@ -315,6 +335,9 @@ func (s stream) start(ctx context.Context, wg *sync.WaitGroup, cfg Config, clien
 	for range s.workers {
 		wg.Go(func() {
 			t := newTally()
+			if s.timeline {
+				t.timelineCap = maxTimeline / s.workers
+			}
 			send := newSender(cfg, client, s.url, free)
 			defer send.close()
 			var buf []byte

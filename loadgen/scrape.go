@@ -36,6 +36,10 @@ type scraper struct {
 	durations             map[string][]float64
 	stored                map[string]int
 	errors                int
+	// Busy spans (busy.go): the trainer's training runs, and the
+	// predictor's bundle loads after the first scrape.
+	training, loads []span
+	loadedAt        float64 // the predictor's bundle loaded timestamp
 }
 
 func newScraper(client *http.Client, predictorURL, trainerURL, route string) *scraper {
@@ -84,6 +88,12 @@ func (s *scraper) once(ctx context.Context) {
 			}
 			s.predictorRSSMax = max(s.predictorRSSMax, m["process_resident_memory_bytes"])
 			s.predictorCPU.see(m)
+			if v, ok := m["headroom_predictor_bundle_loaded_timestamp_seconds"]; ok {
+				if s.loadedAt != 0 && v != s.loadedAt {
+					s.loads = append(s.loads, busySpan(time.Unix(0, int64(v*1e9)), 0))
+				}
+				s.loadedAt = v
+			}
 			if v, ok := m["headroom_predictor_bundle_version"]; ok {
 				if s.haveVersion && v != s.bundleVersion {
 					s.swaps++
@@ -230,8 +240,9 @@ func parseUnlabelled(body []byte) map[string]float64 {
 // trainerStatus is the part of the trainer's GET /status the scraper reads.
 type trainerStatus struct {
 	Training map[string]struct {
-		Runs          int     `json:"runs"`
-		LastDurationS float64 `json:"last_duration_seconds"`
+		Runs          int       `json:"runs"`
+		LastAttempt   time.Time `json:"last_attempt"`
+		LastDurationS float64   `json:"last_duration_seconds"`
 	} `json:"training"`
 	Samples map[string]struct {
 		Train int `json:"train"`
@@ -258,6 +269,7 @@ func (s *scraper) scrapeStatus(ctx context.Context) {
 			s.firstRuns[tg] = ts.Runs
 		} else if ts.Runs > s.lastRuns[tg] {
 			s.durations[tg] = append(s.durations[tg], ts.LastDurationS)
+			s.training = append(s.training, busySpan(ts.LastAttempt, time.Duration(ts.LastDurationS*float64(time.Second))))
 		}
 		s.lastRuns[tg] = ts.Runs
 	}

@@ -44,6 +44,10 @@ type Summary struct {
 
 	Ingest *IngestSummary `json:"ingest,omitempty"`
 	Server *ServerSummary `json:"server,omitempty"`
+	// Busy splits the predictions by whether a server was training or
+	// swapping bundles when they were released; nil when neither happened
+	// or nothing was scraped.
+	Busy *BusySummary `json:"while_busy,omitempty"`
 
 	// Runs holds each run when this summary Combines several.
 	Runs []*Summary `json:"runs,omitempty"`
@@ -154,6 +158,9 @@ func (s *Summary) WriteText(w io.Writer) error {
 			if r.TargetRPS > 0 {
 				fmt.Fprintf(&b, " %.1f req/s, p50 %.3f p99 %.3f p99.9 %.3f ms, errors %d;", r.AchievedRPS, r.P50Ms, r.P99Ms, r.P999Ms, r.Errors)
 			}
+			if r.Busy != nil {
+				fmt.Fprintf(&b, " p99 busy %.3f / outside %.3f ms;", r.Busy.P99Ms, r.Busy.Outside.P99Ms)
+			}
 			if r.Ingest != nil {
 				fmt.Fprintf(&b, " ingest %.0f samples/s, errors %d;", r.Ingest.AckedSamplesPerS, r.Ingest.Errors)
 			}
@@ -168,6 +175,17 @@ func (s *Summary) WriteText(w io.Writer) error {
 		writeLatency(&b, "latency", s.Latency)
 		writeLatency(&b, "service", s.Service)
 		fmt.Fprintf(&b, "  pacer lag p99 %.3f ms  load generator CPU %.2f s\n", s.LagP99Ms, s.ClientCPUSeconds)
+	}
+	if bs := s.Busy; bs != nil {
+		truncated := ""
+		if bs.Truncated {
+			truncated = " (the first of them: timeline full)"
+		}
+		fmt.Fprintf(&b, "while busy  %d training runs, %d bundle swaps: %.1f s, %d requests%s\n",
+			bs.TrainingRuns, bs.BundleSwaps, bs.Seconds, bs.Requests, truncated)
+		writeLatency(&b, "busy", bs.Latency)
+		writeLatency(&b, "outside", bs.Outside)
+		fmt.Fprintf(&b, "  p99 busy / outside %.2fx\n", bs.P99Ratio)
 	}
 	if in := s.Ingest; in != nil {
 		fmt.Fprintf(&b, "ingest   target %.0f samples/s in batches of %d\n", in.TargetSamplesPerS, in.Batch)
@@ -264,6 +282,29 @@ func Combine(runs []*Summary) *Summary {
 		in.AckedSamplesPerS = median(collect(ins, func(s *Summary) float64 { return s.Ingest.AckedSamplesPerS }))
 		in.Latency = medianLatency(ins, func(s *Summary) Latency { return s.Ingest.Latency })
 		out.Ingest = &in
+	}
+
+	var busy []*Summary
+	for _, r := range runs {
+		if r.Busy != nil {
+			busy = append(busy, r)
+		}
+	}
+	if len(busy) > 0 {
+		bs := BusySummary{
+			Latency: medianLatency(busy, func(s *Summary) Latency { return s.Busy.Latency }),
+			Outside: medianLatency(busy, func(s *Summary) Latency { return s.Busy.Outside }),
+			// The median of each run's own ratio: the runs' noise differs.
+			P99Ratio: median(collect(busy, func(s *Summary) float64 { return s.Busy.P99Ratio })),
+		}
+		for _, r := range busy {
+			bs.TrainingRuns += r.Busy.TrainingRuns
+			bs.BundleSwaps += r.Busy.BundleSwaps
+			bs.Seconds += r.Busy.Seconds
+			bs.Requests += r.Busy.Requests
+			bs.Truncated = bs.Truncated || r.Busy.Truncated
+		}
+		out.Busy = &bs
 	}
 
 	if runs[0].Server != nil {

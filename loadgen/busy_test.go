@@ -1,0 +1,142 @@
+package loadgen
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+func TestSplitBusy(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	// One prediction every millisecond for 10 s: 1 ms each, 5 ms inside
+	// [2 s, 3 s) and [6 s, 6.5 s).
+	var timeline []timed
+	for i := range 10000 {
+		lat := time.Millisecond
+		if (i >= 2000 && i < 3000) || (i >= 6000 && i < 6500) {
+			lat = 5 * time.Millisecond
+		}
+		timeline = append(timeline, timed{at(i).UnixNano(), lat})
+	}
+	training := []span{{at(2000), at(2600)}, {at(2500), at(3000)}} // overlapping: one span
+	swaps := []span{{at(6000), at(6500)}}
+	s := splitBusy(timeline, training, swaps, at(0), at(10000), false)
+	if s == nil {
+		t.Fatal("no summary")
+	}
+	// A span's end is inclusive: the prediction at 3,000 ms counts as busy.
+	if s.Requests != 1502 || s.TrainingRuns != 2 || s.BundleSwaps != 1 {
+		t.Errorf("requests %d, runs %d, swaps %d; want 1502, 2, 1", s.Requests, s.TrainingRuns, s.BundleSwaps)
+	}
+	if math.Abs(s.Seconds-1.5) > 1e-9 {
+		t.Errorf("busy %v s, want 1.5", s.Seconds)
+	}
+	if s.P50Ms < 5 || s.P50Ms > 5.1 || s.Outside.P99Ms < 1 || s.Outside.P99Ms > 1.02 {
+		t.Errorf("busy p50 %v ms, outside p99 %v ms; want 5 and 1", s.P50Ms, s.Outside.P99Ms)
+	}
+	if math.Abs(s.P99Ratio-s.P99Ms/s.Outside.P99Ms) > 1e-12 || s.P99Ratio < 4.9 {
+		t.Errorf("p99 ratio %v", s.P99Ratio)
+	}
+
+	// Busy time is counted inside the measured window only.
+	if s := splitBusy(timeline, []span{{at(-500), at(500)}}, nil, at(0), at(10000), false); math.Abs(s.Seconds-0.5) > 1e-9 {
+		t.Errorf("span half before the window: %v s, want 0.5", s.Seconds)
+	}
+	if splitBusy(timeline, nil, nil, at(0), at(10000), false) != nil {
+		t.Error("a summary without spans")
+	}
+	if splitBusy(nil, training, nil, at(0), at(10000), false) != nil {
+		t.Error("a summary without predictions")
+	}
+}
+
+func TestMergeSpans(t *testing.T) {
+	t0 := time.Unix(0, 0)
+	sp := func(a, b int) span { return span{t0.Add(time.Duration(a)), t0.Add(time.Duration(b))} }
+	for _, tc := range []struct {
+		in, want []span
+	}{
+		{nil, nil},
+		{[]span{sp(5, 6), sp(1, 2)}, []span{sp(1, 2), sp(5, 6)}},
+		{[]span{sp(1, 4), sp(2, 3)}, []span{sp(1, 4)}},
+		{[]span{sp(3, 5), sp(1, 3), sp(9, 10)}, []span{sp(1, 5), sp(9, 10)}},
+	} {
+		got := mergeSpans(tc.in)
+		if fmt.Sprint(got) != fmt.Sprint(tc.want) {
+			t.Errorf("mergeSpans = %v, want %v", got, tc.want)
+		}
+	}
+}
+
+// TestRunSplitsLatencyByServerWork runs against fake servers: the trainer
+// reports a training run and the predictor a bundle load, each covering
+// part of the run, and the predictor answers slowly in one of them. The
+// summary must find the spans in /status and /metrics and put the slow
+// answers on the busy side.
+func TestRunSplitsLatencyByServerWork(t *testing.T) {
+	start := time.Now()
+	trainAt := start.Add(400 * time.Millisecond)
+	loadAt := start.Add(900 * time.Millisecond)
+	var slow atomic.Int64
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /predict/bulk/strict", func(w http.ResponseWriter, r *http.Request) {
+		if now := time.Now(); now.After(trainAt) && now.Before(trainAt.Add(200*time.Millisecond)) {
+			slow.Add(1)
+			time.Sleep(10 * time.Millisecond)
+		}
+		w.Write([]byte(`{"predictions":[` + strings.Repeat(`{"ttft_ms":1},`, 9) + `{"ttft_ms":1}]}`))
+	})
+	mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, r *http.Request) {
+		loaded := start.Add(-time.Hour)
+		if time.Now().After(loadAt) {
+			loaded = loadAt
+		}
+		fmt.Fprintf(w, "headroom_predictor_bundle_loaded_timestamp_seconds %.3f\n", float64(loaded.UnixMilli())/1000)
+	})
+	mux.HandleFunc("GET /status", func(w http.ResponseWriter, r *http.Request) {
+		runs := 0
+		if time.Now().After(trainAt.Add(200 * time.Millisecond)) {
+			runs = 1
+		}
+		fmt.Fprintf(w, `{"training":{"ttft":{"runs":%d,"last_attempt":%q,"last_duration_seconds":0.2}}}`,
+			runs, trainAt.UTC().Format(time.RFC3339Nano))
+	})
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+
+	sum, err := Run(context.Background(), Config{PredictorURL: srv.URL, TrainerURL: srv.URL, Rate: 200,
+		Duration: 1500 * time.Millisecond, Warmup: time.Nanosecond, Rows: 10, Concurrency: 8, ScrapeInterval: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum.Errors != 0 {
+		t.Fatalf("errors %v", sum.ErrorKinds)
+	}
+	bs := sum.Busy
+	if bs == nil {
+		t.Fatal("no busy summary")
+	}
+	if bs.TrainingRuns != 1 || bs.BundleSwaps != 1 {
+		t.Errorf("%d training runs, %d swaps; want 1 and 1", bs.TrainingRuns, bs.BundleSwaps)
+	}
+	// The two spans, each widened by busyLead and busyTail, overlap into
+	// [150 ms, 1,150 ms].
+	if want := (loadAt.Add(busyTail).Sub(trainAt.Add(-busyLead))).Seconds(); math.Abs(bs.Seconds-want) > 0.01 {
+		t.Errorf("busy %v s, want %v", bs.Seconds, want)
+	}
+	if slow.Load() == 0 || bs.MaxMs < 10 || bs.Outside.MaxMs >= 10 {
+		t.Errorf("%d slow answers; busy max %v ms, outside max %v ms: the slow ones belong to the busy side",
+			slow.Load(), bs.MaxMs, bs.Outside.MaxMs)
+	}
+	var text strings.Builder
+	if err := sum.WriteText(&text); err != nil || !strings.Contains(text.String(), "p99 busy / outside") {
+		t.Errorf("text summary: %v\n%s", err, text.String())
+	}
+}
