@@ -19,25 +19,33 @@ const (
 	DimKV10    Dim = iota + 1 // KV-cache use in 10% steps
 	DimPrefix4                // prefix-cache score in 0.25 steps
 	DimQueue5                 // waiting queue, the reference's five bands
-	DimPrompt                 // prompt length in log2-spaced bands
+	DimPrompt                 // prompt length in log2-spaced bands from 128 tokens
+	DimPrompt9                // prompt length in log2-spaced bands from 32 tokens
 )
 
 type dimInfo struct {
 	name   string // in scheme strings: "kv10"
 	label  string // in bucket keys: "kv_3"
 	levels int
+	// bands are the exclusive upper bounds of a prompt dimension's levels
+	// below the last; the last level holds everything longer.
+	bands []int64
 }
 
 var dims = [...]dimInfo{
-	DimKV10:    {"kv10", "kv", 10},
-	DimPrefix4: {"prefix4", "prefix", 4},
-	DimQueue5:  {"queue5", "queue", 5},
-	DimPrompt:  {"prompt", "prompt", len(promptBands) + 1},
+	DimKV10:    {name: "kv10", label: "kv", levels: 10},
+	DimPrefix4: {name: "prefix4", label: "prefix", levels: 4},
+	DimQueue5:  {name: "queue5", label: "queue", levels: 5},
+	DimPrompt:  promptDim("prompt", 128, 256, 512, 1024, 2048, 4096),
+	// Chat prompts are mostly short: with DimPrompt's first band holding
+	// every prompt under 128 tokens, that bucket was the one that
+	// overflowed and forgot its oldest samples (docs/ACCURACY.md).
+	DimPrompt9: promptDim("prompt9", 32, 64, 128, 256, 512, 1024, 2048, 4096),
 }
 
-// promptBands are the exclusive upper bounds of the prompt-length levels
-// below the last; level len(promptBands) holds everything longer.
-var promptBands = [...]int64{128, 256, 512, 1024, 2048, 4096}
+func promptDim(name string, bands ...int64) dimInfo {
+	return dimInfo{name: name, label: "prompt", levels: len(bands) + 1, bands: bands}
+}
 
 func (d Dim) valid() bool { return d > 0 && int(d) < len(dims) }
 
@@ -86,13 +94,14 @@ func (d Dim) Level(r *features.Row) int {
 			return 3
 		}
 		return 4
-	case DimPrompt:
-		for i, limit := range promptBands {
+	case DimPrompt, DimPrompt9:
+		bands := dims[d].bands
+		for i, limit := range bands {
 			if r.InputTokenLength < limit {
 				return i
 			}
 		}
-		return len(promptBands)
+		return len(bands)
 	}
 	panic(fmt.Sprintf("store: dimension %d has no definition", d))
 }
@@ -117,14 +126,16 @@ type Scheme struct {
 
 // DefaultSchemeName is the product brief's stratification, KV-cache use in
 // 10% steps × prefix-cache score in 0.25 steps, with prompt length in
-// log2-spaced bands added: 280 buckets. With the brief's 40 alone, a pool
-// whose KV use stays under 10% and that has no prefix hits (the shared
-// H200 trace is one) keeps a single bucket, 500 samples per target, and
-// forgets long prompts whenever a run of short ones arrives. Measured with
-// headroom eval (docs/ACCURACY.md): the same prequential accuracy, better
-// random-split accuracy; the reference's queue-depth dimension changed
-// nothing. BriefSchemeName remains available as a configuration.
-const DefaultSchemeName = "kv10,prefix4,prompt"
+// log2-spaced bands from 32 tokens added: 360 buckets. With the brief's 40
+// alone, a pool whose KV use stays under 10% and that has no prefix hits
+// (the shared H200 trace is one) keeps a single bucket, 500 samples per
+// target, and forgets long prompts whenever a run of short ones arrives.
+// Measured with headroom eval (docs/ACCURACY.md): the same prequential
+// accuracy, better random-split accuracy and calibration; the reference's
+// queue-depth dimension changed nothing. BriefSchemeName remains available
+// as a configuration, and "kv10,prefix4,prompt" (bands from 128 tokens,
+// the default before) reads its old stores.
+const DefaultSchemeName = "kv10,prefix4,prompt9"
 
 // BriefSchemeName is the product brief's stratification: KV-cache use in
 // 10% steps × prefix-cache score in 0.25 steps, 40 buckets.

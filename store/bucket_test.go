@@ -52,6 +52,15 @@ func TestDimLevel(t *testing.T) {
 		{DimPrompt, features.Row{InputTokenLength: 4095}, 5},
 		{DimPrompt, features.Row{InputTokenLength: 4096}, 6},
 		{DimPrompt, features.Row{InputTokenLength: 1 << 40}, 6},
+		{DimPrompt9, features.Row{InputTokenLength: -5}, 0},
+		{DimPrompt9, features.Row{InputTokenLength: 31}, 0},
+		{DimPrompt9, features.Row{InputTokenLength: 32}, 1},
+		{DimPrompt9, features.Row{InputTokenLength: 64}, 2},
+		{DimPrompt9, features.Row{InputTokenLength: 127}, 2},
+		{DimPrompt9, features.Row{InputTokenLength: 128}, 3},
+		{DimPrompt9, features.Row{InputTokenLength: 4095}, 7},
+		{DimPrompt9, features.Row{InputTokenLength: 4096}, 8},
+		{DimPrompt9, features.Row{InputTokenLength: 1 << 40}, 8},
 	}
 	for _, tc := range tests {
 		if got := tc.dim.Level(&tc.row); got != tc.want {
@@ -134,6 +143,7 @@ func TestParseScheme(t *testing.T) {
 		"kv10,prefix4":          "kv10,prefix4",
 		" KV10 , Prefix4 ":      "kv10,prefix4",
 		"prompt":                "prompt",
+		"prompt9,kv10":          "prompt9,kv10",
 		"queue5,kv10,prefix4":   "queue5,kv10,prefix4",
 		"prompt,queue5,prefix4": "prompt,queue5,prefix4",
 	}

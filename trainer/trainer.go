@@ -53,8 +53,9 @@ type Config struct {
 
 // DefaultMaxTrainRows is the brief's full store (40 buckets of 500): a
 // fit of that size takes under 2 s. A store stratified more finely holds
-// more (the default scheme's 280 buckets, 140,000 samples per target, took
-// 5-8 s per target and 235 MB), so fits sample it evenly instead.
+// more (the default scheme's 360 buckets, 180,000 samples per target; fits
+// of the 140,000 that 280 buckets held took 5-8 s per target and 235 MB),
+// so fits sample it evenly instead.
 const DefaultMaxTrainRows = 20000
 
 func (c *Config) setDefaults() {
