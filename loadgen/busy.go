@@ -39,54 +39,89 @@ type timed struct {
 // the rest of the same run: same load, same ingestion, same machine, so
 // their ratio is the background work's own effect on latency.
 type BusySummary struct {
-	TrainingRuns int     `json:"training_runs"`
-	BundleSwaps  int     `json:"bundle_swaps"`
-	Seconds      float64 `json:"seconds"` // busy time inside the measured window
-	Requests     uint64  `json:"requests"`
-	Latency              // of the requests released while busy
-	Outside      Latency `json:"outside"`
+	Seconds  float64 `json:"seconds"` // busy time inside the measured window
+	Requests uint64  `json:"requests"`
+	Latency          // of the requests released while busy
+	Outside  Latency `json:"outside"`
 	// P99Ratio is the busy p99 over the outside p99.
 	P99Ratio float64 `json:"p99_ratio"`
+	// Training and Swaps are the two kinds of span apart.
+	Training BusyPart `json:"training"`
+	Swaps    BusyPart `json:"swaps"`
 	// Truncated says the run was too long to keep every prediction's time
 	// (maxTimeline); the figures cover its beginning.
 	Truncated bool `json:"truncated,omitempty"`
 }
 
-// splitBusy sorts the timeline's latencies into those released inside a
-// span and the rest. It returns nil when there were no spans or no
-// predictions.
+// BusyPart is the latency inside one kind of busy span.
+type BusyPart struct {
+	Spans    int     `json:"spans"`
+	Seconds  float64 `json:"seconds"`
+	Requests uint64  `json:"requests"`
+	Latency
+}
+
+// splitBusy sorts the timeline's latencies by the spans they were released
+// in. It returns nil when there were no spans or no predictions.
 func splitBusy(timeline []timed, training, swaps []span, from, to time.Time, truncated bool) *BusySummary {
-	spans := mergeSpans(append(slices.Clone(training), swaps...))
-	if len(spans) == 0 || len(timeline) == 0 {
+	if len(training)+len(swaps) == 0 || len(timeline) == 0 {
 		return nil
 	}
-	var in, out Histogram
+	trainingSet, swapSet := mergeSpans(slices.Clone(training)), mergeSpans(slices.Clone(swaps))
+	all := mergeSpans(append(slices.Clone(trainingSet), swapSet...))
+	var busy, out, inTraining, inSwap Histogram
 	for _, t := range timeline {
 		at := time.Unix(0, t.released)
-		i, _ := slices.BinarySearchFunc(spans, at, func(s span, at time.Time) int { return s.to.Compare(at) })
-		if i < len(spans) && !at.Before(spans[i].from) {
-			in.Record(t.latency)
+		a, b := covers(trainingSet, at), covers(swapSet, at)
+		if a {
+			inTraining.Record(t.latency)
+		}
+		if b {
+			inSwap.Record(t.latency)
+		}
+		if a || b {
+			busy.Record(t.latency)
 		} else {
 			out.Record(t.latency)
 		}
 	}
-	s := &BusySummary{TrainingRuns: len(training), BundleSwaps: len(swaps), Requests: in.Count(), Truncated: truncated}
-	for _, sp := range spans {
-		lo, hi := maxTime(sp.from, from), minTime(sp.to, to)
-		if hi.After(lo) {
-			s.Seconds += hi.Sub(lo).Seconds()
-		}
-	}
-	if in.Count() > 0 {
-		s.Latency = newLatency(&in)
-	}
-	if out.Count() > 0 {
-		s.Outside = newLatency(&out)
+	s := &BusySummary{
+		Seconds: seconds(all, from, to), Requests: busy.Count(), Latency: latencyOf(&busy), Outside: latencyOf(&out),
+		Training:  BusyPart{len(training), seconds(trainingSet, from, to), inTraining.Count(), latencyOf(&inTraining)},
+		Swaps:     BusyPart{len(swaps), seconds(swapSet, from, to), inSwap.Count(), latencyOf(&inSwap)},
+		Truncated: truncated,
 	}
 	if s.Outside.P99Ms > 0 {
 		s.P99Ratio = s.P99Ms / s.Outside.P99Ms
 	}
 	return s
+}
+
+// covers reports whether at lies in one of the sorted, disjoint spans (ends
+// included).
+func covers(spans []span, at time.Time) bool {
+	i, _ := slices.BinarySearchFunc(spans, at, func(s span, at time.Time) int { return s.to.Compare(at) })
+	return i < len(spans) && !at.Before(spans[i].from)
+}
+
+// seconds is the time the sorted, disjoint spans cover within [from, to].
+func seconds(spans []span, from, to time.Time) float64 {
+	var d time.Duration
+	for _, sp := range spans {
+		lo, hi := maxTime(sp.from, from), minTime(sp.to, to)
+		if hi.After(lo) {
+			d += hi.Sub(lo)
+		}
+	}
+	return d.Seconds()
+}
+
+// latencyOf is h's percentiles, zero when h is empty.
+func latencyOf(h *Histogram) Latency {
+	if h.Count() == 0 {
+		return Latency{}
+	}
+	return newLatency(h)
 }
 
 // mergeSpans sorts spans and joins those that overlap or touch.

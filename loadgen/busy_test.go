@@ -32,8 +32,11 @@ func TestSplitBusy(t *testing.T) {
 		t.Fatal("no summary")
 	}
 	// A span's end is inclusive: the prediction at 3,000 ms counts as busy.
-	if s.Requests != 1502 || s.TrainingRuns != 2 || s.BundleSwaps != 1 {
-		t.Errorf("requests %d, runs %d, swaps %d; want 1502, 2, 1", s.Requests, s.TrainingRuns, s.BundleSwaps)
+	if s.Requests != 1502 || s.Training.Spans != 2 || s.Swaps.Spans != 1 {
+		t.Errorf("requests %d, runs %d, swaps %d; want 1502, 2, 1", s.Requests, s.Training.Spans, s.Swaps.Spans)
+	}
+	if s.Training.Requests != 1001 || s.Swaps.Requests != 501 || s.Training.Seconds != 1 || s.Swaps.Seconds != 0.5 {
+		t.Errorf("training %+v, swaps %+v; want 1,001 requests in 1 s and 501 in 0.5 s", s.Training, s.Swaps)
 	}
 	if math.Abs(s.Seconds-1.5) > 1e-9 {
 		t.Errorf("busy %v s, want 1.5", s.Seconds)
@@ -123,15 +126,15 @@ func TestRunSplitsLatencyByServerWork(t *testing.T) {
 	if bs == nil {
 		t.Fatal("no busy summary")
 	}
-	if bs.TrainingRuns != 1 || bs.BundleSwaps != 1 {
-		t.Errorf("%d training runs, %d swaps; want 1 and 1", bs.TrainingRuns, bs.BundleSwaps)
+	if bs.Training.Spans != 1 || bs.Swaps.Spans != 1 {
+		t.Errorf("%d training runs, %d swaps; want 1 and 1", bs.Training.Spans, bs.Swaps.Spans)
 	}
 	// The two spans, each widened by busyLead and busyTail, overlap into
 	// [150 ms, 1,150 ms].
 	if want := (loadAt.Add(busyTail).Sub(trainAt.Add(-busyLead))).Seconds(); math.Abs(bs.Seconds-want) > 0.01 {
 		t.Errorf("busy %v s, want %v", bs.Seconds, want)
 	}
-	if slow.Load() == 0 || bs.MaxMs < 10 || bs.Outside.MaxMs >= 10 {
+	if slow.Load() == 0 || bs.Training.MaxMs < 10 || bs.Outside.MaxMs >= 10 || bs.Swaps.MaxMs >= 10 {
 		t.Errorf("%d slow answers; busy max %v ms, outside max %v ms: the slow ones belong to the busy side",
 			slow.Load(), bs.MaxMs, bs.Outside.MaxMs)
 	}

@@ -182,8 +182,10 @@ func (s *Summary) WriteText(w io.Writer) error {
 			truncated = " (the first of them: timeline full)"
 		}
 		fmt.Fprintf(&b, "while busy  %d training runs, %d bundle swaps: %.1f s, %d requests%s\n",
-			bs.TrainingRuns, bs.BundleSwaps, bs.Seconds, bs.Requests, truncated)
+			bs.Training.Spans, bs.Swaps.Spans, bs.Seconds, bs.Requests, truncated)
 		writeLatency(&b, "busy", bs.Latency)
+		writeLatency(&b, "training", bs.Training.Latency)
+		writeLatency(&b, "swaps", bs.Swaps.Latency)
 		writeLatency(&b, "outside", bs.Outside)
 		fmt.Fprintf(&b, "  p99 busy / outside %.2fx\n", bs.P99Ratio)
 	}
@@ -297,9 +299,18 @@ func Combine(runs []*Summary) *Summary {
 			// The median of each run's own ratio: the runs' noise differs.
 			P99Ratio: median(collect(busy, func(s *Summary) float64 { return s.Busy.P99Ratio })),
 		}
+		part := func(f func(*BusySummary) BusyPart) BusyPart {
+			p := BusyPart{Latency: medianLatency(busy, func(s *Summary) Latency { return f(s.Busy).Latency })}
+			for _, r := range busy {
+				p.Spans += f(r.Busy).Spans
+				p.Seconds += f(r.Busy).Seconds
+				p.Requests += f(r.Busy).Requests
+			}
+			return p
+		}
+		bs.Training = part(func(b *BusySummary) BusyPart { return b.Training })
+		bs.Swaps = part(func(b *BusySummary) BusyPart { return b.Swaps })
 		for _, r := range busy {
-			bs.TrainingRuns += r.Busy.TrainingRuns
-			bs.BundleSwaps += r.Busy.BundleSwaps
 			bs.Seconds += r.Busy.Seconds
 			bs.Requests += r.Busy.Requests
 			bs.Truncated = bs.Truncated || r.Busy.Truncated
