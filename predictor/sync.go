@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/headroomhq/headroom/internal/priority"
 	"github.com/headroomhq/headroom/model"
 )
 
@@ -29,7 +30,12 @@ type Syncer struct {
 	AuthToken  string        // bearer token for the trainer's read routes, if any
 	// SaveDir, when set, keeps the newest fetched bundle on disk so a
 	// restarted predictor can serve before the trainer answers.
-	SaveDir   string
+	SaveDir string
+	// Nice is the scheduling niceness (1-19) a new bundle is read,
+	// decoded, swapped in and saved at, on a thread of its own, so that
+	// predictions served meanwhile come first; 0 leaves it at the
+	// process's.
+	Nice      int
 	Predictor *Predictor
 	Logger    *slog.Logger
 	Metrics   *Metrics
@@ -89,7 +95,17 @@ func (s *Syncer) SyncOnce(ctx context.Context) (bool, error) {
 		body, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
 		return false, fmt.Errorf("sync bundle from %s: status %d: %s", s.TrainerURL, resp.StatusCode, strings.TrimSpace(string(body)))
 	}
-	data, err := io.ReadAll(io.LimitReader(resp.Body, maxBundleBytes+1))
+	var (
+		swapped bool
+		loadErr error
+	)
+	priority.RunNiced(s.Nice, func() { swapped, loadErr = s.load(resp.Body) })
+	return swapped, loadErr
+}
+
+// load reads a bundle from body, swaps it in and keeps a copy in SaveDir.
+func (s *Syncer) load(body io.Reader) (bool, error) {
+	data, err := io.ReadAll(io.LimitReader(body, maxBundleBytes+1))
 	if err != nil {
 		s.Metrics.syncResult("unreachable")
 		return false, fmt.Errorf("sync bundle from %s: read: %w", s.TrainerURL, err)

@@ -3,6 +3,7 @@ package predictor
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -64,11 +65,20 @@ func newSyncer(t *testing.T, url string) (*Syncer, *Metrics, *prometheus.Registr
 	return &Syncer{TrainerURL: url, Predictor: p, Metrics: m, SaveDir: filepath.Join(t.TempDir(), "saved")}, m, reg
 }
 
+// The same whether bundles load at the process's priority or on a niced
+// thread of their own (Syncer.Nice).
 func TestSyncFetchesOnlyWhenChanged(t *testing.T) {
+	for _, nice := range []int{0, 12} {
+		t.Run(fmt.Sprintf("nice %d", nice), func(t *testing.T) { testSyncFetchesOnlyWhenChanged(t, nice) })
+	}
+}
+
+func testSyncFetchesOnlyWhenChanged(t *testing.T, nice int) {
 	ft := &fakeTrainer{}
 	srv := httptest.NewServer(ft)
 	defer srv.Close()
 	s, m, _ := newSyncer(t, srv.URL)
+	s.Nice = nice
 	ctx := context.Background()
 
 	if changed, err := s.SyncOnce(ctx); changed || err != nil || s.Predictor.Ready() {

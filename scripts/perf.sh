@@ -9,6 +9,7 @@
 #   RUNS=1 DURATION=10s scripts/perf.sh predict-10 ingest   # some of them
 #   TRAINER_FLAGS="--train-idle=true" TRAINER_ENV="GOGC=200" scripts/perf.sh retrain-serving
 #                                   # other trainer flags and environment
+#   PREDICTOR_FLAGS="--sync-nice 0" scripts/perf.sh retrain-serving   # other predictor flags
 #
 # Scenarios: predict-10, predict-100, predict-10000, ingest, ingest-serving,
 # retrain-serving, benchmarks. Nothing is left running or on disk afterwards.
@@ -51,8 +52,9 @@ loadgen() { bin/headroom loadgen --predictor-url "$predictor" --trainer-url "$tr
 echo "== filling the store (20,000 samples per target) and waiting for the first bundle"
 bin/headroom loadgen --rate 0 --trainer-url "$trainer" --ingest-rate 50000 --ingest-batch 1000 --duration 6s \
 	--warmup 0s >/dev/null
+# shellcheck disable=SC2086 # PREDICTOR_FLAGS is a list
 bin/headroom predictor --data-dir "$work/p" --predictor-listen "127.0.0.1:$pport" --trainer-url "$trainer" \
-	--sync-interval 5s >"$work/predictor.log" 2>&1 &
+	--sync-interval 5s ${PREDICTOR_FLAGS:-} >"$work/predictor.log" 2>&1 &
 pids+=($!)
 for _ in $(seq 1 600); do
 	curl -fs "$predictor/readyz" >/dev/null 2>&1 && break

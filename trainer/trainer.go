@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/headroomhq/headroom/features"
+	"github.com/headroomhq/headroom/internal/priority"
 	"github.com/headroomhq/headroom/model"
 	"github.com/headroomhq/headroom/store"
 )
@@ -30,11 +31,17 @@ type Config struct {
 	// (store.DB.SnapshotNewest). 0 means DefaultMaxTrainRows; negative,
 	// every stored sample.
 	MaxTrainRows int
-	// Nice is the scheduling niceness (1-19) the fits run at, on a thread
-	// of their own, so that predictions served on the same cores come
-	// first; 0 leaves them at the process's. (FitConfig.XGBoost.Nice does
-	// the same for the xgboost runs.)
+	// Nice is the scheduling niceness (1-19) the fits and the bundle's
+	// publication run at, on a thread of their own, so that predictions
+	// served on the same cores come first; 0 leaves them at the process's.
+	// Idle runs them in Linux's idle scheduling class instead, where a
+	// request that wakes takes the core at once (priority.RunIdle): beside
+	// 5,000 predictions/s, six runs each, the p99 of predictions released
+	// while training was 1.36 times that of the rest of the same run
+	// (median of runs) against 1.86 niced. (FitConfig.XGBoost's Nice and
+	// Idle do the same for the xgboost runs.)
 	Nice int
+	Idle bool
 	Fit  FitConfig
 	// Drift configures live error tracking and early retraining.
 	Drift DriftConfig
@@ -186,6 +193,15 @@ func New(cfg Config, db *store.DB) (*Trainer, error) {
 	return t, nil
 }
 
+// inBackground runs f at the training priority (Config.Nice, Config.Idle).
+func (t *Trainer) inBackground(f func()) {
+	if t.cfg.Idle {
+		priority.RunIdle(f)
+		return
+	}
+	priority.RunNiced(t.cfg.Nice, f)
+}
+
 // Current is the newest published bundle, or nil before the first.
 func (t *Trainer) Current() *model.Published { return t.current.Load() }
 
@@ -260,7 +276,7 @@ func (t *Trainer) Retrain(ctx context.Context) (*model.Published, error) {
 	// 5,000 requests/s while retraining: 7.0-8.3 ms, one at a time 3.5-4.1
 	// ms, against 1.5 ms without retraining), for no gain in wall time on
 	// two busy cores.
-	runNiced(t.cfg.Nice, func() {
+	t.inBackground(func() {
 		for _, tg := range features.Targets {
 			results[tg], errs[tg] = t.retrainTarget(ctx, tg, prevBundle.Target(tg))
 		}
@@ -282,7 +298,12 @@ func (t *Trainer) Retrain(ctx context.Context) (*model.Published, error) {
 	if results[features.TPOT] != nil {
 		next.TPOT = results[features.TPOT]
 	}
-	pub, err := t.publish(next)
+	// Encoding and writing the bundle is background work too.
+	var (
+		pub *model.Published
+		err error
+	)
+	t.inBackground(func() { pub, err = t.publish(next) })
 	if err != nil {
 		// Nothing new is in service: say so, and leave the targets' last
 		// success, generation and kind as they were, so the next cycle trains

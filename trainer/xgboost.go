@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/headroomhq/headroom/internal/priority"
 	"github.com/headroomhq/headroom/model"
 )
 
@@ -99,11 +100,11 @@ type XGBoost struct {
 	// privileges; without them the run keeps the trainer's niceness.)
 	Nice int
 	// Idle runs xgboost in Linux's idle scheduling class (SCHED_IDLE): it
-	// gets a core only when nothing else wants one. Measured beside 5,000
-	// predictions/s, A/B in one session, it lowered the client p99 only a
-	// little (3.67 and 3.74 ms against 3.74 and 4.13 ms niced), and on a
-	// machine kept busy without pause xgboost would wait until Timeout, the
-	// trainer keeping its last good model: so it is off by default.
+	// gets a core only when nothing else wants one, and a request that
+	// wakes takes the core from it at once, where a niced process may keep
+	// it for the rest of its time slice. On a machine kept busy without
+	// pause it would wait until Timeout, the trainer keeping its last good
+	// model. The service turns it on with the fits' (Config.Idle).
 	Idle bool
 }
 
@@ -331,7 +332,7 @@ func (x XGBoost) renice(pid int) {
 		_ = syscall.Setpriority(syscall.PRIO_PGRP, pid, x.Nice)
 	}
 	if x.Idle {
-		setIdle(pid)
+		priority.SetIdle(pid)
 	}
 }
 

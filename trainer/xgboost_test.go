@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/headroomhq/headroom/internal/priority"
 	"github.com/headroomhq/headroom/model"
 )
 
@@ -728,19 +729,6 @@ func TestTailBuffer(t *testing.T) {
 	}
 }
 
-// procNice reads a process's niceness from /proc/PID/stat (field 19).
-func procNice(t *testing.T, stat string) int {
-	t.Helper()
-	// The command name (field 2) may hold spaces; fields count from its ')'.
-	rest := stat[strings.LastIndexByte(stat, ')')+2:]
-	f := strings.Fields(rest)
-	n, err := strconv.Atoi(f[16])
-	if err != nil {
-		t.Fatalf("niceness in %q: %v", stat, err)
-	}
-	return n
-}
-
 // xgboost runs at the niceness asked for, so serving on the same cores
 // comes first; with Nice 0 it keeps the trainer's.
 func TestTrainRunsNiced(t *testing.T) {
@@ -748,11 +736,10 @@ func TestTrainRunsNiced(t *testing.T) {
 	// goroutine's, kept on one thread.
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	self, err := os.ReadFile("/proc/thread-self/stat")
+	own, err := priority.Niceness("/proc/thread-self/stat")
 	if err != nil {
 		t.Skipf("no /proc: %v", err)
 	}
-	own := procNice(t, string(self))
 	for _, nice := range []int{0, 7, 19} {
 		want := max(own, nice) // lowering niceness needs privileges
 		if os.Geteuid() == 0 && nice > 0 {
@@ -767,11 +754,11 @@ cat /proc/$$/stat > %q; exit 1`, want, out))
 		if _, err := x.Train(context.Background(), [][]float64{{1}, {2}}, []float64{1, 2}, 1, DefaultXGBoostParams()); err == nil {
 			t.Fatal("fake xgboost succeeded")
 		}
-		stat, err := os.ReadFile(out)
+		got, err := priority.Niceness(out)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := procNice(t, string(stat)); got != want {
+		if got != want {
 			t.Errorf("Nice %d (trainer at %d): xgboost ran at niceness %d, want %d", nice, own, got, want)
 		}
 	}

@@ -90,12 +90,16 @@ func startRoles(ctx context.Context, c *commonFlags, t *trainerFlags, p *predict
 			r.background = append(r.background, func(ctx context.Context) { r.followTrainer(ctx, metrics) })
 			opts.TrainerURL = "in-process"
 		} else {
+			if p.syncNice < 0 || p.syncNice > 19 {
+				r.close()
+				return nil, fmt.Errorf("--sync-nice %d: want 0 to 19", p.syncNice)
+			}
 			if err := r.loadLocalBundles(c, p, key, metrics); err != nil {
 				return nil, err
 			}
 			r.syncer = &predictor.Syncer{
 				TrainerURL: p.trainerURL, Interval: p.syncInterval, SigningKey: key, AuthToken: tokens.Read,
-				SaveDir: filepath.Join(c.dataDir, "predictor-bundles"), Predictor: r.pred, Logger: log, Metrics: metrics,
+				SaveDir: filepath.Join(c.dataDir, "predictor-bundles"), Nice: p.syncNice, Predictor: r.pred, Logger: log, Metrics: metrics,
 			}
 			r.background = append(r.background, r.syncer.Run)
 			opts.TrainerURL, opts.SyncEvery = p.trainerURL, p.syncInterval

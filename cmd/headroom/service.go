@@ -154,8 +154,8 @@ func (f *trainerFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&f.maxIngest, "max-concurrent-ingest", api.DefaultMaxConcurrentIngest, "training uploads handled at once; more wait briefly, then get 503")
 	fs.StringVar(&f.xgboostBin, "xgboost-bin", "xgboost", "xgboost CLI binary")
 	fs.DurationVar(&f.xgboostTimeout, "xgboost-timeout", 60*time.Second, "longest one xgboost training run may take")
-	fs.BoolVar(&f.trainIdle, "train-idle", false, "run xgboost in Linux's idle scheduling class, only on CPU time nothing else wants (on a machine busy without pause, retrains wait and may time out)")
-	fs.IntVar(&f.trainNice, "train-nice", 10, "scheduling niceness of training, the fits and xgboost runs (0-19; 0: the trainer's own), so predictions on shared cores come first")
+	fs.BoolVar(&f.trainIdle, "train-idle", true, "run training (fits, xgboost, publication) in Linux's idle scheduling class, only on CPU time nothing else wants (on a machine busy without pause, retrains wait and may time out)")
+	fs.IntVar(&f.trainNice, "train-nice", 10, "scheduling niceness of training (the fits, xgboost runs and publication) when not --train-idle (0-19; 0: the trainer's own), so predictions on shared cores come first")
 	fs.BoolVar(&f.noXGBoost, "no-xgboost", false, "train linear models only")
 	fs.StringVar(&f.modelKind, "model-kind", string(model.KindResidual), "linear, log-trees, or linear+log-trees")
 	fs.IntVar(&f.xgb.Rounds, "xgb-rounds", def.Rounds, "boosting rounds (trees)")
@@ -175,6 +175,7 @@ type predictorFlags struct {
 	listen       string
 	trainerURL   string
 	syncInterval time.Duration
+	syncNice     int
 	bundleFile   string
 }
 
@@ -183,6 +184,7 @@ func (f *predictorFlags) register(fs *flag.FlagSet, standalone bool) {
 	if standalone {
 		fs.StringVar(&f.trainerURL, "trainer-url", "http://127.0.0.1:8000", "training server to pull bundles from")
 		fs.DurationVar(&f.syncInterval, "sync-interval", 30*time.Second, "time between bundle polls")
+		fs.IntVar(&f.syncNice, "sync-nice", 10, "scheduling niceness of loading a new bundle (0-19; 0: the predictor's own), so predictions served meanwhile come first")
 		fs.StringVar(&f.bundleFile, "bundle-file", "", "bundle to serve at start, before the trainer answers")
 	}
 }
@@ -273,6 +275,7 @@ func newTrainer(c *commonFlags, t *trainerFlags, db *store.DB, reg prometheus.Re
 		MinSamplesFresh: t.minSamplesFresh,
 		MaxTrainRows:    t.maxTrainRows,
 		Nice:            t.trainNice,
+		Idle:            t.trainIdle,
 		Fit:             fit,
 		Drift:           driftConfig(c),
 		BundleDir:       filepath.Join(c.dataDir, "bundles"),

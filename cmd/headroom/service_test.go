@@ -1,7 +1,9 @@
 package main
 
 import (
+	"context"
 	"flag"
+	"io"
 	"log/slog"
 	"math"
 	"runtime/debug"
@@ -42,8 +44,8 @@ func TestTrainerFlagsTrainNice(t *testing.T) {
 		if tt.wantErr == "" && err != nil || tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)) {
 			t.Errorf("%v: newTrainer error %v, want %q", tt.args, err, tt.wantErr)
 		}
-		if tt.args == nil && (tf.trainNice != 10 || tf.trainIdle) {
-			t.Errorf("defaults --train-nice %d --train-idle %v, want 10 and false", tf.trainNice, tf.trainIdle)
+		if tt.args == nil && (tf.trainNice != 10 || !tf.trainIdle) {
+			t.Errorf("defaults --train-nice %d --train-idle %v, want 10 and true", tf.trainNice, tf.trainIdle)
 		}
 	}
 }
@@ -70,6 +72,39 @@ func TestTuneGC(t *testing.T) {
 		}
 		if got := debug.SetMemoryLimit(-1); got != tt.wantLimit {
 			t.Errorf("env %v: memory limit %d, want %d", tt.env, got, tt.wantLimit)
+		}
+	}
+}
+
+// A standalone predictor checks --sync-nice before it starts, like the
+// trainer its --train-nice, and defaults to 10.
+func TestPredictorFlagsSyncNice(t *testing.T) {
+	for _, tt := range []struct {
+		args    []string
+		wantErr string
+	}{
+		{nil, ""},
+		{[]string{"--sync-nice", "0"}, ""},
+		{[]string{"--sync-nice", "20"}, "--sync-nice 20"},
+		{[]string{"--sync-nice", "-1"}, "--sync-nice -1"},
+	} {
+		fs := flag.NewFlagSet("test", flag.ContinueOnError)
+		var pf predictorFlags
+		pf.register(fs, true)
+		if err := fs.Parse(tt.args); err != nil {
+			t.Fatal(err)
+		}
+		if tt.args == nil && pf.syncNice != 10 {
+			t.Errorf("default --sync-nice %d, want 10", pf.syncNice)
+		}
+		c := commonFlags{dataDir: t.TempDir(), logLevel: "error", logFormat: "text", objective: "mean", quantile: 0.9}
+		pf.listen = "127.0.0.1:0"
+		r, err := startRoles(context.Background(), &c, nil, &pf, io.Discard)
+		if err == nil {
+			r.close()
+		}
+		if tt.wantErr == "" && err != nil || tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)) {
+			t.Errorf("%v: startRoles error %v, want %q", tt.args, err, tt.wantErr)
 		}
 	}
 }

@@ -1,0 +1,62 @@
+package priority
+
+import (
+	"runtime"
+	"syscall"
+	"unsafe"
+)
+
+// RunNiced runs f on an OS thread of its own at scheduling niceness nice
+// (1-19; 0 runs f as it is), so that background work yields the cores to
+// requests served beside it. Linux sets niceness per thread. Goroutines f
+// starts run at the normal priority. Failing to set the niceness only
+// leaves f at the normal one.
+func RunNiced(nice int, f func()) {
+	if nice <= 0 {
+		f()
+		return
+	}
+	runLowered(f, func(tid int) { _ = syscall.Setpriority(syscall.PRIO_PROCESS, tid, nice) })
+}
+
+// RunIdle runs f on an OS thread of its own in the idle scheduling class
+// (SetIdle). A niced thread still holds its core until the kernel's
+// fairness says otherwise, which can make a request that wakes meanwhile
+// wait a millisecond or more; an idle one is preempted at once.
+func RunIdle(f func()) { runLowered(f, SetIdle) }
+
+// runLowered runs f on a thread of its own after lower(tid). The thread
+// is never unlocked: an unprivileged process cannot raise its priority
+// again, so it must not go back to the runtime's pool, and a goroutine
+// that exits while locked takes its thread with it.
+func runLowered(f func(), lower func(tid int)) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		runtime.LockOSThread()
+		if syscall.Gettid() == syscall.Getpid() {
+			// The main thread is not ended but parked for good by a
+			// goroutine that exits locked to it, and would stay lowered
+			// where ps shows the process's priority. Holding it, go one
+			// level down: the new goroutine cannot run on a thread
+			// locked to another, so it gets a thread of its own.
+			runLowered(f, lower)
+			runtime.UnlockOSThread() // not lowered: reusable
+			return
+		}
+		lower(syscall.Gettid())
+		f()
+	}()
+	<-done
+}
+
+// schedIdle is Linux's SCHED_IDLE scheduling policy.
+const schedIdle = 5
+
+// SetIdle moves process (or thread) pid to the idle scheduling class, where
+// it runs only on CPU time no other thread wants. Failure leaves it as it
+// was.
+func SetIdle(pid int) {
+	var param struct{ priority int32 } // must be 0 for SCHED_IDLE
+	_, _, _ = syscall.Syscall(syscall.SYS_SCHED_SETSCHEDULER, uintptr(pid), schedIdle, uintptr(unsafe.Pointer(&param)))
+}

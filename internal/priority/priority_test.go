@@ -1,0 +1,138 @@
+package priority
+
+import (
+	"os"
+	"path/filepath"
+	"runtime"
+	"testing"
+	"time"
+)
+
+// threadNice reads the calling thread's niceness from /proc.
+func threadNice(t *testing.T) int {
+	t.Helper()
+	n, err := Niceness("/proc/thread-self/stat")
+	if err != nil {
+		t.Skipf("no /proc/thread-self: %v", err)
+	}
+	return n
+}
+
+// RunNiced runs its function at the niceness asked for, and the niceness
+// does not leak into the threads other goroutines run on afterwards.
+func TestRunNiced(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("per-thread niceness is Linux's")
+	}
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	own := threadNice(t)
+	for _, nice := range []int{0, 12} {
+		got := -1
+		RunNiced(nice, func() { got = threadNice(t) })
+		want := max(own, nice)
+		if os.Geteuid() == 0 && nice > 0 {
+			want = nice
+		}
+		if got != want {
+			t.Errorf("RunNiced(%d): ran at niceness %d, want %d", nice, got, want)
+		}
+	}
+	// The niced thread goes away (the runtime ends it soon after its
+	// goroutine): no thread of the process stays nicer.
+	deadline := time.Now().Add(10 * time.Second) // generous: a loaded machine may delay the exit
+	for {
+		nicer := nicerThreads(t, own)
+		if len(nicer) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("threads %v still run nicer than the process after RunNiced", nicer)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// nicerThreads lists the process's threads whose niceness is not own.
+func nicerThreads(t *testing.T, own int) []string {
+	t.Helper()
+	tasks, err := os.ReadDir("/proc/self/task")
+	if err != nil {
+		t.Skipf("no /proc/self/task: %v", err)
+	}
+	var nicer []string
+	for _, task := range tasks {
+		n, err := Niceness("/proc/self/task/" + task.Name() + "/stat")
+		if err != nil {
+			continue // the thread exited meanwhile
+		}
+		if n != own {
+			nicer = append(nicer, task.Name())
+		}
+	}
+	return nicer
+}
+
+func TestNiceness(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		name, stat string
+		want       int
+		ok         bool
+	}{
+		{"plain", "42 (xgboost) S 1 42 42 0 -1 4194560 100 0 0 0 5 1 0 0 30 10 1 0 100 1000 10 1 1\n", 10, true},
+		{"spaces and parens in the name", "42 (a (b) c) R 1 42 42 0 -1 4194560 100 0 0 0 5 1 0 0 39 19 1 0\n", 19, true},
+		{"negative", "7 (x) S 1 7 7 0 -1 0 0 0 0 0 0 0 0 0 10 -10 1 0\n", -10, true},
+		{"truncated", "7 (x) S 1 7\n", 0, false},
+		{"no name", "garbage", 0, false},
+	} {
+		path := filepath.Join(dir, "stat")
+		if err := os.WriteFile(path, []byte(tc.stat), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		got, err := Niceness(path)
+		if (err == nil) != tc.ok || got != tc.want {
+			t.Errorf("%s: Niceness = %d, %v; want %d, ok %v", tc.name, got, err, tc.want, tc.ok)
+		}
+	}
+	if _, err := Niceness(filepath.Join(dir, "missing")); err == nil {
+		t.Error("no error for a missing file")
+	}
+}
+
+// RunIdle runs its function in the idle scheduling class (policy 5, field
+// 41 of /proc's stat), and leaves no thread of the process in it.
+func TestRunIdle(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("the idle scheduling class is Linux's")
+	}
+	policy := func(path string) string {
+		p, err := statField(path, 41)
+		if err != nil {
+			t.Skipf("no policy in /proc: %v", err)
+		}
+		return p
+	}
+	got := ""
+	RunIdle(func() { got = policy("/proc/thread-self/stat") })
+	if got != "5" {
+		t.Errorf("RunIdle: ran with policy %s, want 5 (SCHED_IDLE)", got)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var idle []string
+		tasks, _ := os.ReadDir("/proc/self/task")
+		for _, task := range tasks {
+			if p, err := statField("/proc/self/task/"+task.Name()+"/stat", 41); err == nil && p != "0" {
+				idle = append(idle, task.Name())
+			}
+		}
+		if len(idle) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("threads %v still outside the normal class after RunIdle", idle)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
