@@ -245,6 +245,11 @@ func Open(path string, opts Options) (db *DB, err error) {
 	if opts.tune != nil {
 		opts.tune(bo)
 	}
+	if hasUnsyncedFreelist(path) {
+		if err := db.checkUnsynced(*bo); err != nil {
+			return nil, err
+		}
+	}
 	db.bolt, err = bolt.Open(path, 0o600, bo)
 	if err != nil {
 		return nil, db.openError(err)
@@ -253,6 +258,8 @@ func Open(path string, opts Options) (db *DB, err error) {
 		_ = db.bolt.Close()
 		return nil, err
 	}
+	// From here on commits leave the freelist out of the file (freelist.go).
+	db.bolt.NoFreelistSync = true
 	return db, nil
 }
 
@@ -541,8 +548,17 @@ func (db *DB) update(fn func(*bolt.Tx) error) error {
 // Close closes the file. Counts keep answering from memory; reads and
 // writes fail.
 func (db *DB) Close() error {
+	// Leave the freelist in the file (freelist.go). The flag is read when
+	// a commit runs, and this transaction holds the writer's lock.
+	syncErr := db.bolt.Update(func(*bolt.Tx) error {
+		db.bolt.NoFreelistSync = false
+		return nil
+	})
 	if err := db.bolt.Close(); err != nil {
 		return fmt.Errorf("close store %s: %w", db.path, err)
+	}
+	if syncErr != nil {
+		return fmt.Errorf("close store %s: write its freelist: %w", db.path, syncErr)
 	}
 	return nil
 }
