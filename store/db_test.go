@@ -490,6 +490,15 @@ func TestOpenSurvivesEveryDamagedPage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	openEachDamagedPage(t, orig, 1600)
+}
+
+// openEachDamagedPage opens copies of a store file, each with one page
+// past the meta pages overwritten with noise: each must be refused with
+// ErrCorrupt or open with its ttft samples, and none may take the process
+// down.
+func openEachDamagedPage(t *testing.T, orig []byte, ttft int) {
+	t.Helper()
 	const page = 4096
 	refused := 0
 	for p := 2; p*page < len(orig); p++ {
@@ -507,7 +516,7 @@ func TestOpenSurvivesEveryDamagedPage(t *testing.T) {
 			refused++
 			continue
 		}
-		if c := db.Counts(); c.Train(features.TTFT)+c.Holdout(features.TTFT) != 1600 {
+		if c := db.Counts(); c.Train(features.TTFT)+c.Holdout(features.TTFT) != ttft {
 			t.Errorf("page %d damaged: opened with counts %+v", p, c)
 		}
 		_ = db.Close()

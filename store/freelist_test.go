@@ -2,7 +2,6 @@ package store
 
 import (
 	"bytes"
-	"errors"
 	"os"
 	"path/filepath"
 	"testing"
@@ -58,29 +57,7 @@ func TestOpenSurvivesEveryDamagedPageAfterCrash(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	const page = 4096
-	refused := 0
-	for p := 2; p*page < len(orig); p++ {
-		data := bytes.Clone(orig)
-		fillRandom(data[p*page:(p+1)*page], uint64(p))
-		path := tempPath(t)
-		if err := os.WriteFile(path, data, 0o600); err != nil {
-			t.Fatal(err)
-		}
-		d, err := Open(path, testOptions())
-		if err != nil {
-			if !errors.Is(err, ErrCorrupt) {
-				t.Errorf("page %d damaged: err = %v, want ErrCorrupt", p, err)
-			}
-			refused++
-			continue
-		}
-		if c := d.Counts(); c.Train(features.TTFT)+c.Holdout(features.TTFT) != 1600 {
-			t.Errorf("page %d damaged: opened with counts %+v", p, c)
-		}
-		_ = d.Close()
-	}
-	t.Logf("%d of %d damaged pages refused", refused, len(orig)/page-2)
+	openEachDamagedPage(t, orig, 1600)
 }
 
 func TestHasUnsyncedFreelistCannotTell(t *testing.T) {

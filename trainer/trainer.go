@@ -271,7 +271,7 @@ func (t *Trainer) Retrain(ctx context.Context) (*model.Published, error) {
 		results [2]*model.TargetModel
 		errs    [2]error
 	)
-	// One target after the other, on one niced thread: two at once took
+	// One target after the other, on one background thread: two at once took
 	// both cores from predictions served beside the trainer (client p99 at
 	// 5,000 requests/s while retraining: 7.0-8.3 ms, one at a time 3.5-4.1
 	// ms, against 1.5 ms without retraining), for no gain in wall time on
