@@ -143,3 +143,31 @@ func TestRunSplitsLatencyByServerWork(t *testing.T) {
 		t.Errorf("text summary: %v\n%s", err, text.String())
 	}
 }
+
+// Combine reports each busy figure as the median over the runs that have
+// it, counts as totals, and the ratio as the median of the runs' own.
+func TestCombineBusy(t *testing.T) {
+	run := func(busyP99, outsideP99, swapP99 float64, swaps int) *Summary {
+		bs := &BusySummary{Seconds: 2, Requests: 100, Latency: Latency{P99Ms: busyP99}, Outside: Latency{P99Ms: outsideP99},
+			P99Ratio: busyP99 / outsideP99, Training: BusyPart{Spans: 2, Seconds: 1.5, Requests: 80, Latency: Latency{P99Ms: busyP99}}}
+		if swaps > 0 {
+			bs.Swaps = BusyPart{Spans: swaps, Seconds: 0.5, Requests: 20, Latency: Latency{P99Ms: swapP99}}
+		}
+		return &Summary{TargetRPS: 1, Busy: bs}
+	}
+	c := Combine([]*Summary{run(4, 2, 3, 1), run(9, 3, 0, 0), run(5, 4, 5, 1), {TargetRPS: 1}})
+	bs := c.Busy
+	if bs == nil {
+		t.Fatal("no combined busy summary")
+	}
+	if bs.P99Ratio != 2 || bs.P99Ms != 5 || bs.Outside.P99Ms != 3 {
+		t.Errorf("ratio %v, p99 %v / %v; want the medians 2, 5 / 3", bs.P99Ratio, bs.P99Ms, bs.Outside.P99Ms)
+	}
+	if bs.Requests != 300 || bs.Seconds != 6 || bs.Training.Spans != 6 || bs.Swaps.Spans != 2 || bs.Swaps.Requests != 40 {
+		t.Errorf("totals %+v", bs)
+	}
+	// The run without swaps does not pull their median to 0.
+	if bs.Swaps.P99Ms != 4 {
+		t.Errorf("swap p99 %v, want 4, the median of the two runs that had swaps", bs.Swaps.P99Ms)
+	}
+}

@@ -300,11 +300,18 @@ func Combine(runs []*Summary) *Summary {
 			P99Ratio: median(collect(busy, func(s *Summary) float64 { return s.Busy.P99Ratio })),
 		}
 		part := func(f func(*BusySummary) BusyPart) BusyPart {
-			p := BusyPart{Latency: medianLatency(busy, func(s *Summary) Latency { return f(s.Busy).Latency })}
+			var p BusyPart
+			var with []*Summary // runs with requests in this kind of span
 			for _, r := range busy {
 				p.Spans += f(r.Busy).Spans
 				p.Seconds += f(r.Busy).Seconds
 				p.Requests += f(r.Busy).Requests
+				if f(r.Busy).Requests > 0 {
+					with = append(with, r)
+				}
+			}
+			if len(with) > 0 {
+				p.Latency = medianLatency(with, func(s *Summary) Latency { return f(s.Busy).Latency })
 			}
 			return p
 		}
