@@ -557,7 +557,7 @@ func (db *DB) Close() error {
 	if err := db.bolt.Close(); err != nil {
 		return fmt.Errorf("close store %s: %w", db.path, err)
 	}
-	if syncErr != nil {
+	if syncErr != nil && !errors.Is(syncErr, berrors.ErrDatabaseNotOpen) { // closed twice: nothing to write
 		return fmt.Errorf("close store %s: write its freelist: %w", db.path, syncErr)
 	}
 	return nil

@@ -135,6 +135,9 @@ func TestClosedStore(t *testing.T) {
 	if db.Counts() != counts {
 		t.Error("counts changed by failed calls")
 	}
+	if err := db.Close(); err != nil {
+		t.Errorf("second Close: %v", err)
+	}
 }
 
 func TestOptionsValidation(t *testing.T) {

@@ -26,7 +26,9 @@ import (
 // noFreelist is bbolt's freelist page id for "not written".
 const noFreelist = ^uint64(0)
 
-// Offsets in a bbolt meta page (format version 2): a 16-byte page header,
+// Offsets in a bbolt meta page (format version 2, in the host's byte order,
+// read here as little-endian: on a big-endian host the magic does not match
+// and Open behaves as bbolt alone would): a 16-byte page header,
 // then magic, version, page size, flags (4 bytes each), the root bucket (16),
 // the freelist page id, the high-water page id, the transaction id and the
 // checksum, an FNV-64a of the meta's bytes before it (8 each).
