@@ -25,9 +25,11 @@ type TrainerOptions struct {
 	// Registry receives the server's metrics and is served on /metrics.
 	Registry *prometheus.Registry
 	Now      func() time.Time
-	// MaxConcurrentIngest bounds uploads handled at once (default 4); one
-	// over it waits up to IngestWait (default 1 s), then gets 503.
+	// MaxConcurrentIngest (default 16) and MaxIngestBytes (default 128 MiB
+	// of request bodies) bound the uploads handled at once; one that does
+	// not fit waits up to IngestWait (default 1 s), then gets 503.
 	MaxConcurrentIngest int
+	MaxIngestBytes      int64
 	IngestWait          time.Duration
 }
 
@@ -66,7 +68,7 @@ func NewTrainerHandler(t *trainer.Trainer, db *store.DB, opts TrainerOptions) ht
 		Help: "Ingested entries refused by validation; the rest of their batch is kept.",
 	})
 	opts.Registry.MustRegister(s.ingested, s.rejected)
-	s.uploads = newIngestLimiter(opts.MaxConcurrentIngest, opts.IngestWait, opts.Registry)
+	s.uploads = newIngestLimiter(opts.MaxConcurrentIngest, opts.MaxIngestBytes, opts.IngestWait, opts.Registry)
 
 	r := newEngine(newHTTPMetrics(opts.Registry, "trainer"))
 	read := requireToken(opts.Tokens, readAccess)
@@ -98,10 +100,14 @@ func (s *trainerServer) ingestSamples(c *gin.Context) { s.ingest(c, DecodeSample
 // and only then answers 202. Invalid entries are reported by index and do
 // not cost their batch its valid entries, unlike the reference.
 func (s *trainerServer) ingest(c *gin.Context, decode func([]byte, int) ([]store.Sample, []Rejection, []FieldError)) {
-	if !checkContentType(c) || !s.uploads.acquire(c) {
+	if !checkContentType(c) {
 		return
 	}
-	defer s.uploads.release()
+	reserved, ok := s.uploads.acquire(c, s.opts.Limits.MaxBodyBytes)
+	if !ok {
+		return
+	}
+	defer s.uploads.free(reserved)
 	body, release, ok := readBodyOrFail(c, s.opts.Limits.MaxBodyBytes)
 	if !ok {
 		return

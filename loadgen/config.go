@@ -42,7 +42,7 @@ type Config struct {
 	IngestRate float64
 	// IngestBatch is samples per ingest request; default 1000.
 	IngestBatch int
-	// IngestConcurrency bounds ingest requests in flight; default 4, the
+	// IngestConcurrency bounds ingest requests in flight; default 16, the
 	// uploads a trainer handles at once (api.DefaultMaxConcurrentIngest).
 	IngestConcurrency int
 
@@ -101,7 +101,7 @@ func (c Config) withDefaults() (Config, error) {
 		c.IngestBatch = 1000
 	}
 	if c.IngestConcurrency == 0 {
-		c.IngestConcurrency = 4
+		c.IngestConcurrency = 16
 	}
 	if c.Timeout == 0 {
 		c.Timeout = 10 * time.Second

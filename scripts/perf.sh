@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Measures every serving-speed target of docs/PERFORMANCE.md on this machine:
-# builds Headroom, starts a trainer (the brief's 40-bucket store) and a
-# predictor on free loopback ports in a temporary directory, fills the store,
+# builds Headroom, starts a trainer (the brief's 40-bucket store unless
+# SCHEME names another) and a predictor on free loopback ports in a
+# temporary directory, fills the store,
 # and runs `headroom loadgen` for each scenario, printing its summary. The
 # load generator shares the machine with the servers, as the targets say.
 #
@@ -10,6 +11,8 @@
 #   TRAINER_FLAGS="--train-idle=true" TRAINER_ENV="GOGC=200" scripts/perf.sh retrain-serving
 #                                   # other trainer flags and environment
 #   PREDICTOR_FLAGS="--sync-nice 0" scripts/perf.sh retrain-serving   # other predictor flags
+#   SCHEME=kv10,prefix4,prompt9 scripts/perf.sh ingest ingest-serving
+#                                   # the default scheme's store, filled (FILL, 24 s here)
 #
 # Scenarios: predict-10, predict-100, predict-10000, ingest, ingest-serving,
 # retrain-serving, benchmarks. Nothing is left running or on disk afterwards.
@@ -19,6 +22,12 @@ source scripts/setup.sh
 
 RUNS=${RUNS:-3}
 DURATION=${DURATION:-30s}
+SCHEME=${SCHEME:-kv10,prefix4}
+if [ "$SCHEME" = kv10,prefix4 ]; then
+	FILL=${FILL:-6s} # 300,000 samples: every bucket full
+else
+	FILL=${FILL:-24s} # the 360-bucket default needs 180,000 per target
+fi
 scenarios=("$@")
 if [ ${#scenarios[@]} -eq 0 ]; then
 	scenarios=(predict-10 predict-100 predict-10000 ingest ingest-serving retrain-serving benchmarks)
@@ -41,7 +50,7 @@ trainer=http://127.0.0.1:$tport
 predictor=http://127.0.0.1:$pport
 
 # shellcheck disable=SC2086 # TRAINER_ENV and TRAINER_FLAGS are lists
-env ${TRAINER_ENV:-} bin/headroom trainer --data-dir "$work/t" --trainer-listen "127.0.0.1:$tport" --bucket-scheme kv10,prefix4 \
+env ${TRAINER_ENV:-} bin/headroom trainer --data-dir "$work/t" --trainer-listen "127.0.0.1:$tport" --bucket-scheme "$SCHEME" \
 	${TRAINER_FLAGS:-} >"$work/trainer.log" 2>&1 &
 pids+=($!)
 wait_for() { for _ in $(seq 1 300); do curl -fs "$1" >/dev/null 2>&1 && return 0; sleep 0.1; done; echo "no answer from $1" >&2; exit 1; }
@@ -49,8 +58,8 @@ wait_for "$trainer/healthz"
 
 loadgen() { bin/headroom loadgen --predictor-url "$predictor" --trainer-url "$trainer" --runs "$RUNS" "$@"; }
 
-echo "== filling the store (20,000 samples per target) and waiting for the first bundle"
-bin/headroom loadgen --rate 0 --trainer-url "$trainer" --ingest-rate 50000 --ingest-batch 1000 --duration 6s \
+echo "== filling the $SCHEME store ($FILL at 50,000 samples/s) and waiting for the first bundle"
+bin/headroom loadgen --rate 0 --trainer-url "$trainer" --ingest-rate 50000 --ingest-batch 1000 --duration "$FILL" \
 	--warmup 0s >/dev/null
 # shellcheck disable=SC2086 # PREDICTOR_FLAGS is a list
 bin/headroom predictor --data-dir "$work/p" --predictor-listen "127.0.0.1:$pport" --trainer-url "$trainer" \

@@ -33,7 +33,7 @@ func runLoadgen(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	fs.IntVar(&c.Concurrency, "concurrency", 36, "prediction requests in flight at most (the router's dispatch limit)")
 	fs.Float64Var(&c.IngestRate, "ingest-rate", 0, "training samples per second sent to the trainer (0: none)")
 	fs.IntVar(&c.IngestBatch, "ingest-batch", 1000, "samples per ingest request")
-	fs.IntVar(&c.IngestConcurrency, "ingest-concurrency", 4, "ingest requests in flight at most (a trainer handles 4 at once)")
+	fs.IntVar(&c.IngestConcurrency, "ingest-concurrency", 16, "ingest requests in flight at most (a trainer handles 16 at once)")
 	fs.DurationVar(&c.Timeout, "timeout", 10*time.Second, "per-request timeout (the router client's)")
 	fs.DurationVar(&c.ScrapeInterval, "scrape-interval", time.Second, "how often to read the servers' /metrics and /status (negative: never)")
 	fs.StringVar(&c.Token, "token", "", "bearer token sent with every request")

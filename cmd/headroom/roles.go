@@ -52,6 +52,9 @@ func startRoles(ctx context.Context, c *commonFlags, t *trainerFlags, p *predict
 	r := &roles{log: log, grace: c.shutdownGrace}
 
 	if t != nil {
+		if err := t.checkIngestLimits(); err != nil {
+			return nil, err
+		}
 		warnOpenListener(log, t.listen, tokens, "trainer")
 		if r.db, err = openStore(c, t, log); err != nil {
 			return nil, err
@@ -69,7 +72,7 @@ func startRoles(ctx context.Context, c *commonFlags, t *trainerFlags, p *predict
 		}
 		r.trainerHandler = api.NewTrainerHandler(r.trainer, r.db, api.TrainerOptions{
 			Limits: c.limits(), Tokens: tokens, Objective: obj, Quantile: c.quantile, Registry: reg,
-			MaxConcurrentIngest: t.maxIngest,
+			MaxConcurrentIngest: t.maxIngest, MaxIngestBytes: t.maxIngestBytes,
 		})
 		r.background = append(r.background, r.trainer.Run)
 		log.Info("trainer ready", "data_dir", c.dataDir, "samples", r.db.Counts(),

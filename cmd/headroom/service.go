@@ -130,6 +130,7 @@ type trainerFlags struct {
 	bucketScheme    string
 	storeReset      bool
 	maxIngest       int
+	maxIngestBytes  int64
 	xgboostBin      string
 	xgboostTimeout  time.Duration
 	trainNice       int
@@ -137,6 +138,17 @@ type trainerFlags struct {
 	noXGBoost       bool
 	modelKind       string
 	xgb             trainer.XGBoostParams
+}
+
+// checkIngestLimits refuses ingest limits that would admit nothing.
+func (f *trainerFlags) checkIngestLimits() error {
+	if f.maxIngest < 1 {
+		return fmt.Errorf("--max-concurrent-ingest %d: want at least 1", f.maxIngest)
+	}
+	if f.maxIngestBytes < 1 {
+		return fmt.Errorf("--max-ingest-bytes %d: want at least 1", f.maxIngestBytes)
+	}
+	return nil
 }
 
 func (f *trainerFlags) register(fs *flag.FlagSet) {
@@ -149,9 +161,10 @@ func (f *trainerFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&f.bucketCapacity, "bucket-capacity", 500, "samples kept per store bucket (oldest evicted)")
 	fs.Float64Var(&f.holdoutFraction, "holdout-fraction", 0.1, "fraction of samples held out for evaluation")
 	fs.IntVar(&f.holdoutCapacity, "holdout-capacity", 1000, "held-out samples kept per target")
-	fs.StringVar(&f.bucketScheme, "bucket-scheme", store.DefaultSchemeName, "store stratification: comma-separated dimensions of kv10, prefix4, queue5, prompt")
+	fs.StringVar(&f.bucketScheme, "bucket-scheme", store.DefaultSchemeName, "store stratification: comma-separated dimensions of kv10, prefix4, queue5, prompt9, prompt")
 	fs.BoolVar(&f.storeReset, "store-reset", false, "if the store file is corrupt or incompatible, move it aside and start empty")
-	fs.IntVar(&f.maxIngest, "max-concurrent-ingest", api.DefaultMaxConcurrentIngest, "training uploads handled at once; more wait briefly, then get 503")
+	fs.IntVar(&f.maxIngest, "max-concurrent-ingest", api.DefaultMaxConcurrentIngest, "training uploads handled at once (those waiting for the store share one commit); more wait briefly, then get 503")
+	fs.Int64Var(&f.maxIngestBytes, "max-ingest-bytes", api.DefaultMaxIngestBytes, "request-body bytes of the training uploads handled at once (an upload without Content-Length counts as --max-body-bytes)")
 	fs.StringVar(&f.xgboostBin, "xgboost-bin", "xgboost", "xgboost CLI binary")
 	fs.DurationVar(&f.xgboostTimeout, "xgboost-timeout", 60*time.Second, "longest one xgboost training run may take")
 	fs.BoolVar(&f.trainIdle, "train-idle", true, "run training (fits, xgboost, publication) in Linux's idle scheduling class, only on CPU time nothing else wants (on a machine busy without pause, retrains wait and may time out)")

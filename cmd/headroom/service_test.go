@@ -50,6 +50,34 @@ func TestTrainerFlagsTrainNice(t *testing.T) {
 	}
 }
 
+// Ingest limits that would admit nothing are refused with the flag's name;
+// the defaults admit 16 uploads and 128 MiB of bodies.
+func TestTrainerFlagsIngestLimits(t *testing.T) {
+	for _, tt := range []struct {
+		args    []string
+		wantErr string
+	}{
+		{nil, ""},
+		{[]string{"--max-concurrent-ingest", "1", "--max-ingest-bytes", "1"}, ""},
+		{[]string{"--max-concurrent-ingest", "0"}, "--max-concurrent-ingest 0"},
+		{[]string{"--max-ingest-bytes", "-5"}, "--max-ingest-bytes -5"},
+	} {
+		fs := flag.NewFlagSet("test", flag.ContinueOnError)
+		var tf trainerFlags
+		tf.register(fs)
+		if err := fs.Parse(tt.args); err != nil {
+			t.Fatal(err)
+		}
+		err := tf.checkIngestLimits()
+		if tt.wantErr == "" && err != nil || tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)) {
+			t.Errorf("%v: error %v, want %q", tt.args, err, tt.wantErr)
+		}
+		if tt.args == nil && (tf.maxIngest != 16 || tf.maxIngestBytes != 128<<20) {
+			t.Errorf("defaults %d uploads, %d bytes; want 16 and 128 MiB", tf.maxIngest, tf.maxIngestBytes)
+		}
+	}
+}
+
 // A predictor collects garbage rarely and within a memory limit, unless
 // GOGC or GOMEMLIMIT say otherwise.
 func TestTuneGC(t *testing.T) {
