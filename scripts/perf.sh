@@ -11,6 +11,7 @@
 #   TRAINER_FLAGS="--train-idle=true" TRAINER_ENV="GOGC=200" scripts/perf.sh retrain-serving
 #                                   # other trainer flags and environment
 #   PREDICTOR_FLAGS="--sync-nice 0" scripts/perf.sh retrain-serving   # other predictor flags
+#   LOADGEN_FLAGS="--ingest-concurrency 4" scripts/perf.sh ingest     # other load generator flags
 #   SCHEME=kv10,prefix4,prompt9 scripts/perf.sh ingest ingest-serving
 #                                   # the default scheme's store, filled (FILL, 24 s here)
 #
@@ -56,7 +57,8 @@ pids+=($!)
 wait_for() { for _ in $(seq 1 300); do curl -fs "$1" >/dev/null 2>&1 && return 0; sleep 0.1; done; echo "no answer from $1" >&2; exit 1; }
 wait_for "$trainer/healthz"
 
-loadgen() { bin/headroom loadgen --predictor-url "$predictor" --trainer-url "$trainer" --runs "$RUNS" "$@"; }
+# shellcheck disable=SC2086 # LOADGEN_FLAGS is a list
+loadgen() { bin/headroom loadgen --predictor-url "$predictor" --trainer-url "$trainer" --runs "$RUNS" ${LOADGEN_FLAGS:-} "$@"; }
 
 echo "== filling the $SCHEME store ($FILL at 50,000 samples/s) and waiting for the first bundle"
 bin/headroom loadgen --rate 0 --trainer-url "$trainer" --ingest-rate 50000 --ingest-batch 1000 --duration "$FILL" \
