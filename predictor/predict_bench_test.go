@@ -1,7 +1,6 @@
 package predictor
 
 import (
-	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"syscall"
@@ -10,6 +9,7 @@ import (
 
 	"github.com/headroomhq/headroom/features"
 	"github.com/headroomhq/headroom/model"
+	"github.com/headroomhq/headroom/model/modeltest"
 )
 
 // cpuTime is the process's CPU time so far, user and system, in ns. On a
@@ -41,55 +41,7 @@ func benchRows(n int) []features.Row {
 	return rows
 }
 
-// fullTrees returns numTrees complete trees of the given depth over the
-// schema's features, in the bundle encoding. Every walk goes to the full
-// depth, the slowest case for a model of that depth, and each split's
-// threshold is the feature's value in a random row, so the walks branch as
-// unpredictably as on real data.
-func fullTrees(r *rand.Rand, s features.Schema, rows []features.Row, numTrees, depth int) *model.Trees {
-	type treesJSON struct {
-		BaseScore   float32   `json:"base_score"`
-		NumFeature  int       `json:"num_feature"`
-		TreeSizes   []int     `json:"tree_sizes"`
-		Left        []int     `json:"left"`
-		Feature     []int     `json:"feature"`
-		Value       []float32 `json:"value"`
-		DefaultLeft []int     `json:"default_left"`
-	}
-	nodes := 1<<(depth+1) - 1
-	internal := 1<<depth - 1
-	enc := treesJSON{BaseScore: 0.5, NumFeature: s.Len()}
-	var x []float64
-	for range numTrees {
-		enc.TreeSizes = append(enc.TreeSizes, nodes)
-		for k := range nodes {
-			if k >= internal {
-				enc.Left = append(enc.Left, -1)
-				enc.Feature = append(enc.Feature, 0)
-				enc.Value = append(enc.Value, float32(r.NormFloat64()*0.01))
-				enc.DefaultLeft = append(enc.DefaultLeft, 0)
-				continue
-			}
-			f := r.IntN(s.Len())
-			x = s.Build(&rows[r.IntN(len(rows))], x[:0])
-			enc.Left = append(enc.Left, 2*k+1) // heap order: the right child is left+1
-			enc.Feature = append(enc.Feature, f)
-			enc.Value = append(enc.Value, float32(x[f]))
-			enc.DefaultLeft = append(enc.DefaultLeft, 1)
-		}
-	}
-	data, err := json.Marshal(enc)
-	if err != nil {
-		panic(err)
-	}
-	t := new(model.Trees)
-	if err := t.UnmarshalJSON(data); err != nil {
-		panic(err)
-	}
-	return t
-}
-
-// treeModel is a linear+log-trees model with numTrees full trees.
+// treeModel is a linear+log-trees model with numTrees complete trees.
 func treeModel(tb testing.TB, t features.Target, numTrees, depth int) *model.TargetModel {
 	tb.Helper()
 	cols := features.DefaultTTFTColumns
@@ -98,7 +50,11 @@ func treeModel(tb testing.TB, t features.Target, numTrees, depth int) *model.Tar
 	}
 	m := linearModel(tb, cols, 20, 0.5, 0.2)
 	m.Kind = model.KindResidual
-	m.Trees = fullTrees(rand.New(rand.NewPCG(uint64(t), uint64(numTrees))), m.Schema(), benchRows(512), numTrees, depth)
+	trees, err := modeltest.CompleteTrees(rand.New(rand.NewPCG(uint64(t), uint64(numTrees))), m.Schema(), benchRows(512), numTrees, depth)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	m.Trees = trees
 	if err := m.Prepare(); err != nil {
 		tb.Fatal(err)
 	}
