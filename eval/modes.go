@@ -1,3 +1,12 @@
+// Package eval measures prediction quality by replaying a trace through the
+// service's own code, in process: the bbolt store, the trainer, the bundle
+// encoding and the predictor. Nothing is re-implemented for the measurement,
+// so a figure it prints is a figure the service would show. Traces are read
+// by package trace.
+//
+// Three modes (Split, Prequential, Extrapolate) each report, on the same rows,
+// Headroom's model beside two baselines: XGBoost alone on raw milliseconds
+// with the reference's hyper-parameters, and the linear model alone.
 package eval
 
 import (

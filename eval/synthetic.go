@@ -7,6 +7,7 @@ import (
 
 	"github.com/headroomhq/headroom/features"
 	"github.com/headroomhq/headroom/store"
+	"github.com/headroomhq/headroom/trace"
 )
 
 // SyntheticOptions shape a synthetic trace in which latency grows with the
@@ -101,7 +102,7 @@ func Synthetic(o SyntheticOptions) []store.Sample {
 			Row:          r,
 			ActualTTFTMs: SyntheticTTFT(&r) * math.Exp(o.Noise*rng.NormFloat64()),
 			ActualTPOTMs: SyntheticTPOT(&r) * math.Exp(o.Noise*rng.NormFloat64()),
-			Timestamp:    traceEpoch.Add(time.Duration(i) * time.Millisecond),
+			Timestamp:    trace.Epoch().Add(time.Duration(i) * time.Millisecond),
 		}
 	}
 	return out

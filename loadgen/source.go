@@ -1,21 +1,20 @@
 package loadgen
 
 import (
-	"bufio"
-	"bytes"
 	"encoding/json"
-	"fmt"
 	"io"
 	"math"
 	"math/rand/v2"
-	"os"
 	"strconv"
+
+	"github.com/headroomhq/headroom/store"
+	"github.com/headroomhq/headroom/trace"
 )
 
 // Entry is one row of load: what the router knows about an endpoint when it
 // asks for a prediction and, for ingestion, the latencies it then measured.
-// The JSON names are llm-d's (spec §2.4, §2.10), so a trace recorded by the
-// router reads directly.
+// The JSON names are llm-d's (spec §2.4, §2.10); ReadTrace fills entries
+// from a trace the router recorded.
 type Entry struct {
 	KVCachePercentage     float64 `json:"kv_cache_percentage"`
 	InputTokenLength      int64   `json:"input_token_length"`
@@ -45,47 +44,53 @@ type Trace []Entry
 // Entry returns t[i mod len(t)].
 func (t Trace) Entry(i int64) Entry { return t[i%int64(len(t))] }
 
-// ReadTrace reads an llm-d JSONL trace: one training entry per line, blank
-// lines ignored. Fields other than Entry's are ignored.
+// ReadTrace reads an llm-d JSONL trace with package trace, which holds
+// every line to its rules (a line without input_token_length, a negative
+// or fractional count, a fraction outside [0, 1] or a negative latency
+// fails the read with its line number), and keeps each sample's Entry
+// fields. Predictions and timestamps are dropped.
 func ReadTrace(r io.Reader) (Trace, error) {
-	var t Trace
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
-	for line := 1; sc.Scan(); line++ {
-		b := bytes.TrimSpace(sc.Bytes())
-		if len(b) == 0 {
-			continue
-		}
-		var e Entry
-		if err := json.Unmarshal(b, &e); err != nil {
-			return nil, fmt.Errorf("trace line %d: %w", line, err)
-		}
-		if !finite(e.KVCachePercentage) || !finite(e.PrefixCacheScore) || !finite(e.ActualTTFTMs) || !finite(e.ActualTPOTMs) {
-			return nil, fmt.Errorf("trace line %d: non-finite number", line)
-		}
-		t = append(t, e)
+	samples, err := trace.Read(r)
+	if err != nil {
+		return nil, err
 	}
-	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("read trace: %w", err)
-	}
-	if len(t) == 0 {
-		return nil, fmt.Errorf("read trace: no entries")
-	}
-	return t, nil
+	return traceOf(samples), nil
 }
 
 // ReadTraceFile is ReadTrace on a file.
 func ReadTraceFile(path string) (Trace, error) {
-	f, err := os.Open(path)
+	samples, err := trace.ReadFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("open trace: %w", err)
+		return nil, err
 	}
-	defer f.Close()
-	t, err := ReadTrace(f)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
+	return traceOf(samples), nil
+}
+
+func traceOf(samples []store.Sample) Trace {
+	t := make(Trace, len(samples))
+	for i, s := range samples {
+		t[i] = entryOf(s)
 	}
-	return t, nil
+	return t
+}
+
+// entryOf is the entry of a sample read from a trace.
+func entryOf(s store.Sample) Entry {
+	return Entry{
+		KVCachePercentage:     s.Row.KVCachePercentage,
+		InputTokenLength:      s.Row.InputTokenLength,
+		NumRequestWaiting:     s.Row.NumRequestWaiting,
+		NumRequestRunning:     s.Row.NumRequestRunning,
+		NumTokensGenerated:    s.Row.NumTokensGenerated,
+		PrefixCacheScore:      s.Row.PrefixCacheScore,
+		PodType:               s.Row.PodType,
+		EncoderInputSize:      s.Row.EncoderInputSize,
+		EncoderMatchedSize:    s.Row.EncoderMatchedSize,
+		PrefillTokensInFlight: s.Row.PrefillTokensInFlight,
+		DecodeTokensInFlight:  s.Row.DecodeTokensInFlight,
+		ActualTTFTMs:          s.ActualTTFTMs,
+		ActualTPOTMs:          s.ActualTPOTMs,
+	}
 }
 
 // Generator makes synthetic entries: a chat-like mix of prompt lengths on
@@ -219,5 +224,3 @@ func appendRow(dst []byte, e *Entry) []byte {
 func appendFloat(dst []byte, v float64) []byte {
 	return strconv.AppendFloat(dst, v, 'g', -1, 64)
 }
-
-func finite(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }

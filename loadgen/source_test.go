@@ -1,9 +1,14 @@
 package loadgen
 
 import (
+	"bytes"
 	"encoding/json"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/headroomhq/headroom/api"
 	"github.com/headroomhq/headroom/features"
@@ -33,11 +38,19 @@ func TestReadTrace(t *testing.T) {
 	}
 }
 
+// ReadTrace holds lines to package trace's rules: a line the server would
+// reject, or that would load it with nonsense, fails the read with its line
+// number rather than being sent.
 func TestReadTraceErrors(t *testing.T) {
 	for _, tc := range []struct{ name, in, want string }{
 		{"empty", "\n\n", "no entries"},
-		{"not JSON", "{\"kv_cache_percentage\": 0}\n{oops}\n", "line 2"},
-		{"fractional token count", `{"input_token_length": 4.5}`, "line 1"},
+		{"not JSON", "{\"input_token_length\": 4}\n{oops}\n", "line 2"},
+		{"fractional token count", `{"input_token_length": 4.5}`, "line 1: input_token_length is 4.5"},
+		{"no prompt length", "{\"input_token_length\": 4}\n{\"kv_cache_percentage\": 0}\n", "line 2: input_token_length is missing"},
+		{"negative count", `{"input_token_length": 4, "num_request_running": -1}`, "num_request_running is -1"},
+		{"kv above 1", `{"input_token_length": 4, "kv_cache_percentage": 1.5}`, "kv_cache_percentage is 1.5"},
+		{"negative latency", `{"input_token_length": 4, "actual_tpot_ms": -2}`, "actual_tpot_ms is -2"},
+		{"bad timestamp", `{"input_token_length": 4, "timestamp": "yesterday"}`, "timestamp"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := ReadTrace(strings.NewReader(tc.in))
@@ -45,6 +58,82 @@ func TestReadTraceErrors(t *testing.T) {
 				t.Fatalf("err %v, want it to mention %q", err, tc.want)
 			}
 		})
+	}
+}
+
+func TestReadTraceFile(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "trace.jsonl")
+	if err := os.WriteFile(path, []byte(twoLineTrace), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	fromFile, err := ReadTraceFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fromReader, err := ReadTrace(strings.NewReader(twoLineTrace))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(fromFile, fromReader) {
+		t.Errorf("file gives %+v, reader %+v", fromFile, fromReader)
+	}
+	if _, err := ReadTraceFile(filepath.Join(dir, "none.jsonl")); err == nil || !strings.Contains(err.Error(), "none.jsonl") {
+		t.Errorf("missing file: err %v, want one naming the file", err)
+	}
+	bad := filepath.Join(dir, "bad.jsonl")
+	if err := os.WriteFile(bad, []byte(`{"input_token_length": -1}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ReadTraceFile(bad); err == nil || !strings.Contains(err.Error(), bad+": trace line 1") {
+		t.Errorf("bad file: err %v, want one naming the file and line", err)
+	}
+}
+
+// entryOf keeps every field an Entry has: a sample with all of them set
+// comes back unchanged when written as a body and decoded by the server.
+func TestEntryOfKeepsEveryField(t *testing.T) {
+	s := store.Sample{
+		Row: features.Row{KVCachePercentage: 0.5, InputTokenLength: 1, NumRequestWaiting: 2, NumRequestRunning: 3,
+			NumTokensGenerated: 4, PrefixCacheScore: 0.25, PodType: "decode", PrefillTokensInFlight: 5,
+			DecodeTokensInFlight: 6, EncoderInputSize: 7, EncoderMatchedSize: 8},
+		ActualTTFTMs: 9, ActualTPOTMs: 10, PredictedTTFTMs: 11, Timestamp: time.Unix(12, 0).UTC(),
+	}
+	e := entryOf(s)
+	body := AppendIngestBody(nil, Trace{e}, 0, 1)
+	samples, rejected, errs := api.DecodeTrainingBulk(body, 0)
+	if len(errs) > 0 || len(rejected) > 0 || len(samples) != 1 {
+		t.Fatalf("server refuses %s: %+v %+v", body, errs, rejected)
+	}
+	if got := samples[0]; got.Row != s.Row || got.ActualTTFTMs != s.ActualTTFTMs || got.ActualTPOTMs != s.ActualTPOTMs {
+		t.Errorf("round trip gives %+v, want %+v", got, s)
+	}
+}
+
+// The shared H200 trace, when the repository sits beside it, loads whole,
+// each line to what encoding/json makes of it as an Entry: the strict
+// reader changes nothing on a valid trace.
+func TestReadSharedTrace(t *testing.T) {
+	data, err := os.ReadFile("../../shared/data/traces/sharegpt-h200.jsonl")
+	if err != nil {
+		t.Skipf("shared trace not available: %v", err)
+	}
+	tr, err := ReadTrace(bytes.NewReader(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(data)), "\n")
+	if len(tr) != len(lines) {
+		t.Fatalf("%d entries from %d lines", len(tr), len(lines))
+	}
+	for i, line := range lines {
+		var want Entry
+		if err := json.Unmarshal([]byte(line), &want); err != nil {
+			t.Fatalf("line %d: encoding/json: %v", i+1, err)
+		}
+		if tr[i] != want {
+			t.Fatalf("line %d: %+v, encoding/json gives %+v", i+1, tr[i], want)
+		}
 	}
 }
 

@@ -1,18 +1,20 @@
 package sim
 
 import (
-	"bufio"
-	"encoding/json"
 	"fmt"
 	"math"
-	"os"
 	"slices"
 
 	"gonum.org/v1/gonum/mat"
+
+	"github.com/headroomhq/headroom/store"
+	"github.com/headroomhq/headroom/trace"
 )
 
 // TraceRow is one line of an llm-d training trace: the router's view of the
-// chosen server at dispatch and one measured label (the other is 0).
+// chosen server at dispatch and one measured label (the other is 0). Its
+// JSON names are llm-d's, so rows encoded with encoding/json (whole numbers
+// in the count fields) read back with ReadTrace.
 type TraceRow struct {
 	KVCachePercentage     float64 `json:"kv_cache_percentage"`
 	InputTokenLength      float64 `json:"input_token_length"`
@@ -24,30 +26,34 @@ type TraceRow struct {
 	ActualTPOTMs          float64 `json:"actual_tpot_ms"`
 }
 
-// ReadTrace reads a JSONL trace in llm-d's training-entry format.
+// ReadTrace reads a JSONL trace in llm-d's training-entry format with
+// package trace, which fails on any line that breaks its rules (a missing
+// input_token_length, a negative or fractional count, a fraction outside
+// [0, 1], a negative latency) and on a trace without entries.
 func ReadTrace(path string) ([]TraceRow, error) {
-	f, err := os.Open(path)
+	samples, err := trace.ReadFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("open trace %s: %w", path, err)
+		return nil, err
 	}
-	defer f.Close()
-	var rows []TraceRow
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 64<<10), 4<<20)
-	for line := 1; sc.Scan(); line++ {
-		if len(sc.Bytes()) == 0 {
-			continue
-		}
-		var r TraceRow
-		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
-			return nil, fmt.Errorf("trace %s line %d: %w", path, line, err)
-		}
-		rows = append(rows, r)
-	}
-	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("read trace %s: %w", path, err)
+	rows := make([]TraceRow, len(samples))
+	for i, s := range samples {
+		rows[i] = rowOf(s)
 	}
 	return rows, nil
+}
+
+// rowOf is the TraceRow of a sample read from a trace.
+func rowOf(s store.Sample) TraceRow {
+	return TraceRow{
+		KVCachePercentage:     s.Row.KVCachePercentage,
+		InputTokenLength:      float64(s.Row.InputTokenLength),
+		NumRequestWaiting:     float64(s.Row.NumRequestWaiting),
+		NumRequestRunning:     float64(s.Row.NumRequestRunning),
+		PrefixCacheScore:      s.Row.PrefixCacheScore,
+		PrefillTokensInFlight: float64(s.Row.PrefillTokensInFlight),
+		ActualTTFTMs:          s.ActualTTFTMs,
+		ActualTPOTMs:          s.ActualTPOTMs,
+	}
 }
 
 // Regression is one fitted linear relation and how well it fits the rows it

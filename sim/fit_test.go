@@ -6,6 +6,8 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 )
 
@@ -87,12 +89,62 @@ func TestFitCostModelRecoversKnownModel(t *testing.T) {
 	}
 }
 
+// TraceRows written with encoding/json read back unchanged, and a row the
+// trace reader's rules reject fails the read with its line.
+func TestReadTraceRoundTrip(t *testing.T) {
+	rows := []TraceRow{
+		{KVCachePercentage: 0.25, InputTokenLength: 48, NumRequestWaiting: 2, NumRequestRunning: 7,
+			PrefixCacheScore: 0.5, PrefillTokensInFlight: 64, ActualTTFTMs: 455.5},
+		{InputTokenLength: 1, NumRequestRunning: 3, ActualTPOTMs: 19.5},
+	}
+	dir := t.TempDir()
+	write := func(name string, rows []TraceRow) string {
+		path := filepath.Join(dir, name)
+		f, err := os.Create(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		enc := json.NewEncoder(f)
+		for _, r := range rows {
+			if err := enc.Encode(r); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return path
+	}
+	got, err := ReadTrace(write("good.jsonl", rows))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(got, rows) {
+		t.Errorf("read back %+v, want %+v", got, rows)
+	}
+	for _, tc := range []struct {
+		name string
+		row  TraceRow
+		want string
+	}{
+		{"fractional prompt", TraceRow{InputTokenLength: 4.5}, "line 2: input_token_length is 4.5"},
+		{"negative running", TraceRow{InputTokenLength: 4, NumRequestRunning: -1}, "line 2: num_request_running is -1"},
+		{"kv above 1", TraceRow{InputTokenLength: 4, KVCachePercentage: 1.5}, "line 2: kv_cache_percentage is 1.5"},
+		{"negative latency", TraceRow{InputTokenLength: 4, ActualTTFTMs: -1}, "line 2: actual_ttft_ms is -1"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := ReadTrace(write(tc.name+".jsonl", []TraceRow{rows[0], tc.row}))
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err %v, want it to mention %q", err, tc.want)
+			}
+		})
+	}
+}
+
 func TestFitCostModelErrors(t *testing.T) {
 	dir := t.TempDir()
 	empty := filepath.Join(dir, "empty.jsonl")
 	bad := filepath.Join(dir, "bad.jsonl")
 	os.WriteFile(empty, nil, 0o644)
-	os.WriteFile(bad, []byte("{\"actual_ttft_ms\": 1}\nnot json\n"), 0o644)
+	os.WriteFile(bad, []byte("{\"input_token_length\": 4, \"actual_ttft_ms\": 1}\nnot json\n"), 0o644)
 	for _, path := range []string{filepath.Join(dir, "missing.jsonl"), empty, bad} {
 		if _, err := FitCostModel(path); err == nil {
 			t.Errorf("%s: no error", filepath.Base(path))

@@ -12,6 +12,7 @@ import (
 	"github.com/headroomhq/headroom/eval"
 	"github.com/headroomhq/headroom/model"
 	"github.com/headroomhq/headroom/store"
+	"github.com/headroomhq/headroom/trace"
 	"github.com/headroomhq/headroom/trainer"
 )
 
@@ -103,7 +104,7 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if *synthetic {
 		samples = eval.Synthetic(eval.SyntheticOptions{Rows: *synthRows, Seed: *synthSeed})
 		name = fmt.Sprintf("synthetic(rows=%d,seed=%d)", *synthRows, *synthSeed)
-	} else if samples, err = eval.ReadTraceFile(*tracePath); err != nil {
+	} else if samples, err = trace.ReadFile(*tracePath); err != nil {
 		return err
 	}
 

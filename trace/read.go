@@ -1,12 +1,13 @@
-// Package eval measures prediction quality by replaying a trace through the
-// service's own code, in process: the bbolt store, the trainer, the bundle
-// encoding and the predictor. Nothing is re-implemented for the measurement,
-// so a figure it prints is a figure the service would show.
+// Package trace reads llm-d's training-data traces: JSONL files with one
+// training entry per line, in the fields of the reference's TrainingEntry
+// (kv_cache_percentage, input_token_length, actual_ttft_ms, ...). It is the
+// one parser of these traces; eval replays what it reads, loadgen sends it
+// and sim fits its cost model to it.
 //
-// Three modes (Split, Prequential, Extrapolate) each report, on the same rows,
-// Headroom's model beside two baselines: XGBoost alone on raw milliseconds
-// with the reference's hyper-parameters, and the linear model alone.
-package eval
+// Reading is strict: a line that is not a valid entry fails the whole read
+// with its line number, because a silently shortened or misread trace would
+// make every figure computed from it wrong without saying so.
+package trace
 
 import (
 	"bufio"
@@ -23,9 +24,9 @@ import (
 	"github.com/headroomhq/headroom/store"
 )
 
-// traceEntry is one line of an llm-d training-data trace: the fields of the
+// entry is one line of an llm-d training-data trace: the fields of the
 // reference's TrainingEntry. Pointers tell an absent field from a zero.
-type traceEntry struct {
+type entry struct {
 	KVCachePercentage     *float64 `json:"kv_cache_percentage"`
 	InputTokenLength      *float64 `json:"input_token_length"`
 	NumRequestWaiting     *float64 `json:"num_request_waiting"`
@@ -44,17 +45,22 @@ type traceEntry struct {
 	Timestamp             *string  `json:"timestamp"`
 }
 
-// traceEpoch is the timestamp given to the first row of a trace without
+// Epoch returns the timestamp Read gives the first row of a trace without
 // timestamps; later rows follow one millisecond apart. Fixed, because the
 // store's holdout choice hashes each sample's encoding, timestamp included,
 // and a replay must be deterministic.
-var traceEpoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+func Epoch() time.Time { return time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC) }
 
-// ReadTrace reads an llm-d JSONL trace (one training entry per line; blank
-// lines are skipped) into samples in file order. A line that is not a valid
-// entry fails the whole read with its line number: a silently shortened
-// trace would make every figure wrong without saying so.
-func ReadTrace(r io.Reader) ([]store.Sample, error) {
+// Read reads an llm-d JSONL trace (one training entry per line; blank lines
+// are skipped; unknown fields are ignored) into samples in file order.
+//
+// Counts must be non-negative integers (at most 2^40), kv_cache_percentage
+// and prefix_cache_score numbers in [0, 1], latencies non-negative and
+// finite, and input_token_length present; timestamps, when given, are
+// RFC 3339. A row without a timestamp gets Epoch() plus one millisecond per
+// row before it. A line that breaks a rule fails the whole read with its
+// line number, and so does a trace without entries.
+func Read(r io.Reader) ([]store.Sample, error) {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 0, 64<<10), 4<<20)
 	var out []store.Sample
@@ -65,7 +71,7 @@ func ReadTrace(r io.Reader) ([]store.Sample, error) {
 		if len(bytes.TrimSpace(text)) == 0 {
 			continue
 		}
-		var e traceEntry
+		var e entry
 		if err := json.Unmarshal(text, &e); err != nil {
 			return nil, fmt.Errorf("trace line %d: %w", line, err)
 		}
@@ -84,21 +90,21 @@ func ReadTrace(r io.Reader) ([]store.Sample, error) {
 	return out, nil
 }
 
-// ReadTraceFile is ReadTrace on a file.
-func ReadTraceFile(path string) ([]store.Sample, error) {
+// ReadFile is Read on a file.
+func ReadFile(path string) ([]store.Sample, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("read trace: %w", err)
 	}
 	defer f.Close()
-	s, err := ReadTrace(f)
+	s, err := Read(f)
 	if err != nil {
 		return nil, fmt.Errorf("read trace %s: %w", path, err)
 	}
 	return s, nil
 }
 
-func (e *traceEntry) sample(index int) (store.Sample, error) {
+func (e *entry) sample(index int) (store.Sample, error) {
 	var s store.Sample
 	var err error
 	count := func(name string, p *float64) int64 {
@@ -153,7 +159,7 @@ func (e *traceEntry) sample(index int) (store.Sample, error) {
 	if err != nil {
 		return s, err
 	}
-	s.Timestamp = traceEpoch.Add(time.Duration(index) * time.Millisecond)
+	s.Timestamp = Epoch().Add(time.Duration(index) * time.Millisecond)
 	if e.Timestamp != nil && *e.Timestamp != "" {
 		ts, perr := time.Parse(time.RFC3339Nano, *e.Timestamp)
 		if perr != nil {
