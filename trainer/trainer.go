@@ -34,14 +34,9 @@ type Config struct {
 	// Nice is the scheduling niceness (1-19) the fits and the bundle's
 	// publication run at, on a thread of their own, so that predictions
 	// served on the same cores come first; 0 leaves them at the process's.
-	// Idle runs them in Linux's idle scheduling class instead, where a
-	// request that wakes takes the core at once (priority.RunIdle): beside
-	// 5,000 predictions/s, six runs each, the p99 of predictions released
-	// while training was 1.36 times that of the rest of the same run
-	// (median of runs) against 1.86 niced. (FitConfig.XGBoost's Nice and
-	// Idle do the same for the xgboost runs.)
+	// Never the idle class (see inBackground): that is for the xgboost
+	// runs, FitConfig.XGBoost's Idle, once their target has a model.
 	Nice int
-	Idle bool
 	Fit  FitConfig
 	// Drift configures live error tracking and early retraining.
 	Drift DriftConfig
@@ -193,12 +188,15 @@ func New(cfg Config, db *store.DB) (*Trainer, error) {
 	return t, nil
 }
 
-// inBackground runs f at the training priority (Config.Nice, Config.Idle).
+// inBackground runs f at the training priority: niced (Config.Nice), never
+// in the idle class. A thread of this process in the idle class gets no CPU
+// while anything else wants it, yet it holds what the whole process needs:
+// a garbage collection's stop-the-world waits for it to reach a safe point,
+// and so does every goroutine waiting on a lock it took. With two other
+// processes keeping both cores busy, that stalled the trainer's ingestion
+// and its shutdown past 20 s. The xgboost processes share nothing with this
+// one, and they may run idle (XGBoost.Idle).
 func (t *Trainer) inBackground(f func()) {
-	if t.cfg.Idle {
-		priority.RunIdle(f)
-		return
-	}
 	priority.RunNiced(t.cfg.Nice, f)
 }
 
@@ -427,13 +425,33 @@ func (t *Trainer) fitTarget(ctx context.Context, tg features.Target, gen uint64)
 		return nil, fmt.Errorf("snapshot: %w", err)
 	}
 	schema := t.schemas[tg]
-	cfg := t.cfg.Fit
-	if t.xgbErr != nil {
-		cfg.XGBoost = nil
-	}
+	cfg := t.fitConfig(tg)
 	cfg.Forward = t.live.forwardSamples(tg)
 	cfg.CoverageQuantile = t.live.cfg.Quantile
 	return Fit(ctx, schema, BuildDataset(schema, tg, train), BuildDataset(schema, tg, holdout), cfg)
+}
+
+// fitConfig is the fit configuration for tg's next model. A target
+// without a model trains its xgboost runs niced, not in the idle class:
+// until it has one there is nothing to serve, and on a busy machine an
+// idle-class run would first wait out its grace for nothing.
+func (t *Trainer) fitConfig(tg features.Target) FitConfig {
+	cfg := t.cfg.Fit
+	switch {
+	case t.xgbErr != nil:
+		cfg.XGBoost = nil
+	case cfg.XGBoost != nil && cfg.XGBoost.Idle:
+		var cur *model.Bundle
+		if p := t.current.Load(); p != nil {
+			cur = p.Bundle
+		}
+		if cur.Target(tg) == nil {
+			x := *cfg.XGBoost
+			x.Idle = false
+			cfg.XGBoost = &x
+		}
+	}
+	return cfg
 }
 
 func (t *Trainer) setStatus(tg features.Target, f func(*TargetStatus)) {

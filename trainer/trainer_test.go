@@ -228,3 +228,27 @@ func TestRetrainCapsTrainingRows(t *testing.T) {
 		}
 	}
 }
+
+// A target's xgboost runs go to the idle class only once it has a model to
+// serve meanwhile; the first runs niced.
+func TestFitConfigIdleOnlyWithAModel(t *testing.T) {
+	f := newFixture(t)
+	xgb := realXGBoost(t)
+	xgb.Idle = true
+	tr := f.trainer(t, xgb)
+	idle := func(tg features.Target) bool { return tr.fitConfig(tg).XGBoost.Idle }
+	if idle(features.TTFT) || idle(features.TPOT) {
+		t.Error("idle-class xgboost before any model")
+	}
+	f.add(t, 45) // TTFT samples only
+	if pub := retrain(t, tr); pub == nil || pub.Bundle.TTFT == nil {
+		t.Fatal("no TTFT model")
+	}
+	if !idle(features.TTFT) || idle(features.TPOT) {
+		t.Errorf("idle TTFT %v, TPOT %v; want true once TTFT has a model, false for TPOT without one",
+			idle(features.TTFT), idle(features.TPOT))
+	}
+	if !tr.cfg.Fit.XGBoost.Idle {
+		t.Error("fitConfig changed the trainer's own configuration")
+	}
+}

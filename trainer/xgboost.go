@@ -10,8 +10,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -103,15 +105,32 @@ type XGBoost struct {
 	// gets a core only when nothing else wants one, and a request that
 	// wakes takes the core from it at once, where a niced process may keep
 	// it for the rest of its time slice. On a machine kept busy without
-	// pause it would wait until Timeout, the trainer keeping its last good
-	// model. The service turns it on with the fits' (Config.Idle).
-	Idle bool
+	// pause it would get nothing, and an unprivileged process cannot leave
+	// the class again, so a run not finished within IdleGrace is killed and
+	// run again at Nice, with Timeout of its own. The service turns it on
+	// with --train-idle.
+	Idle      bool
+	IdleGrace time.Duration // 0 means DefaultIdleGrace
 }
 
 // DefaultXGBoostTimeout bounds one xgboost run when XGBoost.Timeout is zero.
 // Training 200 depth-6 trees on tens of thousands of rows takes seconds; a
 // run that takes a minute is stuck or starved.
 const DefaultXGBoostTimeout = 60 * time.Second
+
+// DefaultIdleGrace bounds an idle-class run when XGBoost.IdleGrace is zero.
+// Beside 5,000 predictions a second on two cores, idle-class runs on a full
+// store took 1.2-4.2 s; a run still going after 10 s is being starved.
+const DefaultIdleGrace = 10 * time.Second
+
+// killWait is how long run waits for a killed xgboost to exit. A killed
+// process in the idle class exits only when the kernel next schedules it,
+// which on a saturated machine took longer than a shutdown may; past this
+// the process is reaped in the background (it runs nothing more).
+const killWait = time.Second
+
+// errRunTimeout marks a run killed for taking longer than its limit.
+var errRunTimeout = errors.New("timed out")
 
 // Available returns the path of the xgboost binary, or an error saying it is
 // not installed.
@@ -193,15 +212,12 @@ func (x XGBoost) train(ctx context.Context, X [][]float64, y []float64, baseScor
 		"alpha = " + xgboostText(p.Alpha),
 		"seed = " + strconv.FormatInt(p.Seed, 10),
 		`data = "train.csv?format=csv&label_column=0"`,
-		`model_out = "model.json"`,
 	}
-	if err := os.WriteFile(filepath.Join(dir, "train.conf"), []byte(strings.Join(conf, "\n")+"\n"), 0o600); err != nil {
+	modelPath, err := x.runAttempts(ctx, dir, conf)
+	if err != nil {
 		return nil, nil, fmt.Errorf("xgboost train: %w", err)
 	}
-	if err := x.run(ctx, dir, "train.conf"); err != nil {
-		return nil, nil, fmt.Errorf("xgboost train: %w", err)
-	}
-	data, err := os.ReadFile(filepath.Join(dir, "model.json"))
+	data, err := os.ReadFile(modelPath)
 	if err != nil {
 		return nil, nil, fmt.Errorf("xgboost train: read model: %w", err)
 	}
@@ -281,20 +297,59 @@ func writeCSV(path string, X [][]float64, y []float64) error {
 	return nil
 }
 
-// run runs the xgboost binary with args in dir, within x's timeout. On
-// timeout or cancellation it kills the binary's whole process group, so
-// nothing it started outlives the call. Errors carry the tail of the
-// program's output, where XGBoost says what went wrong.
-func (x XGBoost) run(ctx context.Context, dir string, args ...string) error {
-	bin, err := x.Available()
-	if err != nil {
-		return err
-	}
+// runAttempts trains with conf on dir's train.csv and returns the path of
+// the model file written. With Idle it first runs in the idle class for
+// IdleGrace, then, if that run was starved, again at Nice. Each attempt runs
+// in a directory of its own, so nothing a killed attempt left behind can be
+// read as the next one's.
+func (x XGBoost) runAttempts(ctx context.Context, dir string, conf []string) (string, error) {
 	timeout := x.Timeout
 	if timeout <= 0 {
 		timeout = DefaultXGBoostTimeout
 	}
-	runCtx, cancel := context.WithTimeout(ctx, timeout)
+	text := strings.Join(append(slices.Clip(conf), `model_out = "model.json"`), "\n") + "\n"
+	attempt := func(name string, idle bool, limit time.Duration) (string, error) {
+		sub := filepath.Join(dir, name)
+		if err := os.Mkdir(sub, 0o700); err != nil {
+			return "", err
+		}
+		if err := os.Link(filepath.Join(dir, "train.csv"), filepath.Join(sub, "train.csv")); err != nil {
+			return "", err
+		}
+		if err := os.WriteFile(filepath.Join(sub, "train.conf"), []byte(text), 0o600); err != nil {
+			return "", err
+		}
+		return filepath.Join(sub, "model.json"), x.run(ctx, sub, idle, limit, "train.conf")
+	}
+	if !x.Idle {
+		return attempt("niced", false, timeout)
+	}
+	grace := x.IdleGrace
+	if grace <= 0 {
+		grace = DefaultIdleGrace
+	}
+	if grace >= timeout {
+		return attempt("idle", true, timeout)
+	}
+	file, err := attempt("idle", true, grace)
+	if !errors.Is(err, errRunTimeout) {
+		return file, err
+	}
+	// Starved: the CPU never came free. Again, at Nice.
+	return attempt("niced", false, timeout)
+}
+
+// run runs the xgboost binary with args in dir, for at most limit, in the
+// idle class if idle, else at Nice. On timeout or cancellation it kills the
+// binary's whole process group, so nothing it started outlives the call,
+// and waits at most killWait for it to exit. Errors carry the tail of the
+// program's output, where XGBoost says what went wrong.
+func (x XGBoost) run(ctx context.Context, dir string, idle bool, limit time.Duration, args ...string) error {
+	bin, err := x.Available()
+	if err != nil {
+		return err
+	}
+	runCtx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
 
 	out := &tailBuffer{max: 4 << 10}
@@ -308,8 +363,8 @@ func (x XGBoost) run(ctx context.Context, dir string, args ...string) error {
 	cmd.WaitDelay = 2 * time.Second
 	start := time.Now()
 	if err = cmd.Start(); err == nil {
-		x.renice(cmd.Process.Pid)
-		err = cmd.Wait()
+		x.lowerPriority(cmd.Process.Pid, idle)
+		err = x.wait(runCtx, cmd)
 	}
 	switch {
 	case err == nil:
@@ -317,32 +372,55 @@ func (x XGBoost) run(ctx context.Context, dir string, args ...string) error {
 	case ctx.Err() != nil:
 		return fmt.Errorf("%s interrupted after %v: %w%s", bin, time.Since(start).Round(time.Millisecond), ctx.Err(), out.suffix())
 	case runCtx.Err() != nil:
-		return fmt.Errorf("%s timed out after %v (killed)%s", bin, timeout, out.suffix())
+		return fmt.Errorf("%s %w after %v (killed)%s", bin, errRunTimeout, limit, out.suffix())
 	default:
 		return fmt.Errorf("%s: %w%s", bin, err, out.suffix())
 	}
 }
 
-// renice lowers the priority of the process just started (the leader of
-// its group), before xgboost has read its input: its threads, started
-// later, inherit it. Failure is not an error: the run only keeps the
-// trainer's priority.
-func (x XGBoost) renice(pid int) {
+// wait waits for cmd, or, once ctx has ended (and exec has killed the
+// group), for at most killWait more; a goroutine reaps it after that.
+func (x XGBoost) wait(ctx context.Context, cmd *exec.Cmd) error {
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+	}
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(killWait):
+		return ctx.Err()
+	}
+}
+
+// lowerPriority lowers the priority of the process just started (the
+// leader of its group), before xgboost has read its input: its threads,
+// started later, inherit it. Failure is not an error: the run only keeps
+// the trainer's priority.
+func (x XGBoost) lowerPriority(pid int, idle bool) {
 	if x.Nice > 0 {
 		_ = syscall.Setpriority(syscall.PRIO_PGRP, pid, x.Nice)
 	}
-	if x.Idle {
+	if idle {
 		priority.SetIdle(pid)
 	}
 }
 
-// tailBuffer keeps the last max bytes written to it.
+// tailBuffer keeps the last max bytes written to it. It is safe for
+// concurrent use: a run that gives up waiting for a killed process reads it
+// while exec may still be copying the last output in.
 type tailBuffer struct {
 	max int
+	mu  sync.Mutex
 	buf []byte
 }
 
 func (t *tailBuffer) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
 	t.buf = append(t.buf, p...)
 	if len(t.buf) > 2*t.max {
 		t.buf = append(t.buf[:0], t.buf[len(t.buf)-t.max:]...)
@@ -353,7 +431,9 @@ func (t *tailBuffer) Write(p []byte) (int, error) {
 // suffix formats the kept output for an error message: the lines XGBoost
 // writes, without its native stack traces, which say nothing to an operator.
 func (t *tailBuffer) suffix() string {
-	b := t.buf
+	t.mu.Lock()
+	b := slices.Clone(t.buf)
+	t.mu.Unlock()
 	if len(b) > t.max {
 		b = b[len(b)-t.max:]
 	}

@@ -79,7 +79,7 @@ func (x XGBoost) predictCSVFile(ctx context.Context, dir string, modelJSON []byt
 	if err := os.WriteFile(filepath.Join(dir, "pred.conf"), []byte(conf), 0o600); err != nil {
 		return nil, err
 	}
-	if err := x.run(ctx, dir, "pred.conf"); err != nil {
+	if err := x.run(ctx, dir, false, DefaultXGBoostTimeout, "pred.conf"); err != nil {
 		return nil, fmt.Errorf("xgboost pred: %w", err)
 	}
 	out, err := os.ReadFile(filepath.Join(dir, "pred.txt"))
@@ -704,6 +704,73 @@ func TestTrainTimeout(t *testing.T) {
 						t.Fatalf("%s process %d still running after Train returned", name, pid)
 					}
 					time.Sleep(10 * time.Millisecond)
+				}
+			}
+			requireEmptyDir(t, x.TempDir)
+		})
+	}
+}
+
+// TestTrainIdleFallsBackWhenStarved: an idle-class run that has not
+// finished within IdleGrace (here, one that never would) is killed and run
+// again at Nice, outside the idle class; one that ends in time, even with
+// an error, is not run again.
+func TestTrainIdleFallsBackWhenStarved(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("the idle scheduling class is Linux's")
+	}
+	for _, tc := range []struct {
+		name     string
+		hang     bool // the first run never ends
+		wantRuns int
+	}{
+		{"starved", true, 2},
+		{"ends in time", false, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			// Each run records its pid and scheduling policy (field 41 of
+			// its stat; 5 is SCHED_IDLE), waiting a moment for the trainer
+			// to lower it, then the first hangs or fails and the second fails.
+			hang := ""
+			if tc.hang {
+				hang = `[ "$n" = 0 ] && exec sleep 30`
+			}
+			x := fakeXGBoost(t, fmt.Sprintf(`n=$(ls %[1]q | grep -c pid)
+echo $$ > %[1]q/pid$n
+for i in $(seq 50); do p=$(awk '{print $41}' /proc/$$/stat); [ "$p" = 5 ] && break; [ "$n" = 1 ] && break; sleep 0.1; done
+echo $p > %[1]q/policy$n
+%s
+echo "run $n failed" >&2; exit 3`, dir, hang))
+			x.Idle, x.IdleGrace = true, time.Second
+			start := time.Now()
+			_, err := x.Train(context.Background(), [][]float64{{1}}, []float64{1}, 0, DefaultXGBoostParams())
+			want := fmt.Sprintf("run %d failed", tc.wantRuns-1)
+			if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "exit status 3") {
+				t.Fatalf("err = %v, want the last run's failure %q", err, want)
+			}
+			if tc.hang && time.Since(start) < x.IdleGrace {
+				t.Errorf("ran again after %v, before the %v grace", time.Since(start), x.IdleGrace)
+			}
+			policies := make([]string, 0, 2)
+			for n := range 3 {
+				b, err := os.ReadFile(filepath.Join(dir, fmt.Sprintf("policy%d", n)))
+				if err != nil {
+					break
+				}
+				policies = append(policies, strings.TrimSpace(string(b)))
+			}
+			if len(policies) != tc.wantRuns || policies[0] != "5" || (tc.wantRuns == 2 && policies[1] == "5") {
+				t.Errorf("runs' scheduling policies %v; want %d runs, the first idle (5), the second not", policies, tc.wantRuns)
+			}
+			b, err := os.ReadFile(filepath.Join(dir, "pid0"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+			for deadline := time.Now().Add(5 * time.Second); !processGone(pid); time.Sleep(10 * time.Millisecond) {
+				if time.Now().After(deadline) {
+					t.Fatalf("the starved run %d still running", pid)
 				}
 			}
 			requireEmptyDir(t, x.TempDir)

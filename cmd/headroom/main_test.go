@@ -123,7 +123,14 @@ func (p *proc) wait(timeout time.Duration) int {
 	select {
 	case <-p.done:
 	case <-time.After(timeout):
-		p.t.Fatalf("headroom %s did not exit within %v; log:\n%s", p.name, timeout, p.logs)
+		// SIGQUIT makes the Go runtime print every goroutine's stack and
+		// exit: the log then shows where the process was stuck.
+		p.cmd.Process.Signal(syscall.SIGQUIT)
+		select {
+		case <-p.done:
+		case <-time.After(5 * time.Second):
+		}
+		p.t.Fatalf("headroom %s did not exit within %v; log, with its stacks at that moment:\n%s", p.name, timeout, p.logs)
 	}
 	var exit *exec.ExitError
 	if errors.As(p.err, &exit) {

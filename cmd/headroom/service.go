@@ -135,6 +135,7 @@ type trainerFlags struct {
 	xgboostTimeout  time.Duration
 	trainNice       int
 	trainIdle       bool
+	trainIdleGrace  time.Duration
 	noXGBoost       bool
 	modelKind       string
 	xgb             trainer.XGBoostParams
@@ -167,8 +168,9 @@ func (f *trainerFlags) register(fs *flag.FlagSet) {
 	fs.Int64Var(&f.maxIngestBytes, "max-ingest-bytes", api.DefaultMaxIngestBytes, "request-body bytes of the training uploads handled at once (an upload without Content-Length counts as --max-body-bytes)")
 	fs.StringVar(&f.xgboostBin, "xgboost-bin", "xgboost", "xgboost CLI binary")
 	fs.DurationVar(&f.xgboostTimeout, "xgboost-timeout", 60*time.Second, "longest one xgboost training run may take")
-	fs.BoolVar(&f.trainIdle, "train-idle", true, "run training (fits, xgboost, publication) in Linux's idle scheduling class, only on CPU time nothing else wants (on a machine busy without pause, retrains wait and may time out)")
-	fs.IntVar(&f.trainNice, "train-nice", 10, "scheduling niceness of training (the fits, xgboost runs and publication) when not --train-idle (0-19; 0: the trainer's own), so predictions on shared cores come first")
+	fs.BoolVar(&f.trainIdle, "train-idle", true, "run xgboost in Linux's idle scheduling class, on CPU time nothing else wants, once the target has a model; a run starved for --train-idle-grace runs again at --train-nice")
+	fs.DurationVar(&f.trainIdleGrace, "train-idle-grace", trainer.DefaultIdleGrace, "how long an idle-class xgboost run may wait for spare CPU before it runs again niced")
+	fs.IntVar(&f.trainNice, "train-nice", 10, "scheduling niceness of training (0-19; 0: the trainer's own): the fits' own work and the bundle's publication always, xgboost when not idle; so predictions on shared cores come first")
 	fs.BoolVar(&f.noXGBoost, "no-xgboost", false, "train linear models only")
 	fs.StringVar(&f.modelKind, "model-kind", string(model.KindResidual), "linear, log-trees, or linear+log-trees")
 	fs.IntVar(&f.xgb.Rounds, "xgb-rounds", def.Rounds, "boosting rounds (trees)")
@@ -276,11 +278,15 @@ func newTrainer(c *commonFlags, t *trainerFlags, db *store.DB, reg prometheus.Re
 	if t.trainNice < 0 || t.trainNice > 19 {
 		return nil, fmt.Errorf("--train-nice %d: want 0 to 19", t.trainNice)
 	}
+	if t.trainIdleGrace <= 0 {
+		return nil, fmt.Errorf("--train-idle-grace %v: must be positive", t.trainIdleGrace)
+	}
 	fit := trainer.DefaultFitConfig()
 	fit.Kind = model.Kind(t.modelKind)
 	fit.Params = t.xgb
 	if !t.noXGBoost {
-		fit.XGBoost = &trainer.XGBoost{Binary: t.xgboostBin, Timeout: t.xgboostTimeout, Nice: t.trainNice, Idle: t.trainIdle}
+		fit.XGBoost = &trainer.XGBoost{Binary: t.xgboostBin, Timeout: t.xgboostTimeout, Nice: t.trainNice,
+			Idle: t.trainIdle, IdleGrace: t.trainIdleGrace}
 	}
 	return trainer.New(trainer.Config{
 		Interval:        t.retrainInterval,
@@ -288,7 +294,6 @@ func newTrainer(c *commonFlags, t *trainerFlags, db *store.DB, reg prometheus.Re
 		MinSamplesFresh: t.minSamplesFresh,
 		MaxTrainRows:    t.maxTrainRows,
 		Nice:            t.trainNice,
-		Idle:            t.trainIdle,
 		Fit:             fit,
 		Drift:           driftConfig(c),
 		BundleDir:       filepath.Join(c.dataDir, "bundles"),

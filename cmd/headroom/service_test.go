@@ -9,12 +9,14 @@ import (
 	"runtime/debug"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
 
 // The trainer's flags are checked before anything starts: a training
-// niceness outside what setpriority takes is refused with the flag's name.
+// niceness outside what setpriority takes, or an idle grace that would
+// never let xgboost run idle, is refused with the flag's name.
 func TestTrainerFlagsTrainNice(t *testing.T) {
 	for _, tt := range []struct {
 		args    []string
@@ -25,6 +27,7 @@ func TestTrainerFlagsTrainNice(t *testing.T) {
 		{[]string{"--train-nice", "19"}, ""},
 		{[]string{"--train-nice", "20"}, "--train-nice 20"},
 		{[]string{"--train-nice", "-1"}, "--train-nice -1"},
+		{[]string{"--train-idle-grace", "0s"}, "--train-idle-grace 0s"},
 	} {
 		fs := flag.NewFlagSet("test", flag.ContinueOnError)
 		var c commonFlags
@@ -44,8 +47,9 @@ func TestTrainerFlagsTrainNice(t *testing.T) {
 		if tt.wantErr == "" && err != nil || tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)) {
 			t.Errorf("%v: newTrainer error %v, want %q", tt.args, err, tt.wantErr)
 		}
-		if tt.args == nil && (tf.trainNice != 10 || !tf.trainIdle) {
-			t.Errorf("defaults --train-nice %d --train-idle %v, want 10 and true", tf.trainNice, tf.trainIdle)
+		if tt.args == nil && (tf.trainNice != 10 || !tf.trainIdle || tf.trainIdleGrace != 10*time.Second) {
+			t.Errorf("defaults --train-nice %d --train-idle %v --train-idle-grace %v, want 10, true and 10s",
+				tf.trainNice, tf.trainIdle, tf.trainIdleGrace)
 		}
 	}
 }

@@ -19,12 +19,6 @@ func RunNiced(nice int, f func()) {
 	runLowered(f, func(tid int) { _ = syscall.Setpriority(syscall.PRIO_PROCESS, tid, nice) })
 }
 
-// RunIdle runs f on an OS thread of its own in the idle scheduling class
-// (SetIdle). A niced thread still holds its core until the kernel's
-// fairness says otherwise, which can make a request that wakes meanwhile
-// wait a millisecond or more; an idle one is preempted at once.
-func RunIdle(f func()) { runLowered(f, SetIdle) }
-
 // runLowered runs f on a thread of its own after lower(tid). The thread
 // is never unlocked: an unprivileged process cannot raise its priority
 // again, so it must not go back to the runtime's pool, and a goroutine
@@ -54,8 +48,12 @@ func runLowered(f func(), lower func(tid int)) {
 const schedIdle = 5
 
 // SetIdle moves process (or thread) pid to the idle scheduling class, where
-// it runs only on CPU time no other thread wants. Failure leaves it as it
-// was.
+// it runs only on CPU time no other thread wants, and a thread that wakes
+// takes the core from it at once (a niced one may keep it for the rest of
+// its slice). Failure leaves it as it was. Meant for child processes: a
+// thread of a Go program in the idle class can stall the whole program on a
+// busy machine, since garbage collection and the locks it holds wait for
+// it; and without privileges nothing can take it out of the class again.
 func SetIdle(pid int) {
 	var param struct{ priority int32 } // must be 0 for SCHED_IDLE
 	_, _, _ = syscall.Syscall(syscall.SYS_SCHED_SETSCHEDULER, uintptr(pid), schedIdle, uintptr(unsafe.Pointer(&param)))

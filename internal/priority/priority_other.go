@@ -5,8 +5,5 @@ package priority
 // RunNiced runs f; per-thread niceness is a Linux feature.
 func RunNiced(nice int, f func()) { f() }
 
-// RunIdle runs f; the idle scheduling class is Linux's.
-func RunIdle(f func()) { f() }
-
 // SetIdle does nothing: the idle scheduling class is Linux's.
 func SetIdle(pid int) {}

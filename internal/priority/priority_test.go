@@ -1,7 +1,9 @@
 package priority
 
 import (
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"testing"
@@ -100,39 +102,26 @@ func TestNiceness(t *testing.T) {
 	}
 }
 
-// RunIdle runs its function in the idle scheduling class (policy 5, field
-// 41 of /proc's stat), and leaves no thread of the process in it.
-func TestRunIdle(t *testing.T) {
+// SetIdle moves a child process into the idle scheduling class (policy 5,
+// field 41 of /proc's stat).
+func TestSetIdle(t *testing.T) {
 	if runtime.GOOS != "linux" {
 		t.Skip("the idle scheduling class is Linux's")
 	}
-	policy := func(path string) string {
-		p, err := statField(path, 41)
-		if err != nil {
-			t.Skipf("no policy in /proc: %v", err)
-		}
-		return p
+	cmd := exec.Command("sleep", "30")
+	if err := cmd.Start(); err != nil {
+		t.Skipf("no sleep to start: %v", err)
 	}
-	got := ""
-	RunIdle(func() { got = policy("/proc/thread-self/stat") })
-	if got != "5" {
-		t.Errorf("RunIdle: ran with policy %s, want 5 (SCHED_IDLE)", got)
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	stat := fmt.Sprintf("/proc/%d/stat", cmd.Process.Pid)
+	if p, err := statField(stat, 41); err != nil || p != "0" {
+		t.Skipf("child's policy %q, %v; want 0 to start from", p, err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		var idle []string
-		tasks, _ := os.ReadDir("/proc/self/task")
-		for _, task := range tasks {
-			if p, err := statField("/proc/self/task/"+task.Name()+"/stat", 41); err == nil && p != "0" {
-				idle = append(idle, task.Name())
-			}
-		}
-		if len(idle) == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("threads %v still outside the normal class after RunIdle", idle)
-		}
-		time.Sleep(10 * time.Millisecond)
+	SetIdle(cmd.Process.Pid)
+	if p, err := statField(stat, 41); err != nil || p != "5" {
+		t.Errorf("after SetIdle the child's policy is %q, %v; want 5 (SCHED_IDLE)", p, err)
+	}
+	if p, err := statField("/proc/self/stat", 41); err != nil || p != "0" {
+		t.Errorf("the test's own policy is %q, %v; want it untouched", p, err)
 	}
 }
