@@ -1,6 +1,7 @@
 package store
 
 import (
+	"context"
 	"encoding/binary"
 	"fmt"
 	"slices"
@@ -251,8 +252,12 @@ func (db *DB) Generation(t features.Target) uint64 {
 // buckets sharing maxTrain evenly, a bucket holding fewer than its share
 // giving the rest to the others. Stratification is why the store has
 // buckets, so a cap keeps every bucket represented rather than keeping the
-// newest samples overall. The holdout is read whole.
-func (db *DB) SnapshotNewest(t features.Target, maxTrain int) (train, holdout []Sample, err error) {
+// newest samples overall. The holdout is read whole. It gives up with
+// ctx's error between buckets once ctx ends.
+func (db *DB) SnapshotNewest(ctx context.Context, t features.Target, maxTrain int) (train, holdout []Sample, err error) {
+	if err := ctx.Err(); err != nil {
+		return nil, nil, fmt.Errorf("snapshot: %w", err)
+	}
 	if maxTrain <= 0 {
 		return db.Snapshot(t)
 	}
@@ -270,6 +275,12 @@ func (db *DB) SnapshotNewest(t features.Target, maxTrain int) (train, holdout []
 			b := train.Bucket(db.keyBytes[idx])
 			if q == 0 || b == nil {
 				continue
+			}
+			// A shutdown waits for this read (Close waits for open
+			// transactions), which on a starved background thread can be
+			// slow: give up between buckets.
+			if err := ctx.Err(); err != nil {
+				return err
 			}
 			var rerr error
 			path := fmt.Sprintf("%s/%s/%s", t, bucketTrain, db.keyBytes[idx])

@@ -1,6 +1,8 @@
 package store
 
 import (
+	"context"
+	"errors"
 	"slices"
 	"testing"
 	"time"
@@ -176,7 +178,7 @@ func TestSnapshotNewest(t *testing.T) {
 		counts[i] = len(b.Samples)
 	}
 	for _, limit := range []int{0, 1, 25, len(all) / 2, len(all) - 1, len(all), len(all) + 10} {
-		got, gotHoldout, err := db.SnapshotNewest(tg, limit)
+		got, gotHoldout, err := db.SnapshotNewest(context.Background(), tg, limit)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -198,5 +200,10 @@ func TestSnapshotNewest(t *testing.T) {
 		if !samplesEqual(got, want) {
 			t.Errorf("limit %d: got %d samples, want the newest %d of each bucket's share", limit, len(got), len(want))
 		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, _, err := db.SnapshotNewest(ctx, tg, 25); !errors.Is(err, context.Canceled) {
+		t.Errorf("cancelled snapshot: err = %v, want context.Canceled", err)
 	}
 }

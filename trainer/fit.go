@@ -157,6 +157,12 @@ func Fit(ctx context.Context, schema features.Schema, train, holdout Dataset, cf
 	if err != nil {
 		return nil, err
 	}
+	// The Go work between the xgboost runs (which stop on ctx by
+	// themselves) checks ctx at each step, so a shutdown does not wait for
+	// a fit on a starved background thread to finish.
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	m.Linear = lin
 	var treeErr error
 	if cfg.XGBoost != nil && cfg.Kind != model.KindLinear && len(train.Y) >= cfg.MinTreeRows {
@@ -176,6 +182,9 @@ func Fit(ctx context.Context, schema features.Schema, train, holdout Dataset, cf
 	}
 	m.LogShift = math.Max(-5, math.Min(5, shift))
 
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	var predHold, linHold []float64
 	for _, x := range holdout.X {
 		predHold = append(predHold, m.Predict(x))

@@ -127,6 +127,9 @@ type Trainer struct {
 	schemas [2]features.Schema
 
 	current atomic.Pointer[model.Published]
+	// idleAfter is when xgboost may next run in the idle class (Unix ns),
+	// pushed back when a run there was starved (fitConfig).
+	idleAfter atomic.Int64
 
 	retrainMu sync.Mutex // one retrain at a time
 	statusMu  sync.Mutex
@@ -420,7 +423,7 @@ func (t *Trainer) retrainTarget(ctx context.Context, tg features.Target, prev *m
 }
 
 func (t *Trainer) fitTarget(ctx context.Context, tg features.Target, gen uint64) (*model.TargetModel, error) {
-	train, holdout, err := t.db.SnapshotNewest(tg, t.cfg.MaxTrainRows)
+	train, holdout, err := t.db.SnapshotNewest(ctx, tg, t.cfg.MaxTrainRows)
 	if err != nil {
 		return nil, fmt.Errorf("snapshot: %w", err)
 	}
@@ -431,26 +434,36 @@ func (t *Trainer) fitTarget(ctx context.Context, tg features.Target, gen uint64)
 	return Fit(ctx, schema, BuildDataset(schema, tg, train), BuildDataset(schema, tg, holdout), cfg)
 }
 
-// fitConfig is the fit configuration for tg's next model. A target
-// without a model trains its xgboost runs niced, not in the idle class:
-// until it has one there is nothing to serve, and on a busy machine an
-// idle-class run would first wait out its grace for nothing.
+// idleBackoff is how long xgboost runs stay out of the idle class after
+// one was starved there: on a machine that stays busy, each idle attempt
+// costs a wasted grace period, so one a minute at most.
+const idleBackoff = time.Minute
+
+// fitConfig is the fit configuration for tg's next model. Its xgboost runs
+// go to the idle class only once tg has a model (until then there is
+// nothing to serve, and on a busy machine an idle-class run would first
+// wait out its grace for nothing) and not within idleBackoff of a starved
+// run.
 func (t *Trainer) fitConfig(tg features.Target) FitConfig {
 	cfg := t.cfg.Fit
-	switch {
-	case t.xgbErr != nil:
+	if t.xgbErr != nil {
 		cfg.XGBoost = nil
-	case cfg.XGBoost != nil && cfg.XGBoost.Idle:
-		var cur *model.Bundle
-		if p := t.current.Load(); p != nil {
-			cur = p.Bundle
-		}
-		if cur.Target(tg) == nil {
-			x := *cfg.XGBoost
-			x.Idle = false
-			cfg.XGBoost = &x
-		}
 	}
+	if cfg.XGBoost == nil || !cfg.XGBoost.Idle {
+		return cfg
+	}
+	x := *cfg.XGBoost
+	cfg.XGBoost = &x
+	var cur *model.Bundle
+	if p := t.current.Load(); p != nil {
+		cur = p.Bundle
+	}
+	now := t.cfg.Now()
+	if cur.Target(tg) == nil || now.UnixNano() < t.idleAfter.Load() {
+		x.Idle = false
+		return cfg
+	}
+	x.Starved = func() { t.idleAfter.Store(t.cfg.Now().Add(idleBackoff).UnixNano()) }
 	return cfg
 }
 

@@ -230,12 +230,15 @@ func TestRetrainCapsTrainingRows(t *testing.T) {
 }
 
 // A target's xgboost runs go to the idle class only once it has a model to
-// serve meanwhile; the first runs niced.
+// serve meanwhile, the first running niced, and stay out of it for a
+// minute after one was starved there.
 func TestFitConfigIdleOnlyWithAModel(t *testing.T) {
 	f := newFixture(t)
 	xgb := realXGBoost(t)
 	xgb.Idle = true
 	tr := f.trainer(t, xgb)
+	now := time.Unix(1_900_000_000, 0)
+	tr.cfg.Now = func() time.Time { return now }
 	idle := func(tg features.Target) bool { return tr.fitConfig(tg).XGBoost.Idle }
 	if idle(features.TTFT) || idle(features.TPOT) {
 		t.Error("idle-class xgboost before any model")
@@ -250,5 +253,18 @@ func TestFitConfigIdleOnlyWithAModel(t *testing.T) {
 	}
 	if !tr.cfg.Fit.XGBoost.Idle {
 		t.Error("fitConfig changed the trainer's own configuration")
+	}
+
+	tr.fitConfig(features.TTFT).XGBoost.Starved() // as runAttempts does
+	if idle(features.TTFT) {
+		t.Error("idle-class xgboost right after a starved run")
+	}
+	now = now.Add(idleBackoff - time.Second)
+	if idle(features.TTFT) {
+		t.Error("idle-class xgboost within a minute of a starved run")
+	}
+	now = now.Add(time.Second)
+	if !idle(features.TTFT) {
+		t.Error("no idle-class xgboost a minute after a starved run")
 	}
 }

@@ -111,6 +111,10 @@ type XGBoost struct {
 	// with --train-idle.
 	Idle      bool
 	IdleGrace time.Duration // 0 means DefaultIdleGrace
+	// Starved, if set, is called when an idle-class run was starved and
+	// run again at Nice, so the caller can stop asking for the idle class
+	// for a while.
+	Starved func()
 }
 
 // DefaultXGBoostTimeout bounds one xgboost run when XGBoost.Timeout is zero.
@@ -336,6 +340,9 @@ func (x XGBoost) runAttempts(ctx context.Context, dir string, conf []string) (st
 		return file, err
 	}
 	// Starved: the CPU never came free. Again, at Nice.
+	if x.Starved != nil {
+		x.Starved()
+	}
 	return attempt("niced", false, timeout)
 }
 

@@ -713,8 +713,8 @@ func TestTrainTimeout(t *testing.T) {
 
 // TestTrainIdleFallsBackWhenStarved: an idle-class run that has not
 // finished within IdleGrace (here, one that never would) is killed and run
-// again at Nice, outside the idle class; one that ends in time, even with
-// an error, is not run again.
+// again at Nice, outside the idle class, and Starved is told; one that ends
+// in time, even with an error, is not run again.
 func TestTrainIdleFallsBackWhenStarved(t *testing.T) {
 	if runtime.GOOS != "linux" {
 		t.Skip("the idle scheduling class is Linux's")
@@ -743,11 +743,16 @@ echo $p > %[1]q/policy$n
 %s
 echo "run $n failed" >&2; exit 3`, dir, hang))
 			x.Idle, x.IdleGrace = true, time.Second
+			starved := 0
+			x.Starved = func() { starved++ }
 			start := time.Now()
 			_, err := x.Train(context.Background(), [][]float64{{1}}, []float64{1}, 0, DefaultXGBoostParams())
 			want := fmt.Sprintf("run %d failed", tc.wantRuns-1)
 			if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "exit status 3") {
 				t.Fatalf("err = %v, want the last run's failure %q", err, want)
+			}
+			if starved != tc.wantRuns-1 {
+				t.Errorf("Starved called %d times, want %d", starved, tc.wantRuns-1)
 			}
 			if tc.hang && time.Since(start) < x.IdleGrace {
 				t.Errorf("ran again after %v, before the %v grace", time.Since(start), x.IdleGrace)

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"strings"
 	"sync"
 	"testing"
@@ -84,7 +85,9 @@ func startCommand(t *testing.T, args ...string) {
 				t.Errorf("headroom %s exited %d; log:\n%s", args[0], code, logs.String())
 			}
 		case <-time.After(20 * time.Second):
-			t.Errorf("headroom %s did not stop within 20 s of cancellation", args[0])
+			var stacks strings.Builder
+			pprof.Lookup("goroutine").WriteTo(&stacks, 1)
+			t.Errorf("headroom %s did not stop within 20 s of cancellation; goroutines:\n%s", args[0], stacks.String())
 		}
 	})
 }

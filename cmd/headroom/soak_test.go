@@ -26,8 +26,11 @@ func TestSoak(t *testing.T) {
 	dataDir := t.TempDir()
 	trainerAddr, predictorAddr := freeAddr(t), freeAddr(t)
 	trainerURL, predictorURL := "http://"+trainerAddr, "http://"+predictorAddr
+	// Retrains a second, and idle-class xgboost runs retried niced after
+	// half a second rather than the default 10 s: on a machine busy with
+	// other tests a 10 s soak would otherwise see no retrain at all.
 	trainerArgs := durableTrainerArgs(dataDir, trainerAddr, "--retrain-interval", "1s", "--min-samples", "50",
-		"--xgb-rounds", "50")
+		"--xgb-rounds", "50", "--train-idle-grace", "500ms")
 	tr := startProc(t, nil, trainerArgs...)
 	tr.waitHealthy(trainerURL, 20*time.Second)
 	l := newLedger()
