@@ -123,8 +123,9 @@ type XGBoost struct {
 const DefaultXGBoostTimeout = 60 * time.Second
 
 // DefaultIdleGrace bounds an idle-class run when XGBoost.IdleGrace is zero.
-// Beside 5,000 predictions a second on two cores, idle-class runs on a full
-// store took 1.2-4.2 s; a run still going after 10 s is being starved.
+// Beside 5,000 predictions a second on two cores, a whole idle-class fit of
+// one target of a full store, xgboost and all, took 1.2-4.2 s; a run still
+// going after 10 s is being starved.
 const DefaultIdleGrace = 10 * time.Second
 
 // killWait is how long run waits for a killed xgboost to exit. A killed
