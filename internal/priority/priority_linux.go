@@ -16,29 +16,25 @@ func RunNiced(nice int, f func()) {
 		f()
 		return
 	}
-	runLowered(f, func(tid int) { _ = syscall.Setpriority(syscall.PRIO_PROCESS, tid, nice) })
-}
-
-// runLowered runs f on a thread of its own after lower(tid). The thread
-// is never unlocked: an unprivileged process cannot raise its priority
-// again, so it must not go back to the runtime's pool, and a goroutine
-// that exits while locked takes its thread with it.
-func runLowered(f func(), lower func(tid int)) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
+		// The thread is never unlocked: an unprivileged process cannot
+		// raise its priority again, so it must not go back to the
+		// runtime's pool, and a goroutine that exits while locked takes
+		// its thread with it.
 		runtime.LockOSThread()
 		if syscall.Gettid() == syscall.Getpid() {
 			// The main thread is not ended but parked for good by a
-			// goroutine that exits locked to it, and would stay lowered
+			// goroutine that exits locked to it, and would stay niced
 			// where ps shows the process's priority. Holding it, go one
 			// level down: the new goroutine cannot run on a thread
 			// locked to another, so it gets a thread of its own.
-			runLowered(f, lower)
-			runtime.UnlockOSThread() // not lowered: reusable
+			RunNiced(nice, f)
+			runtime.UnlockOSThread() // not niced: reusable
 			return
 		}
-		lower(syscall.Gettid())
+		_ = syscall.Setpriority(syscall.PRIO_PROCESS, syscall.Gettid(), nice)
 		f()
 	}()
 	<-done
