@@ -52,7 +52,7 @@ func startRoles(ctx context.Context, c *commonFlags, t *trainerFlags, p *predict
 	r := &roles{log: log, grace: c.shutdownGrace}
 
 	if t != nil {
-		if err := t.checkIngestLimits(); err != nil {
+		if err := t.check(); err != nil {
 			return nil, err
 		}
 		warnOpenListener(log, t.listen, tokens, "trainer")

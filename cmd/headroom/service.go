@@ -141,8 +141,16 @@ type trainerFlags struct {
 	xgb             trainer.XGBoostParams
 }
 
-// checkIngestLimits refuses ingest limits that would admit nothing.
-func (f *trainerFlags) checkIngestLimits() error {
+// check refuses trainer flags out of range, before anything starts:
+// niceness setpriority would not take, an idle grace that would never let
+// xgboost run idle, ingest limits that would admit nothing.
+func (f *trainerFlags) check() error {
+	if f.trainNice < 0 || f.trainNice > 19 {
+		return fmt.Errorf("--train-nice %d: want 0 to 19", f.trainNice)
+	}
+	if f.trainIdleGrace <= 0 {
+		return fmt.Errorf("--train-idle-grace %v: must be positive", f.trainIdleGrace)
+	}
 	if f.maxIngest < 1 {
 		return fmt.Errorf("--max-concurrent-ingest %d: want at least 1", f.maxIngest)
 	}
@@ -274,12 +282,6 @@ func newTrainer(c *commonFlags, t *trainerFlags, db *store.DB, reg prometheus.Re
 	}
 	if err := t.xgb.Validate(); err != nil {
 		return nil, err
-	}
-	if t.trainNice < 0 || t.trainNice > 19 {
-		return nil, fmt.Errorf("--train-nice %d: want 0 to 19", t.trainNice)
-	}
-	if t.trainIdleGrace <= 0 {
-		return nil, fmt.Errorf("--train-idle-grace %v: must be positive", t.trainIdleGrace)
 	}
 	fit := trainer.DefaultFitConfig()
 	fit.Kind = model.Kind(t.modelKind)

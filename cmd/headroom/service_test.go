@@ -4,20 +4,19 @@ import (
 	"context"
 	"flag"
 	"io"
-	"log/slog"
 	"math"
 	"runtime/debug"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/prometheus/client_golang/prometheus"
 )
 
 // The trainer's flags are checked before anything starts: a training
-// niceness outside what setpriority takes, or an idle grace that would
-// never let xgboost run idle, is refused with the flag's name.
-func TestTrainerFlagsTrainNice(t *testing.T) {
+// niceness outside what setpriority takes, an idle grace that would never
+// let xgboost run idle, or ingest limits that would admit nothing are
+// refused with the flag's name. The defaults: niceness 10, idle-class
+// xgboost with a 10 s grace, 16 uploads and 128 MiB of bodies at once.
+func TestTrainerFlagsChecked(t *testing.T) {
 	for _, tt := range []struct {
 		args    []string
 		wantErr string
@@ -28,40 +27,6 @@ func TestTrainerFlagsTrainNice(t *testing.T) {
 		{[]string{"--train-nice", "20"}, "--train-nice 20"},
 		{[]string{"--train-nice", "-1"}, "--train-nice -1"},
 		{[]string{"--train-idle-grace", "0s"}, "--train-idle-grace 0s"},
-	} {
-		fs := flag.NewFlagSet("test", flag.ContinueOnError)
-		var c commonFlags
-		var tf trainerFlags
-		c.register(fs)
-		tf.register(fs)
-		if err := fs.Parse(tt.args); err != nil {
-			t.Fatal(err)
-		}
-		c.dataDir = t.TempDir()
-		db, err := openStore(&c, &tf, slog.New(slog.DiscardHandler))
-		if err != nil {
-			t.Fatal(err)
-		}
-		_, err = newTrainer(&c, &tf, db, prometheus.NewRegistry(), slog.New(slog.DiscardHandler))
-		db.Close()
-		if tt.wantErr == "" && err != nil || tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)) {
-			t.Errorf("%v: newTrainer error %v, want %q", tt.args, err, tt.wantErr)
-		}
-		if tt.args == nil && (tf.trainNice != 10 || !tf.trainIdle || tf.trainIdleGrace != 10*time.Second) {
-			t.Errorf("defaults --train-nice %d --train-idle %v --train-idle-grace %v, want 10, true and 10s",
-				tf.trainNice, tf.trainIdle, tf.trainIdleGrace)
-		}
-	}
-}
-
-// Ingest limits that would admit nothing are refused with the flag's name;
-// the defaults admit 16 uploads and 128 MiB of bodies.
-func TestTrainerFlagsIngestLimits(t *testing.T) {
-	for _, tt := range []struct {
-		args    []string
-		wantErr string
-	}{
-		{nil, ""},
 		{[]string{"--max-concurrent-ingest", "1", "--max-ingest-bytes", "1"}, ""},
 		{[]string{"--max-concurrent-ingest", "0"}, "--max-concurrent-ingest 0"},
 		{[]string{"--max-ingest-bytes", "-5"}, "--max-ingest-bytes -5"},
@@ -72,12 +37,19 @@ func TestTrainerFlagsIngestLimits(t *testing.T) {
 		if err := fs.Parse(tt.args); err != nil {
 			t.Fatal(err)
 		}
-		err := tf.checkIngestLimits()
-		if tt.wantErr == "" && err != nil || tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)) {
-			t.Errorf("%v: error %v, want %q", tt.args, err, tt.wantErr)
+		if tt.args == nil && (tf.trainNice != 10 || !tf.trainIdle || tf.trainIdleGrace != 10*time.Second ||
+			tf.maxIngest != 16 || tf.maxIngestBytes != 128<<20) {
+			t.Errorf("defaults --train-nice %d --train-idle %v --train-idle-grace %v --max-concurrent-ingest %d --max-ingest-bytes %d; "+
+				"want 10, true, 10s, 16 and 128 MiB", tf.trainNice, tf.trainIdle, tf.trainIdleGrace, tf.maxIngest, tf.maxIngestBytes)
 		}
-		if tt.args == nil && (tf.maxIngest != 16 || tf.maxIngestBytes != 128<<20) {
-			t.Errorf("defaults %d uploads, %d bytes; want 16 and 128 MiB", tf.maxIngest, tf.maxIngestBytes)
+		c := commonFlags{dataDir: t.TempDir(), logLevel: "error", logFormat: "text", objective: "mean", quantile: 0.9}
+		tf.listen = "127.0.0.1:0"
+		r, err := startRoles(context.Background(), &c, &tf, nil, io.Discard)
+		if err == nil {
+			r.close()
+		}
+		if tt.wantErr == "" && err != nil || tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)) {
+			t.Errorf("%v: startRoles error %v, want %q", tt.args, err, tt.wantErr)
 		}
 	}
 }
