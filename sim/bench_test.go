@@ -2,6 +2,7 @@ package sim_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -61,4 +62,45 @@ func BenchmarkAgentic(b *testing.B) {
 		b.Fatal(err)
 	}
 	benchmarkRun(b, reqs)
+}
+
+// BenchmarkOracle: the oracle routing the demo's traffic (agent sessions,
+// bursty arrivals, 8 default servers, 2 simulated minutes) at three loads;
+// reports the wall time and the simulation work per routing decision.
+func BenchmarkOracle(b *testing.B) {
+	for _, rate := range []float64{8, 16, 32} {
+		b.Run(fmt.Sprintf("rate=%g", rate), func(b *testing.B) {
+			o := workload.DefaultAgentic(rate)
+			n := int(rate * 120)
+			o.Sessions = (n + o.Turns - 1) / o.Turns
+			o.Arrivals = workload.Arrivals{Rate: rate, Burstiness: 0.5}
+			reqs, err := workload.Agentic(o)
+			if err != nil {
+				b.Fatal(err)
+			}
+			cfg := sim.DefaultConfig()
+			cfg.Servers = 8
+			var st sim.LookaheadStats
+			for b.Loop() {
+				f, err := sim.NewFleet(cfg, sim.FleetOptions{Router: &sim.Oracle{}})
+				if err != nil {
+					b.Fatal(err)
+				}
+				if err := f.Submit(reqs...); err != nil {
+					b.Fatal(err)
+				}
+				if err := f.Run(context.Background()); err != nil {
+					b.Fatal(err)
+				}
+				s := f.LookaheadStats()
+				st.Decisions += s.Decisions
+				st.Forks += s.Forks
+				st.Steps += s.Steps
+			}
+			d := float64(st.Decisions)
+			b.ReportMetric(float64(b.Elapsed().Microseconds())/d, "µs/decision")
+			b.ReportMetric(float64(st.Forks)/d, "forks/decision")
+			b.ReportMetric(float64(st.Steps)/d, "steps/decision")
+		})
+	}
 }

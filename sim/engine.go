@@ -71,6 +71,8 @@ type seq struct {
 	generated int // output tokens sampled
 	hashed    int // leading blocks registered in (or taken from) the prefix cache
 	sched     int // tokens scheduled in the current step
+
+	copy *seq // this sequence's copy in the lookahead being forked; nil otherwise
 }
 
 // numTokens is the sequence's length so far: prompt plus sampled output.

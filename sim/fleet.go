@@ -57,6 +57,9 @@ type Fleet struct {
 	scraped         []ServerGauges
 	lastScrape      time.Duration
 	scrapedOnce     bool
+
+	journal   poolJournal // reused by every lookahead
+	lookStats LookaheadStats
 }
 
 // NewFleet builds a fleet of cfg.Servers idle engines.
@@ -194,7 +197,13 @@ func (f *Fleet) dispatch(at time.Duration, o *Outcome) error {
 	r := o.Request
 	o.Dispatch = at
 	states := f.States(r)
-	idx := f.opts.Router.Route(r, states)
+	var idx int
+	if lr, ok := f.opts.Router.(LookaheadRouter); ok {
+		f.lookStats.Decisions++
+		idx = lr.RouteLookahead(r, states, &Lookahead{f: f, req: r, dispatch: at})
+	} else {
+		idx = f.opts.Router.Route(r, states)
+	}
 	if idx < 0 || idx >= len(f.servers) {
 		return fmt.Errorf("fleet: router chose server %d for request %d, have %d", idx, r.ID, len(f.servers))
 	}
@@ -267,6 +276,10 @@ func (f *Fleet) Now() time.Duration { return f.now }
 
 // Outcomes returns every submitted request's outcome, in submission order.
 func (f *Fleet) Outcomes() []*Outcome { return f.outcomes }
+
+// LookaheadStats counts the work of the router's lookaheads so far; zero
+// unless the router is a LookaheadRouter.
+func (f *Fleet) LookaheadStats() LookaheadStats { return f.lookStats }
 
 // Engines returns the fleet's engines, for their stats.
 func (f *Fleet) Engines() []*Engine { return f.servers }

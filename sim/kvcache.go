@@ -22,6 +22,84 @@ type blockPool struct {
 	free       int
 	cached     map[uint64]int32
 	evictions  int
+
+	// journal, while set, records every change so that rollback can undo
+	// them: a lookahead runs a copy of an engine forward on its parent's
+	// pool instead of copying the pool (see lookahead.go).
+	journal *poolJournal
+}
+
+// blockState is everything the pool keeps about one block.
+type blockState struct {
+	ref        int32
+	hash       uint64
+	hashed     bool
+	prev, next int32
+}
+
+type blockUndo struct {
+	b   int32
+	old blockState
+}
+
+type cacheUndo struct {
+	h   uint64
+	b   int32
+	had bool // cached[h] existed (and was b) before the change
+}
+
+// poolJournal is the undo log of a pool: the prior state of every block
+// and prefix-cache entry changed since begin, in order, and the scalars as
+// they were at begin.
+type poolJournal struct {
+	blocks          []blockUndo
+	cached          []cacheUndo
+	head, tail      int32
+	free, evictions int
+}
+
+// begin starts recording changes. The pool must not be journaling already.
+func (p *blockPool) begin(j *poolJournal) {
+	j.blocks, j.cached = j.blocks[:0], j.cached[:0]
+	j.head, j.tail, j.free, j.evictions = p.head, p.tail, p.free, p.evictions
+	p.journal = j
+}
+
+// rollback undoes every change since begin, newest first, and stops
+// recording.
+func (p *blockPool) rollback() {
+	j := p.journal
+	p.journal = nil
+	for i := len(j.cached) - 1; i >= 0; i-- {
+		u := j.cached[i]
+		if u.had {
+			p.cached[u.h] = u.b
+		} else {
+			delete(p.cached, u.h)
+		}
+	}
+	for i := len(j.blocks) - 1; i >= 0; i-- {
+		u := j.blocks[i]
+		b := u.b
+		p.ref[b], p.hash[b], p.hashed[b], p.prev[b], p.next[b] = u.old.ref, u.old.hash, u.old.hashed, u.old.prev, u.old.next
+	}
+	p.head, p.tail, p.free, p.evictions = j.head, j.tail, j.free, j.evictions
+}
+
+// save records block b's state before a change, when journaling.
+func (p *blockPool) save(b int32) {
+	if p.journal != nil && b >= 0 {
+		p.journal.blocks = append(p.journal.blocks, blockUndo{b,
+			blockState{ref: p.ref[b], hash: p.hash[b], hashed: p.hashed[b], prev: p.prev[b], next: p.next[b]}})
+	}
+}
+
+// saveCached records the prefix-cache entry of h before a change.
+func (p *blockPool) saveCached(h uint64) {
+	if p.journal != nil {
+		b, had := p.cached[h]
+		p.journal.cached = append(p.journal.cached, cacheUndo{h, b, had})
+	}
 }
 
 func newBlockPool(n int, caching bool) *blockPool {
@@ -96,6 +174,7 @@ func (p *blockPool) acquire(b int32) {
 	if p.ref[b] == 0 {
 		p.unlink(b)
 	}
+	p.save(b)
 	p.ref[b]++
 }
 
@@ -103,8 +182,9 @@ func (p *blockPool) acquire(b int32) {
 // content. The caller has checked numFree.
 func (p *blockPool) allocate() int32 {
 	b := p.head
-	p.unlink(b)
+	p.unlink(b) // saves b
 	if p.hashed[b] {
+		p.saveCached(p.hash[b])
 		delete(p.cached, p.hash[b])
 		p.hashed[b] = false
 		p.evictions++
@@ -116,6 +196,7 @@ func (p *blockPool) allocate() int32 {
 // release drops a reference; an unreferenced block joins the tail of the
 // free list with its content intact.
 func (p *blockPool) release(b int32) {
+	p.save(b)
 	p.ref[b]--
 	if p.ref[b] == 0 {
 		p.pushTail(b)
@@ -140,12 +221,16 @@ func (p *blockPool) register(b int32, h uint64) {
 	if _, dup := p.cached[h]; dup {
 		return
 	}
+	p.saveCached(h)
+	p.save(b)
 	p.cached[h] = b
 	p.hash[b] = h
 	p.hashed[b] = true
 }
 
 func (p *blockPool) pushTail(b int32) {
+	p.save(b)
+	p.save(p.tail)
 	p.prev[b], p.next[b] = p.tail, -1
 	if p.tail >= 0 {
 		p.next[p.tail] = b
@@ -157,6 +242,9 @@ func (p *blockPool) pushTail(b int32) {
 }
 
 func (p *blockPool) unlink(b int32) {
+	p.save(b)
+	p.save(p.prev[b])
+	p.save(p.next[b])
 	if p.prev[b] >= 0 {
 		p.next[p.prev[b]] = p.next[b]
 	} else {

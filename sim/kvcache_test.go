@@ -1,6 +1,12 @@
 package sim
 
-import "testing"
+import (
+	"maps"
+	"math/rand/v2"
+	"reflect"
+	"slices"
+	"testing"
+)
 
 func TestBlockPoolAllocatesLeastRecentlyFreedLast(t *testing.T) {
 	p := newBlockPool(4, true)
@@ -95,5 +101,61 @@ func TestBlockPoolMatchStopsAtLimitAndFirstMiss(t *testing.T) {
 		if got := p.matchLen(tt.hashes, tt.limit); got != tt.want {
 			t.Errorf("matchLen(%v, %d) = %d, want %d", tt.hashes, tt.limit, got, tt.want)
 		}
+	}
+}
+
+// A journaled run of random pool operations, rolled back, leaves the pool
+// exactly as it was: every array, the free list's order and the prefix
+// cache.
+func TestBlockPoolRollbackRestoresEverything(t *testing.T) {
+	type snapshot struct {
+		ref             []int32
+		hash            []uint64
+		hashed          []bool
+		prev, next      []int32
+		head, tail      int32
+		free, evictions int
+		cached          map[uint64]int32
+	}
+	snap := func(p *blockPool) snapshot {
+		return snapshot{slices.Clone(p.ref), slices.Clone(p.hash), slices.Clone(p.hashed), slices.Clone(p.prev),
+			slices.Clone(p.next), p.head, p.tail, p.free, p.evictions, maps.Clone(p.cached)}
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	p := newBlockPool(64, true)
+	var held []int32
+	step := func() {
+		switch op := rng.IntN(4); {
+		case op == 0 && p.numFree() > 0:
+			b := p.allocate()
+			p.register(b, uint64(rng.IntN(200)))
+			held = append(held, b)
+		case op == 1 && len(held) > 0:
+			i := rng.IntN(len(held))
+			p.release(held[i])
+			held = slices.Delete(held, i, i+1)
+		case op == 2:
+			for _, b := range p.match([]uint64{uint64(rng.IntN(200))}, 1, nil) {
+				p.acquire(b)
+				held = append(held, b)
+			}
+		}
+	}
+	for range 500 {
+		step()
+	}
+	var j poolJournal
+	for round := range 20 {
+		before, heldBefore := snap(p), slices.Clone(held)
+		p.begin(&j)
+		for range 200 {
+			step()
+		}
+		p.rollback()
+		held = heldBefore
+		if !reflect.DeepEqual(before, snap(p)) {
+			t.Fatalf("round %d: rollback left the pool changed", round)
+		}
+		step() // move on unjournaled, so each round starts elsewhere
 	}
 }
