@@ -17,13 +17,12 @@ import (
 )
 
 type service struct {
-	db        *store.DB
-	trainer   *trainer.Trainer
-	pred      *predictor.Predictor
-	trainerH  http.Handler
-	predictH  http.Handler
-	tokens    Tokens
-	maxBodyKB int64
+	db       *store.DB
+	trainer  *trainer.Trainer
+	pred     *predictor.Predictor
+	trainerH http.Handler
+	predictH http.Handler
+	tokens   Tokens
 }
 
 func newService(t *testing.T, tokens Tokens) *service {

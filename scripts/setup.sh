@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Installs what Headroom needs on a Debian machine, only where it is missing:
-# the xgboost CLI (Debian package) and the Go modules. Safe to run again.
+# the xgboost CLI (Debian package) and the Go modules; run directly, also the
+# pinned checkers CI runs (staticcheck, deadcode), which scripts/test.sh
+# installs through install_check_tools. Safe to run again.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -27,3 +29,28 @@ if ! command -v xgboost >/dev/null 2>&1; then
 fi
 
 go mod download
+
+# The checkers scripts/test.sh runs, at pinned versions so that a new
+# release's new findings arrive in a commit that says so, not in an unrelated
+# CI run. They live in their own directory (not GOPATH/bin) so another
+# version installed by hand is neither used nor overwritten; a binary of
+# another version is replaced.
+check_tools=(
+	honnef.co/go/tools/cmd/staticcheck@v0.8.2
+	golang.org/x/tools/cmd/deadcode@v0.52.0
+)
+install_check_tools() {
+	local dir=${HEADROOM_TOOLS:-$(go env GOPATH)/headroom-tools}
+	local tool pkg version bin
+	for tool in "${check_tools[@]}"; do
+		pkg=${tool%@*} version=${tool#*@} bin=$dir/${pkg##*/}
+		if [ "$(go version -m "$bin" 2>/dev/null | awk '$1 == "mod" { print $3 }')" != "$version" ]; then
+			echo "setup: installing $tool" >&2
+			GOBIN=$dir go install "$tool"
+		fi
+	done
+	export PATH="$dir:$PATH"
+}
+if [ "${BASH_SOURCE[0]}" = "$0" ]; then
+	install_check_tools
+fi

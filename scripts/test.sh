@@ -1,17 +1,23 @@
 #!/usr/bin/env bash
-# Sets up what the tests need and runs them: vet, then every package's tests
+# Sets up what the tests need and runs them: gofmt, vet, a tidy go.mod,
+# staticcheck, then every package's tests
 # under the race detector (integration tests start their own servers and
 # processes on free loopback ports), then short fuzz runs. Set
 # HEADROOM_LONG_TESTS=1 for the long soak, kill and fuzz runs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/setup.sh
+install_check_tools
 unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))
 if [ -n "$unformatted" ]; then
 	echo "gofmt needed on:" $unformatted >&2
 	exit 1
 fi
 go vet ./...
+
+# go.mod and go.sum say exactly what the code imports.
+go mod tidy -diff || { echo "go.mod/go.sum are not tidy: run go mod tidy" >&2; exit 1; }
+staticcheck ./...
 
 # Every test runs under the race detector; the whole suite takes a few
 # minutes on two cores. Each fuzz target's seeds and committed corpus

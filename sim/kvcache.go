@@ -120,10 +120,9 @@ func newBlockPool(n int, caching bool) *blockPool {
 	return p
 }
 
-func (p *blockPool) size() int      { return len(p.ref) }
-func (p *blockPool) numFree() int   { return p.free }
-func (p *blockPool) numUsed() int   { return len(p.ref) - p.free }
-func (p *blockPool) numCached() int { return len(p.cached) }
+func (p *blockPool) size() int    { return len(p.ref) }
+func (p *blockPool) numFree() int { return p.free }
+func (p *blockPool) numUsed() int { return len(p.ref) - p.free }
 
 // match returns the blocks holding the longest cached prefix of hashes, at
 // most limit of them. It changes nothing.

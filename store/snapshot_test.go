@@ -20,6 +20,10 @@ func TestSnapshotOrderAndBuckets(t *testing.T) {
 		mustAdd(t, db, batch)
 		added = append(added, batch...)
 	}
+	byTime := make(map[time.Time]Sample, len(added))
+	for _, s := range added {
+		byTime[s.Timestamp] = s
+	}
 	for _, tg := range features.Targets {
 		train, holdout, err := db.Snapshot(tg)
 		if err != nil {
@@ -34,6 +38,13 @@ func TestSnapshotOrderAndBuckets(t *testing.T) {
 		for name, ss := range map[string][]Sample{"train": train, "holdout": holdout} {
 			if !slices.IsSortedFunc(ss, func(a, b Sample) int { return a.Timestamp.Compare(b.Timestamp) }) {
 				t.Errorf("%s %s: not oldest first", tg, name)
+			}
+			// Eviction drops samples but never alters one.
+			for i := range ss {
+				if want, ok := byTime[ss[i].Timestamp]; !ok || !sampleEqual(&ss[i], &want) {
+					t.Errorf("%s %s: sample at %v is not one that was added", tg, name, ss[i].Timestamp)
+					break
+				}
 			}
 		}
 
