@@ -1,19 +1,30 @@
-# Build stage: a static Go binary.
-FROM golang:1.26-bookworm AS build
+# One image for both roles: `headroom trainer`, `headroom predictor` or
+# `headroom serve` (both in one process, the default).
+
+# Build stage: a static Go binary. The Go version matches go.mod's go line,
+# so the build never fetches another toolchain; override with
+# --build-arg GO_VERSION=... only together with go.mod.
+ARG GO_VERSION=1.26.8
+FROM golang:${GO_VERSION}-bookworm AS build
 WORKDIR /src
+ENV GOTOOLCHAIN=local CGO_ENABLED=0
 COPY go.mod go.sum ./
 RUN go mod download
 COPY . .
-RUN CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o /out/headroom ./cmd/headroom
+RUN go build -trimpath -ldflags="-s -w" -o /out/headroom ./cmd/headroom
 
 # Runtime stage: Debian with the xgboost CLI the trainer runs as a subprocess.
 FROM debian:bookworm-slim
+# A regular (not --system) user: its fixed uid 10001 is outside the system
+# range, which useradd --system warns about. Bind-mounted data directories
+# must be writable by this uid (README, "Docker").
 RUN apt-get update && apt-get install -y --no-install-recommends xgboost ca-certificates \
     && rm -rf /var/lib/apt/lists/* \
-    && useradd --system --home /data --uid 10001 headroom \
-    && mkdir -p /data && chown headroom /data
+    && groupadd --gid 10001 headroom \
+    && useradd --uid 10001 --gid 10001 --no-create-home --home-dir /data --shell /usr/sbin/nologin headroom \
+    && mkdir -p /data && chown headroom:headroom /data
 COPY --from=build /out/headroom /usr/local/bin/headroom
-USER headroom
+USER 10001:10001
 VOLUME /data
 ENV HEADROOM_DATA_DIR=/data \
     HEADROOM_TRAINER_LISTEN=0.0.0.0:8000 \
