@@ -30,8 +30,9 @@ const (
 	Predicted  = "predicted"
 )
 
-// Policies lists every policy of the comparison, in order.
-var Policies = []string{RoundRobin, LeastQueue, LoadPrefix, Predicted}
+// Policies lists every policy of the comparison, in order (OracleSLO
+// follows when SLOs are set: PoliciesFor).
+var Policies = []string{RoundRobin, LeastQueue, LoadPrefix, Predicted, Oracle, OracleTTFT}
 
 // Options configure a demo run. Zero values mean DefaultOptions' values.
 type Options struct {
@@ -222,20 +223,26 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 			return nil, err
 		}
 	}
-	for _, name := range Policies {
+	for _, name := range PoliciesFor(opts.SLO) {
 		var pr PolicyResult
-		if name == Predicted {
+		var simTime time.Duration
+		switch name {
+		case Predicted:
 			if pr, err = l.run(ctx, Predicted, reqs); err != nil {
 				return nil, err
 			}
-		} else {
-			var simTime time.Duration
-			if pr, simTime, err = runBaseline(ctx, name, cfg, reqs, opts.SLO); err != nil {
-				return nil, err
-			}
-			l.progress(Progress{Phase: name, SimTime: simTime, Done: true, Dispatched: len(reqs),
-				Completed: pr.Completed, TTFTP95Ms: pr.TTFTP95Ms})
+			res.Policies = append(res.Policies, pr)
+			continue
+		case Oracle, OracleSLO, OracleTTFT:
+			pr, simTime, err = runOracle(ctx, name, cfg, reqs, opts.SLO)
+		default:
+			pr, simTime, err = runBaseline(ctx, name, cfg, reqs, opts.SLO)
 		}
+		if err != nil {
+			return nil, err
+		}
+		l.progress(Progress{Phase: name, SimTime: simTime, Done: true, Dispatched: len(reqs),
+			Completed: pr.Completed, TTFTP95Ms: pr.TTFTP95Ms})
 		res.Policies = append(res.Policies, pr)
 	}
 
@@ -255,17 +262,26 @@ func runBaseline(ctx context.Context, name string, cfg sim.Config, reqs []*sim.R
 	if !ok {
 		return PolicyResult{}, 0, fmt.Errorf("demo: no router %q", name)
 	}
-	f, err := sim.NewFleet(cfg, sim.FleetOptions{Router: router})
+	f, err := runFleet(ctx, name, cfg, router, sim.Hooks{}, reqs)
 	if err != nil {
 		return PolicyResult{}, 0, err
 	}
+	return policyResult(name, f.Outcomes(), f.Summary(), slo), f.Now(), nil
+}
+
+// runFleet runs reqs to the end on a fresh fleet of cfg behind router.
+func runFleet(ctx context.Context, name string, cfg sim.Config, router sim.Router, hooks sim.Hooks, reqs []*sim.Request) (*sim.Fleet, error) {
+	f, err := sim.NewFleet(cfg, sim.FleetOptions{Router: router, Hooks: hooks})
+	if err != nil {
+		return nil, err
+	}
 	if err := f.Submit(reqs...); err != nil {
-		return PolicyResult{}, 0, fmt.Errorf("demo %s: %w", name, err)
+		return nil, fmt.Errorf("demo %s: %w", name, err)
 	}
 	if err := f.Run(ctx); err != nil {
-		return PolicyResult{}, 0, fmt.Errorf("demo %s: %w", name, err)
+		return nil, fmt.Errorf("demo %s: %w", name, err)
 	}
-	return policyResult(name, f.Outcomes(), f.Summary(), slo), f.Now(), nil
+	return f, nil
 }
 
 // learner runs fleets whose router reports to and predicts from the
@@ -290,6 +306,7 @@ type live struct {
 	ttft, tpot []float64          // absolute percentage errors since the last report
 	allTTFT    []float64
 	allTPOT    []float64
+	points     []TTFTPoint
 }
 
 func (lv *live) reset() { lv.ttft, lv.tpot = lv.ttft[:0], lv.tpot[:0] }
@@ -299,10 +316,18 @@ func (lv *live) reset() { lv.ttft, lv.tpot = lv.ttft[:0], lv.tpot[:0] }
 func (l *learner) run(ctx context.Context, phase string, reqs []*sim.Request) (PolicyResult, error) {
 	router := &PredictedRouter{Client: l.client, SLO: l.opts.SLO, Timeout: l.opts.PredictTimeout}
 	router.Bind(ctx)
+	// The comparison's run also looks ahead at every decision, to explain
+	// its gap to the oracle; the lookahead leaves the run as it would be.
+	var fleetRouter sim.Router = router
+	var regret *regretRecorder
+	if phase == Predicted {
+		regret = &regretRecorder{inner: router, slo: l.opts.SLO}
+		fleetRouter = regret
+	}
 	lv := &live{predicted: make(map[int]Prediction)}
 	stamp := func(t time.Duration) time.Time { return l.opts.Epoch.Add(l.offset + t) }
 	f, err := sim.NewFleet(l.cfg, sim.FleetOptions{
-		Router: router,
+		Router: fleetRouter,
 		Hooks: sim.Hooks{
 			OnDispatch: func(o *sim.Outcome, _ []sim.ServerState) {
 				if p := router.Last(); p != nil {
@@ -315,6 +340,7 @@ func (l *learner) run(ctx context.Context, phase string, reqs []*sim.Request) (P
 				if p, ok := lv.predicted[o.Request.ID]; ok {
 					ape := 100 * math.Abs(p.TTFTMs-e.ActualTTFTMs) / e.ActualTTFTMs
 					lv.ttft, lv.allTTFT = append(lv.ttft, ape), append(lv.allTTFT, ape)
+					lv.points = append(lv.points, TTFTPoint{ExpectedMs: p.TTFTMs, ActualMs: ms(o.TTFT())})
 				}
 			},
 			OnFinish: func(o *sim.Outcome) {
@@ -400,10 +426,15 @@ func (l *learner) run(ctx context.Context, phase string, reqs []*sim.Request) (P
 	pr := policyResult(phase, f.Outcomes(), f.Summary(), l.opts.SLO)
 	pr.Router = &router.Stats
 	pr.LiveMAPE = &TargetPair{TTFT: mean(lv.allTTFT), TPOT: mean(lv.allTPOT)}
+	pr.Points = lv.points
+	if regret != nil {
+		pr.Regret = regret.report()
+	}
 	return pr, nil
 }
 
 func (l *learner) progress(p Progress) {
+	p.Rate = l.opts.Rate
 	if p.Wall == 0 {
 		p.Wall = time.Since(l.start)
 	}

@@ -122,8 +122,9 @@ func TestDemoEndToEnd(t *testing.T) {
 	// Routing on predictions: a much shorter TTFT tail than round-robin,
 	// which ignores where each session's history is cached.
 	rr := res.Policy(RoundRobin)
-	t.Logf("TTFT p95: round-robin %.0f ms, least-queue %.0f ms, load-prefix %.0f ms, predicted %.0f ms",
-		rr.TTFTP95Ms, res.Policy(LeastQueue).TTFTP95Ms, res.Policy(LoadPrefix).TTFTP95Ms, pred.TTFTP95Ms)
+	t.Logf("TTFT p95: round-robin %.0f ms, least-queue %.0f ms, load-prefix %.0f ms, predicted %.0f ms, oracle %.0f ms, oracle-ttft %.0f ms",
+		rr.TTFTP95Ms, res.Policy(LeastQueue).TTFTP95Ms, res.Policy(LoadPrefix).TTFTP95Ms, pred.TTFTP95Ms,
+		res.Policy(Oracle).TTFTP95Ms, res.Policy(OracleTTFT).TTFTP95Ms)
 	if !(pred.TTFTP95Ms < 0.8*rr.TTFTP95Ms) {
 		t.Errorf("predicted TTFT p95 %.0f ms, round-robin %.0f ms: want at least 20%% less", pred.TTFTP95Ms, rr.TTFTP95Ms)
 	}

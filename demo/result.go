@@ -61,8 +61,17 @@ type PolicyResult struct {
 	PrefixHitRate float64  `json:"prefix_hit_rate"`
 	// For the predicted policy: the error of the predictions it acted on
 	// (the chosen server's), in percent, and what its router did.
+	// For the oracles, LiveMAPE is that of their foresight, which only
+	// later arrivals make wrong.
 	LiveMAPE *TargetPair  `json:"live_mape,omitempty"`
 	Router   *RouterStats `json:"router,omitempty"`
+	// Regret explains the predicted policy's gap to the oracle.
+	Regret *Regret `json:"regret,omitempty"`
+	// Lookahead is the simulation work of an oracle's decisions.
+	Lookahead *sim.LookaheadStats `json:"lookahead,omitempty"`
+	// Points are the routed requests' expected and actual TTFTs, for the
+	// predicted policy and the oracles.
+	Points []TTFTPoint `json:"-"`
 }
 
 func policyResult(name string, outs []*sim.Outcome, s sim.Summary, slo SLO) PolicyResult {
@@ -135,6 +144,7 @@ func finalModel(info ModelInfo) FinalModel {
 // warm-up and the predicted policy), and at the end of every run.
 type Progress struct {
 	Wall       time.Duration `json:"-"`
+	Rate       float64       `json:"-"` // the run's offered load, requests/s
 	Phase      string        `json:"phase"`
 	Learning   bool          `json:"-"` // a run that predicts and reports, not a heuristic baseline
 	SimTime    time.Duration `json:"-"`
@@ -209,10 +219,23 @@ func (r *Result) MarshalJSON() ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	pol, err := policiesJSON(r.Policies)
+	if err != nil {
+		return nil, err
+	}
 	var buf bytes.Buffer
 	buf.Write(head[:len(head)-1]) // reopen the object
-	buf.WriteString(`,"policies":{`)
-	for i, p := range r.Policies {
+	buf.WriteString(`,"policies":`)
+	buf.Write(pol)
+	buf.WriteByte('}')
+	return buf.Bytes(), nil
+}
+
+// policiesJSON writes policies as one object keyed by name, in order.
+func policiesJSON(policies []PolicyResult) ([]byte, error) {
+	var buf bytes.Buffer
+	buf.WriteByte('{')
+	for i, p := range policies {
 		if i > 0 {
 			buf.WriteByte(',')
 		}
@@ -225,7 +248,7 @@ func (r *Result) MarshalJSON() ([]byte, error) {
 		buf.WriteByte(':')
 		buf.Write(v)
 	}
-	buf.WriteString("}}")
+	buf.WriteByte('}')
 	return buf.Bytes(), nil
 }
 
@@ -294,6 +317,10 @@ func WriteTable(w io.Writer, r *Result) error {
 	if p := r.Policy(Predicted); p != nil && p.LiveMAPE != nil && p.Router != nil {
 		fmt.Fprintf(&buf, "predicted run: %d of %d requests routed on predictions; live MAPE of those predictions ttft %s, tpot %s\n",
 			p.Router.Routed, p.Requests, pct(p.LiveMAPE.TTFT), pct(p.LiveMAPE.TPOT))
+		if g := p.Regret; g != nil && g.Decisions > 0 {
+			fmt.Fprintf(&buf, "against the oracle (the same rule on foreseen latencies): %d of %d decisions differed, costing %.0f ms of TTFT in all as foreseen at dispatch\n",
+				g.Disagreements, g.Decisions, g.TTFTMs)
+		}
 		if p.Router.Failed > 0 {
 			fmt.Fprintf(&buf, "warning: %d prediction calls failed (fell back to load-prefix); the last: %v\n", p.Router.Failed, p.Router.LastError)
 		}

@@ -82,7 +82,7 @@ func BenchmarkOracle(b *testing.B) {
 			cfg.Servers = 8
 			var st sim.LookaheadStats
 			for b.Loop() {
-				f, err := sim.NewFleet(cfg, sim.FleetOptions{Router: &sim.Oracle{}})
+				f, err := sim.NewFleet(cfg, sim.FleetOptions{Router: &sim.TTFTOracle{}})
 				if err != nil {
 					b.Fatal(err)
 				}

@@ -192,7 +192,7 @@ func TestOraclePicksTheTrulyFastestServer(t *testing.T) {
 			ttft[i] = f.Outcomes()[len(reqs)-1].TTFT()
 		}
 		delete(to, last.ID)
-		oracle := &Oracle{}
+		oracle := &TTFTOracle{}
 		var foresaw time.Duration
 		f := runFleet(t, cfg, FleetOptions{Router: scriptRouter{to: to, last: oracle}, Hooks: Hooks{
 			OnDispatch: func(o *Outcome, _ []ServerState) {
@@ -233,7 +233,7 @@ func TestOracleStopsEarlyWithoutChangingItsChoices(t *testing.T) {
 	cfg := tightConfig()
 	reqs := randomWorkload(3, 300, 30*time.Millisecond)
 	full := runFleet(t, cfg, FleetOptions{Router: exhaustiveOracle{}}, reqs...)
-	fast := runFleet(t, cfg, FleetOptions{Router: &Oracle{}}, reqs...)
+	fast := runFleet(t, cfg, FleetOptions{Router: &TTFTOracle{}}, reqs...)
 	if !reflect.DeepEqual(views(full.Outcomes()), views(fast.Outcomes())) {
 		t.Error("the oracle's early stopping changed its choices")
 	}
@@ -246,7 +246,7 @@ func TestOracleStopsEarlyWithoutChangingItsChoices(t *testing.T) {
 
 func TestOracleWithoutLookaheadRoutesAsLoadPrefix(t *testing.T) {
 	states := []ServerState{{Index: 0, NumRequestRunning: 5}, {Index: 1, PrefixCacheScore: 0.9}}
-	if got, want := (&Oracle{}).Route(nil, states), DefaultLoadPrefix().Route(nil, states); got != want {
+	if got, want := (&TTFTOracle{}).Route(nil, states), DefaultLoadPrefix().Route(nil, states); got != want {
 		t.Errorf("server %d, load-prefix picks %d", got, want)
 	}
 }

@@ -5,7 +5,7 @@ import (
 	"time"
 )
 
-// Oracle is the greedy router with a perfect TTFT predictor: it sends each
+// TTFTOracle is the greedy router with a perfect TTFT predictor: it sends each
 // request to the server where its first token would come soonest if
 // nothing else arrived, found by simulating the request on every candidate
 // (Lookahead.FirstToken). Ties go to the fewest in flight, then the lowest
@@ -14,14 +14,16 @@ import (
 // It knows everything a router could know at dispatch (every server's exact
 // state and cost model) and nothing of the future: requests that arrive
 // later can still slow the one it routed. So it bounds what a better
-// latency predictor can buy a router that decides one request at a time,
-// not what any router could do.
+// TTFT predictor can buy a router that sends each request where it is
+// served soonest, not what any router could do: that rule ignores what a
+// request costs the others on its server, and docs/DEMO.md shows routers
+// with worse predictions beat it.
 //
 // Cost: candidates are tried likeliest winner first (most of the prompt
 // cached, then least prefill queued), and each later lookahead stops as
 // soon as it cannot beat the best so far, so a decision simulates about
 // one TTFT's worth of steps on the winner and less on the others.
-type Oracle struct {
+type TTFTOracle struct {
 	order []int
 	last  time.Duration
 }
@@ -29,13 +31,13 @@ type Oracle struct {
 // Route implements Router for callers without a fleet: without a lookahead
 // the oracle cannot see ahead and routes as DefaultLoadPrefix. A Fleet
 // always calls RouteLookahead.
-func (o *Oracle) Route(req *Request, servers []ServerState) int {
+func (o *TTFTOracle) Route(req *Request, servers []ServerState) int {
 	o.last = 0
 	return DefaultLoadPrefix().Route(req, servers)
 }
 
 // RouteLookahead implements LookaheadRouter.
-func (o *Oracle) RouteLookahead(req *Request, servers []ServerState, la *Lookahead) int {
+func (o *TTFTOracle) RouteLookahead(req *Request, servers []ServerState, la *Lookahead) int {
 	o.order = o.order[:0]
 	for i := range servers {
 		o.order = append(o.order, i)
@@ -79,7 +81,7 @@ func (o *Oracle) RouteLookahead(req *Request, servers []ServerState, la *Lookahe
 // routed, on the server it chose; 0 if it could not look ahead. The actual
 // TTFT differs only when later arrivals changed that server's steps before
 // the first token.
-func (o *Oracle) Foresight() time.Duration { return o.last }
+func (o *TTFTOracle) Foresight() time.Duration { return o.last }
 
 // better breaks a tie between two servers with equal TTFT: the fewest in
 // flight, then the lowest index.

@@ -121,7 +121,7 @@ func (p LoadPrefix) Route(_ *Request, servers []ServerState) int {
 }
 
 // RouterNames lists the names NewRouter accepts.
-var RouterNames = []string{"round-robin", "least-queue", "load-prefix", "oracle"}
+var RouterNames = []string{"round-robin", "least-queue", "load-prefix", "oracle-ttft"}
 
 // NewRouter returns a fresh built-in router by name, or false.
 func NewRouter(name string) (Router, bool) {
@@ -132,8 +132,8 @@ func NewRouter(name string) (Router, bool) {
 		return LeastQueue{}, true
 	case "load-prefix":
 		return DefaultLoadPrefix(), true
-	case "oracle":
-		return &Oracle{}, true
+	case "oracle-ttft":
+		return &TTFTOracle{}, true
 	}
 	return nil, false
 }

@@ -24,6 +24,8 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		opts   = demo.DefaultOptions()
 		asJSON = fs.Bool("json", false, "print the result as JSON on stdout (progress still goes to stderr)")
 		quiet  = fs.Bool("quiet", false, "no progress lines")
+		sweep  = fs.String("sweep", "", "comma-separated request rates: run the whole comparison at each (replaces --rate)")
+		plotTo = fs.String("plot", "", "with --sweep: write SVG charts of the sweep into this directory")
 	)
 	fs.DurationVar(&opts.Duration, "duration", opts.Duration, "simulated arrival window of each policy's run")
 	fs.DurationVar(&opts.Warmup, "warmup", opts.Warmup, "simulated arrival window of the warm-up that trains the first models (0: none)")
@@ -38,7 +40,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs.BoolVar(&opts.Service.NoXGBoost, "no-xgboost", false, "train linear models only")
 	fs.Float64Var(&opts.Service.Quantile, "quantile", 0, "predictor serves this quantile instead of the mean, e.g. 0.9 (0: mean)")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: headroom demo [--duration D] [--servers N] [--rate R] [--seed S] [--slo-ttft-ms X] [--json]")
+		fmt.Fprintln(stderr, "usage: headroom demo [--duration D] [--servers N] [--rate R | --sweep R1,R2,... [--plot DIR]] [--seed S] [--slo-ttft-ms X] [--json]")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -64,9 +66,27 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if opts.Warmup == 0 {
 		opts.Warmup = -1 // the flag's 0 means none; the package's 0 means its default
 	}
+	var rates []float64
+	if *sweep != "" {
+		var err error
+		if rates, err = demo.ParseRates(*sweep); err != nil {
+			return fmt.Errorf("--sweep: %w", err)
+		}
+	} else if *plotTo != "" {
+		return fmt.Errorf("--plot needs --sweep: the charts are against offered load")
+	}
 	if !*quiet {
 		fmt.Fprintln(stderr, demo.ProgressLegend)
-		opts.Progress = func(p demo.Progress) { fmt.Fprintln(stderr, p) }
+		opts.Progress = func(p demo.Progress) {
+			if rates != nil {
+				fmt.Fprintf(stderr, "%5g req/s %s\n", p.Rate, p)
+				return
+			}
+			fmt.Fprintln(stderr, p)
+		}
+	}
+	if rates != nil {
+		return runSweep(ctx, opts, rates, *plotTo, *asJSON, stdout, stderr)
 	}
 	res, err := demo.Run(ctx, opts)
 	if err != nil {
@@ -77,4 +97,25 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	fmt.Fprintln(stdout)
 	return demo.WriteTable(stdout, res)
+}
+
+func runSweep(ctx context.Context, opts demo.Options, rates []float64, plotDir string, asJSON bool, stdout, stderr io.Writer) error {
+	s, err := demo.RunSweep(ctx, opts, rates)
+	if err != nil {
+		return err
+	}
+	if plotDir != "" {
+		paths, err := demo.WritePlots(plotDir, s)
+		if err != nil {
+			return err
+		}
+		for _, p := range paths {
+			fmt.Fprintln(stderr, "wrote", p)
+		}
+	}
+	if asJSON {
+		return demo.WriteSweepJSON(stdout, s)
+	}
+	fmt.Fprintln(stdout)
+	return demo.WriteSweepTable(stdout, s)
 }

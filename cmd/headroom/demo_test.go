@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -39,7 +41,7 @@ func TestDemoJSON(t *testing.T) {
 		doc.Model.TTFT.HoldoutMAPE == nil || doc.Model.TPOT.HoldoutMAPE == nil {
 		t.Errorf("result %+v", doc)
 	}
-	for _, name := range []string{"round-robin", "least-queue", "load-prefix", "predicted"} {
+	for _, name := range []string{"round-robin", "least-queue", "load-prefix", "predicted", "oracle", "oracle-ttft", "oracle-slo"} {
 		p, ok := doc.Policies[name]
 		if !ok {
 			t.Errorf("no policy %s in %v", name, doc.Policies)
@@ -82,10 +84,52 @@ func TestDemoFlagErrors(t *testing.T) {
 		{"--servers", "0"},
 		{"--slo-ttft-ms", "-3"},
 		{"--quantile", "1.5"},
+		{"--plot", "somewhere"},
+		{"--sweep", "4,-8"},
+		{"--sweep", "fast"},
 	} {
 		var stdout, stderr bytes.Buffer
 		if err := runDemo(context.Background(), append(args, "--quiet"), &stdout, &stderr); err == nil {
 			t.Errorf("demo %v: no error", args)
 		}
+	}
+}
+
+func TestDemoSweep(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	dir := filepath.Join(t.TempDir(), "plots")
+	args := append([]string{"--json", "--sweep", "2,4", "--plot", dir}, smallDemo...)
+	if err := runDemo(context.Background(), args, &stdout, &stderr); err != nil {
+		t.Fatalf("demo: %v\n%s", err, stderr.String())
+	}
+	var doc struct {
+		Sweep []struct {
+			Rate     float64                   `json:"rate"`
+			Policies map[string]map[string]any `json:"policies"`
+		} `json:"sweep"`
+	}
+	if err := json.Unmarshal(stdout.Bytes(), &doc); err != nil {
+		t.Fatalf("not JSON: %v\n%s", err, stdout.String())
+	}
+	if len(doc.Sweep) != 2 || doc.Sweep[0].Rate != 2 || doc.Sweep[1].Rate != 4 {
+		t.Fatalf("sweep %+v", doc.Sweep)
+	}
+	for _, pt := range doc.Sweep {
+		for _, name := range []string{"round-robin", "least-queue", "load-prefix", "predicted", "oracle", "oracle-ttft"} {
+			if _, ok := pt.Policies[name]["ttft_p95_ms"].(float64); !ok {
+				t.Errorf("rate %v: policy %s has no ttft_p95_ms: %v", pt.Rate, name, pt.Policies[name])
+			}
+		}
+		if _, ok := pt.Policies["oracle-slo"]; ok {
+			t.Errorf("rate %v: oracle-slo without an SLO", pt.Rate)
+		}
+	}
+	for _, name := range []string{"ttft_p50.svg", "ttft_p95.svg", "predicted_vs_actual.svg"} {
+		if _, err := os.Stat(filepath.Join(dir, name)); err != nil {
+			t.Error(err)
+		}
+	}
+	if !strings.Contains(stderr.String(), "    4 req/s") || !strings.Contains(stderr.String(), "wrote "+dir) {
+		t.Errorf("progress:\n%s", stderr.String())
 	}
 }
