@@ -2,6 +2,7 @@ package demo
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -115,5 +116,37 @@ func TestPoliciesFor(t *testing.T) {
 	}
 	if got := PoliciesFor(SLO{TTFTMs: 100}); len(got) != len(Policies)+1 || got[len(got)-1] != OracleSLO {
 		t.Errorf("with an SLO: %v", got)
+	}
+}
+
+// BenchmarkOracle: the oracle policy (every candidate foreseen to the
+// request's last token) on the demo's default fleet and traffic, 2
+// simulated minutes, at three loads; reports the wall time and simulation
+// work per routing decision.
+func BenchmarkOracle(b *testing.B) {
+	for _, rate := range []float64{8, 16, 32} {
+		b.Run(fmt.Sprintf("rate=%g", rate), func(b *testing.B) {
+			reqs, err := Workload(DefaultOptions().Duration, rate, DefaultOptions().Burstiness, 1)
+			if err != nil {
+				b.Fatal(err)
+			}
+			cfg := sim.DefaultConfig()
+			cfg.Servers = DefaultOptions().Servers
+			var st sim.LookaheadStats
+			for b.Loop() {
+				f, err := runFleet(context.Background(), Oracle, cfg, &OracleRouter{}, sim.Hooks{}, reqs)
+				if err != nil {
+					b.Fatal(err)
+				}
+				s := f.LookaheadStats()
+				st.Decisions += s.Decisions
+				st.Forks += s.Forks
+				st.Steps += s.Steps
+			}
+			d := float64(st.Decisions)
+			b.ReportMetric(float64(b.Elapsed().Microseconds())/d, "µs/decision")
+			b.ReportMetric(float64(st.Forks)/d, "forks/decision")
+			b.ReportMetric(float64(st.Steps)/d, "steps/decision")
+		})
 	}
 }
