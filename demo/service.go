@@ -15,6 +15,7 @@ import (
 	"github.com/headroomhq/headroom/predictor"
 	"github.com/headroomhq/headroom/store"
 	"github.com/headroomhq/headroom/trainer"
+	"github.com/headroomhq/headroom/xgboost"
 )
 
 // ServiceOptions configure the in-process trainer and predictor.
@@ -76,7 +77,7 @@ func StartService(opts ServiceOptions) (_ *Service, err error) {
 	}
 	fit := trainer.DefaultFitConfig()
 	if !opts.NoXGBoost {
-		fit.XGBoost = &trainer.XGBoost{Binary: opts.XGBoostBinary}
+		fit.XGBoost = &xgboost.CLI{Binary: opts.XGBoostBinary}
 	}
 	if s.trainer, err = trainer.New(trainer.Config{Fit: fit, Logger: log}, s.db); err != nil {
 		return nil, fmt.Errorf("demo service: %w", err)

@@ -9,7 +9,7 @@ import (
 
 	"github.com/headroomhq/headroom/features"
 	"github.com/headroomhq/headroom/store"
-	"github.com/headroomhq/headroom/trainer"
+	"github.com/headroomhq/headroom/xgboost"
 )
 
 // testOptions are the service defaults with the xgboost CLI, which these
@@ -19,7 +19,7 @@ func testOptions(t *testing.T) Options {
 	if _, err := exec.LookPath("xgboost"); err != nil {
 		t.Skip("xgboost CLI not installed (apt-get install xgboost)")
 	}
-	return Options{XGBoost: trainer.XGBoost{TempDir: t.TempDir()}, TempDir: t.TempDir()}
+	return Options{XGBoost: xgboost.CLI{TempDir: t.TempDir()}, TempDir: t.TempDir()}
 }
 
 // The extrapolation case: trained on prompts of at most 1,024

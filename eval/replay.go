@@ -14,6 +14,7 @@ import (
 	"github.com/headroomhq/headroom/predictor"
 	"github.com/headroomhq/headroom/store"
 	"github.com/headroomhq/headroom/trainer"
+	"github.com/headroomhq/headroom/xgboost"
 )
 
 // Options configure a replay. Zero fields take the service's defaults, so
@@ -21,7 +22,7 @@ import (
 type Options struct {
 	// XGBoost runs the xgboost CLI for Headroom's trees and for the XGBoost
 	// baseline.
-	XGBoost trainer.XGBoost
+	XGBoost xgboost.CLI
 	// Fit is Headroom's fit configuration; a zero Kind means
 	// trainer.DefaultFitConfig. Its XGBoost field is ignored: XGBoost above
 	// is used.
@@ -57,10 +58,10 @@ func (o Options) withDefaults() Options {
 
 // ReferenceXGBoostParams are llm-d's reference latency predictor's
 // hyper-parameters (spec §4.3), for the baseline. They are fixed here, not
-// taken from trainer.DefaultXGBoostParams, so that tuning the service never
+// taken from xgboost.DefaultParams, so that tuning the service never
 // moves the baseline it is compared with.
-func ReferenceXGBoostParams() trainer.XGBoostParams {
-	return trainer.XGBoostParams{
+func ReferenceXGBoostParams() xgboost.Params {
+	return xgboost.Params{
 		Rounds: 200, MaxDepth: 6, Eta: 0.05, Subsample: 0.8, ColsampleBytree: 0.8,
 		MinChildWeight: 5, Gamma: 0.2, Lambda: 0.1, Alpha: 0.01,
 	}

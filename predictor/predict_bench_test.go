@@ -64,7 +64,7 @@ func treeModel(tb testing.TB, t features.Target, numTrees, depth int) *model.Tar
 // BenchmarkPredictRow is the whole per-row cost of a prediction with trees
 // for both targets: features, line, trees, calibrated bounds. One op is one
 // row. The target is ≤ 10 µs for the default model size: 200 trees of
-// depth 3 at the time of writing (trainer.DefaultXGBoostParams), 4 and 6
+// depth 3 at the time of writing (xgboost.DefaultParams), 4 and 6
 // before; complete trees are the slowest case of a depth.
 func BenchmarkPredictRow(b *testing.B) {
 	rows := benchRows(1024)

@@ -11,15 +11,16 @@ import (
 	"github.com/headroomhq/headroom/features"
 	"github.com/headroomhq/headroom/model"
 	"github.com/headroomhq/headroom/store"
+	"github.com/headroomhq/headroom/xgboost"
 )
 
 // FitConfig says how to fit one target's model. DefaultFitConfig is the
 // service's; every default was chosen by measurement with headroom eval
 // (docs/ACCURACY.md).
 type FitConfig struct {
-	Kind    model.Kind // composition of the model; default model.KindResidual
-	XGBoost *XGBoost   // nil: linear only
-	Params  XGBoostParams
+	Kind    model.Kind   // composition of the model; default model.KindResidual
+	XGBoost *xgboost.CLI // nil: linear only
+	Params  xgboost.Params
 	// Line configures the linear base; its Signs are filled from the
 	// schema's directions when SignConstraints is set.
 	Line            LineConfig
@@ -72,7 +73,7 @@ type FitConfig struct {
 func DefaultFitConfig() FitConfig {
 	return FitConfig{
 		Kind:   model.KindResidual,
-		Params: DefaultXGBoostParams(),
+		Params: xgboost.DefaultParams(),
 		Line: LineConfig{
 			Lambdas:          []float64{0.1, 1, 10, 100, 1000, 10000},
 			Folds:            5,

@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/headroomhq/headroom/model"
+	"github.com/headroomhq/headroom/xgboost"
 )
 
 // A bundle that cannot be written (a full disk, a broken directory) is not
@@ -104,7 +105,7 @@ esac
 	reg := prometheus.NewRegistry()
 	fit := DefaultFitConfig()
 	fit.Params.Rounds = 20
-	xgb := &XGBoost{Binary: script, TempDir: t.TempDir(), Timeout: time.Minute}
+	xgb := &xgboost.CLI{Binary: script, TempDir: t.TempDir(), Timeout: time.Minute}
 	fit.XGBoost = xgb
 	tr, err := New(Config{Fit: fit, BundleDir: filepath.Join(f.dir, "bundles"), Metrics: NewMetrics(reg),
 		Logger: slog.New(slog.NewTextHandler(&lockedWriter{w: &logs}, nil))}, f.db)

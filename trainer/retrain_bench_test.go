@@ -3,7 +3,6 @@ package trainer
 import (
 	"context"
 	"math"
-	"os"
 	"path/filepath"
 	"syscall"
 	"testing"
@@ -12,6 +11,7 @@ import (
 	"github.com/headroomhq/headroom/features"
 	"github.com/headroomhq/headroom/loadgen"
 	"github.com/headroomhq/headroom/store"
+	"github.com/headroomhq/headroom/xgboost"
 )
 
 // fullStore opens a store with scheme filled the way a busy service fills
@@ -100,7 +100,7 @@ func loopCPU(b *testing.B, f func()) {
 // target), "default" the store's current default scheme, filled as far as
 // the generator's prompts reach. It needs the xgboost binary.
 func BenchmarkRetrainFullStore(b *testing.B) {
-	xgb := &XGBoost{Binary: "xgboost"}
+	xgb := &xgboost.CLI{Binary: "xgboost"}
 	if _, err := xgb.Available(); err != nil {
 		b.Skip(err)
 	}
@@ -144,7 +144,7 @@ func BenchmarkRetrainFullStore(b *testing.B) {
 }
 
 // benchmarkFitParts times the steps of one target's fit on db's samples.
-func benchmarkFitParts(b *testing.B, name string, db *store.DB, t features.Target, xgb *XGBoost) {
+func benchmarkFitParts(b *testing.B, name string, db *store.DB, t features.Target, xgb *xgboost.CLI) {
 	ctx := context.Background()
 	schema := features.DefaultSchema(t)
 	var train, holdout []store.Sample
@@ -179,20 +179,9 @@ func benchmarkFitParts(b *testing.B, name string, db *store.DB, t features.Targe
 	for i := range logY {
 		logY[i] -= mean
 	}
-	b.Run(name+"/csv", func(b *testing.B) {
-		path := filepath.Join(b.TempDir(), "train.csv")
-		loopCPU(b, func() {
-			if err := writeCSV(path, trainDS.X, logY); err != nil {
-				b.Fatal(err)
-			}
-		})
-		if fi, err := os.Stat(path); err == nil {
-			b.ReportMetric(float64(fi.Size())/1e6, "MB")
-		}
-	})
 	b.Run(name+"/xgboost", func(b *testing.B) {
 		loopCPU(b, func() {
-			if _, err := xgb.Train(ctx, trainDS.X, logY, 0, DefaultXGBoostParams()); err != nil {
+			if _, err := xgb.Train(ctx, trainDS.X, logY, 0, xgboost.DefaultParams()); err != nil {
 				b.Fatal(err)
 			}
 		})

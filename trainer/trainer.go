@@ -1,3 +1,6 @@
+// Package trainer turns stored samples into published model bundles: the
+// retrain loop, the fits of each target, and the live error tracking that
+// can call a retrain early.
 package trainer
 
 import (

@@ -13,6 +13,7 @@ import (
 	"github.com/headroomhq/headroom/features"
 	"github.com/headroomhq/headroom/model"
 	"github.com/headroomhq/headroom/store"
+	"github.com/headroomhq/headroom/xgboost"
 )
 
 // syntheticSamples returns n TTFT samples whose latency grows with prompt
@@ -60,7 +61,7 @@ func (f *trainerFixture) add(t *testing.T, n int) {
 	}
 }
 
-func (f *trainerFixture) trainer(t *testing.T, xgb *XGBoost) *Trainer {
+func (f *trainerFixture) trainer(t *testing.T, xgb *xgboost.CLI) *Trainer {
 	t.Helper()
 	fit := DefaultFitConfig()
 	fit.XGBoost = xgb
@@ -73,12 +74,12 @@ func (f *trainerFixture) trainer(t *testing.T, xgb *XGBoost) *Trainer {
 	return tr
 }
 
-func realXGBoost(t *testing.T) *XGBoost {
+func realXGBoost(t *testing.T) *xgboost.CLI {
 	t.Helper()
 	if _, err := exec.LookPath("xgboost"); err != nil {
 		t.Skip("xgboost CLI not installed (apt-get install xgboost)")
 	}
-	return &XGBoost{Binary: "xgboost", TempDir: t.TempDir()}
+	return &xgboost.CLI{Binary: "xgboost", TempDir: t.TempDir()}
 }
 
 func retrain(t *testing.T, tr *Trainer) *model.Published {
@@ -150,7 +151,7 @@ func TestRetrainKeepsLastGoodBundleWhenXGBoostFails(t *testing.T) {
 	if err := os.WriteFile(script, []byte(body), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	tr := f.trainer(t, &XGBoost{Binary: script, TempDir: t.TempDir()})
+	tr := f.trainer(t, &xgboost.CLI{Binary: script, TempDir: t.TempDir()})
 	f.add(t, 200)
 	first := retrain(t, tr)
 	if first == nil || first.Bundle.TTFT.Trees == nil {
@@ -180,7 +181,7 @@ func TestRetrainKeepsLastGoodBundleWhenXGBoostFails(t *testing.T) {
 
 func TestMissingXGBoostTrainsLinear(t *testing.T) {
 	f := newFixture(t)
-	tr := f.trainer(t, &XGBoost{Binary: filepath.Join(t.TempDir(), "no-such-xgboost")})
+	tr := f.trainer(t, &xgboost.CLI{Binary: filepath.Join(t.TempDir(), "no-such-xgboost")})
 	if st := tr.Status(); st.XGBoostAvailable || st.XGBoostError == "" {
 		t.Fatalf("status %+v does not say xgboost is missing", st)
 	}

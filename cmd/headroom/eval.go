@@ -14,6 +14,7 @@ import (
 	"github.com/headroomhq/headroom/store"
 	"github.com/headroomhq/headroom/trace"
 	"github.com/headroomhq/headroom/trainer"
+	"github.com/headroomhq/headroom/xgboost"
 )
 
 func evalCommand() command {
@@ -90,7 +91,7 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return fmt.Errorf("--model-kind %q: want linear, log-trees or linear+log-trees", *modelKind)
 	}
 	opts := eval.Options{
-		XGBoost:     trainer.XGBoost{Binary: *xgbBin, Timeout: *xgbTimeout},
+		XGBoost:     xgboost.CLI{Binary: *xgbBin, Timeout: *xgbTimeout},
 		Fit:         fit,
 		Store:       store.Options{Scheme: sch, BucketCapacity: *capacity},
 		Quantile:    *quantile,

@@ -23,6 +23,7 @@ import (
 	"github.com/headroomhq/headroom/predictor"
 	"github.com/headroomhq/headroom/store"
 	"github.com/headroomhq/headroom/trainer"
+	"github.com/headroomhq/headroom/xgboost"
 )
 
 // commonFlags are shared by every service role.
@@ -138,7 +139,7 @@ type trainerFlags struct {
 	trainIdleGrace  time.Duration
 	noXGBoost       bool
 	modelKind       string
-	xgb             trainer.XGBoostParams
+	xgb             xgboost.Params
 }
 
 // check refuses trainer flags out of range, before anything starts:
@@ -161,7 +162,7 @@ func (f *trainerFlags) check() error {
 }
 
 func (f *trainerFlags) register(fs *flag.FlagSet) {
-	def := trainer.DefaultXGBoostParams()
+	def := xgboost.DefaultParams()
 	fs.StringVar(&f.listen, "trainer-listen", "127.0.0.1:8000", "address of the training server")
 	fs.DurationVar(&f.retrainInterval, "retrain-interval", 10*time.Second, "time between retrain attempts")
 	fs.IntVar(&f.minSamples, "min-samples", 100, "training samples a target needs to retrain once it has a model")
@@ -177,7 +178,7 @@ func (f *trainerFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.xgboostBin, "xgboost-bin", "xgboost", "xgboost CLI binary")
 	fs.DurationVar(&f.xgboostTimeout, "xgboost-timeout", 60*time.Second, "longest one xgboost training run may take")
 	fs.BoolVar(&f.trainIdle, "train-idle", true, "run xgboost in Linux's idle scheduling class, on CPU time nothing else wants, once the target has a model; a run starved for --train-idle-grace runs again at --train-nice")
-	fs.DurationVar(&f.trainIdleGrace, "train-idle-grace", trainer.DefaultIdleGrace, "how long an idle-class xgboost run may wait for spare CPU before it runs again niced")
+	fs.DurationVar(&f.trainIdleGrace, "train-idle-grace", xgboost.DefaultIdleGrace, "how long an idle-class xgboost run may wait for spare CPU before it runs again niced")
 	fs.IntVar(&f.trainNice, "train-nice", 10, "scheduling niceness of training (0-19; 0: the trainer's own): the fits' own work and the bundle's publication always, xgboost when not idle; so predictions on shared cores come first")
 	fs.BoolVar(&f.noXGBoost, "no-xgboost", false, "train linear models only")
 	fs.StringVar(&f.modelKind, "model-kind", string(model.KindResidual), "linear, log-trees, or linear+log-trees")
@@ -287,7 +288,7 @@ func newTrainer(c *commonFlags, t *trainerFlags, db *store.DB, reg prometheus.Re
 	fit.Kind = model.Kind(t.modelKind)
 	fit.Params = t.xgb
 	if !t.noXGBoost {
-		fit.XGBoost = &trainer.XGBoost{Binary: t.xgboostBin, Timeout: t.xgboostTimeout, Nice: t.trainNice,
+		fit.XGBoost = &xgboost.CLI{Binary: t.xgboostBin, Timeout: t.xgboostTimeout, Nice: t.trainNice,
 			Idle: t.trainIdle, IdleGrace: t.trainIdleGrace}
 	}
 	return trainer.New(trainer.Config{

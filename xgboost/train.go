@@ -1,5 +1,10 @@
-// Package trainer turns stored samples into published model bundles.
-package trainer
+// Package xgboost trains regression trees with the XGBoost 1.7 command-line
+// program (Debian's xgboost package) run as a subprocess: single-threaded,
+// niced or in the idle scheduling class so that serving on the same cores
+// comes first, killed with its whole process group on timeout. It writes
+// inputs as text XGBoost reads back exactly and parses the model it writes
+// into a model.Trees that predicts bit for bit as XGBoost does.
+package xgboost
 
 import (
 	"bufio"
@@ -21,80 +26,11 @@ import (
 	"github.com/headroomhq/headroom/model"
 )
 
-// XGBoostParams are the boosting parameters of one training run, in
-// XGBoost's terms.
-type XGBoostParams struct {
-	Rounds          int     // boosting rounds (num_round), one tree each
-	MaxDepth        int     // max_depth
-	Eta             float64 // learning rate
-	Subsample       float64 // fraction of rows sampled per tree
-	ColsampleBytree float64 // fraction of columns sampled per tree
-	MinChildWeight  float64 // min_child_weight
-	Gamma           float64 // min_split_loss
-	Lambda          float64 // L2 regularisation (reg_lambda)
-	Alpha           float64 // L1 regularisation (reg_alpha)
-	Seed            int64   // random seed, for reproducible sampling
-}
-
-// DefaultXGBoostParams returns the parameters the trainer starts from,
-// each measured with headroom eval (docs/ACCURACY.md). Depth 3 rather than
-// 4: the trees correct a line in log space, and deeper ones fitted more of
-// the noise on both targets, in random splits and in prequential replay.
-func DefaultXGBoostParams() XGBoostParams {
-	return XGBoostParams{
-		Rounds:          200,
-		MaxDepth:        3,
-		Eta:             0.05,
-		Subsample:       0.8,
-		ColsampleBytree: 0.8,
-		MinChildWeight:  5,
-		Gamma:           0,
-		Lambda:          30,
-		Alpha:           0.01,
-	}
-}
-
-// Validate reports the first parameter XGBoost would refuse or that would
-// produce a model package model refuses.
-func (p XGBoostParams) Validate() error {
-	if p.Rounds < 1 {
-		return fmt.Errorf("xgboost params: rounds %d, want at least 1", p.Rounds)
-	}
-	if p.MaxDepth < 1 || p.MaxDepth > model.MaxTreeDepth {
-		return fmt.Errorf("xgboost params: max depth %d out of range [1, %d]", p.MaxDepth, model.MaxTreeDepth)
-	}
-	for _, r := range [...]struct {
-		name    string
-		v       float64
-		min     float64
-		minOpen bool // v must exceed min
-		max     float64
-	}{
-		{"eta", p.Eta, 0, true, 1},
-		{"subsample", p.Subsample, 0, true, 1},
-		{"colsample_bytree", p.ColsampleBytree, 0, true, 1},
-		{"min_child_weight", p.MinChildWeight, 0, false, math.MaxFloat32},
-		{"gamma", p.Gamma, 0, false, math.MaxFloat32},
-		{"lambda", p.Lambda, 0, false, math.MaxFloat32},
-		{"alpha", p.Alpha, 0, false, math.MaxFloat32},
-	} {
-		low := r.v < r.min || (r.minOpen && r.v == r.min)
-		if math.IsNaN(r.v) || low || r.v > r.max {
-			lb := "["
-			if r.minOpen {
-				lb = "("
-			}
-			return fmt.Errorf("xgboost params: %s %v out of range %s%v, %v]", r.name, r.v, lb, r.min, r.max)
-		}
-	}
-	return nil
-}
-
-// XGBoost runs the xgboost command-line program (Debian's package, 1.7) to
+// CLI runs the xgboost command-line program (Debian's package, 1.7) to
 // train models. The zero value is ready to use.
-type XGBoost struct {
+type CLI struct {
 	Binary  string        // program name or path; "" means "xgboost", found on PATH
-	Timeout time.Duration // limit for one run; 0 means DefaultXGBoostTimeout
+	Timeout time.Duration // limit for one run; 0 means DefaultTimeout
 	TempDir string        // where run directories are made; "" means os.TempDir()
 	// Nice is the scheduling niceness (1-19) xgboost runs at, so that when
 	// it shares cores with a predictor, serving comes first; 0 leaves it at
@@ -117,12 +53,12 @@ type XGBoost struct {
 	Starved func()
 }
 
-// DefaultXGBoostTimeout bounds one xgboost run when XGBoost.Timeout is zero.
+// DefaultTimeout bounds one xgboost run when CLI.Timeout is zero.
 // Training 200 depth-6 trees on tens of thousands of rows takes seconds; a
 // run that takes a minute is stuck or starved.
-const DefaultXGBoostTimeout = 60 * time.Second
+const DefaultTimeout = 60 * time.Second
 
-// DefaultIdleGrace bounds an idle-class run when XGBoost.IdleGrace is zero.
+// DefaultIdleGrace bounds an idle-class run when CLI.IdleGrace is zero.
 // Beside 5,000 predictions a second on two cores, a whole idle-class fit of
 // one target of a full store, xgboost and all, took 1.2-4.2 s; a run still
 // going after 10 s is being starved.
@@ -139,7 +75,7 @@ var errRunTimeout = errors.New("timed out")
 
 // Available returns the path of the xgboost binary, or an error saying it is
 // not installed.
-func (x XGBoost) Available() (string, error) {
+func (x CLI) Available() (string, error) {
 	bin := x.Binary
 	if bin == "" {
 		bin = "xgboost"
@@ -159,15 +95,15 @@ func (x XGBoost) Available() (string, error) {
 // XGBoost reads its input as float32. Train writes every value as text that
 // XGBoost's parser reads back as exactly float32(v), the value the returned
 // model's Predict rounds its input to, so the model splits the training rows
-// exactly where Predict will (see xgboostText; only magnitudes below about
+// exactly where Predict will (see floatText; only magnitudes below about
 // 1e-35 may be read one float32 step off).
-func (x XGBoost) Train(ctx context.Context, X [][]float64, y []float64, baseScore float64, p XGBoostParams) (*model.Trees, error) {
+func (x CLI) Train(ctx context.Context, X [][]float64, y []float64, baseScore float64, p Params) (*model.Trees, error) {
 	trees, _, err := x.train(ctx, X, y, baseScore, p)
 	return trees, err
 }
 
 // train is Train, also returning the model file XGBoost wrote.
-func (x XGBoost) train(ctx context.Context, X [][]float64, y []float64, baseScore float64, p XGBoostParams) (*model.Trees, []byte, error) {
+func (x CLI) train(ctx context.Context, X [][]float64, y []float64, baseScore float64, p Params) (*model.Trees, []byte, error) {
 	if err := p.Validate(); err != nil {
 		return nil, nil, err
 	}
@@ -205,16 +141,16 @@ func (x XGBoost) train(ctx context.Context, X [][]float64, y []float64, baseScor
 		"objective = reg:squarederror",
 		"tree_method = hist",
 		"nthread = 1",
-		"base_score = " + xgboostText(baseScore),
+		"base_score = " + floatText(baseScore),
 		"num_round = " + strconv.Itoa(p.Rounds),
 		"max_depth = " + strconv.Itoa(p.MaxDepth),
-		"eta = " + xgboostText(p.Eta),
-		"subsample = " + xgboostText(p.Subsample),
-		"colsample_bytree = " + xgboostText(p.ColsampleBytree),
-		"min_child_weight = " + xgboostText(p.MinChildWeight),
-		"gamma = " + xgboostText(p.Gamma),
-		"lambda = " + xgboostText(p.Lambda),
-		"alpha = " + xgboostText(p.Alpha),
+		"eta = " + floatText(p.Eta),
+		"subsample = " + floatText(p.Subsample),
+		"colsample_bytree = " + floatText(p.ColsampleBytree),
+		"min_child_weight = " + floatText(p.MinChildWeight),
+		"gamma = " + floatText(p.Gamma),
+		"lambda = " + floatText(p.Lambda),
+		"alpha = " + floatText(p.Alpha),
 		"seed = " + strconv.FormatInt(p.Seed, 10),
 		`data = "train.csv?format=csv&label_column=0"`,
 	}
@@ -285,10 +221,10 @@ func writeCSV(path string, X [][]float64, y []float64) error {
 		if y != nil {
 			label = y[i]
 		}
-		w.WriteString(xgboostText(label))
+		w.WriteString(floatText(label))
 		for _, v := range row {
 			w.WriteByte(',')
-			w.WriteString(xgboostText(v))
+			w.WriteString(floatText(v))
 		}
 		w.WriteByte('\n')
 	}
@@ -307,10 +243,10 @@ func writeCSV(path string, X [][]float64, y []float64) error {
 // IdleGrace, then, if that run was starved, again at Nice. Each attempt runs
 // in a directory of its own, so nothing a killed attempt left behind can be
 // read as the next one's.
-func (x XGBoost) runAttempts(ctx context.Context, dir string, conf []string) (string, error) {
+func (x CLI) runAttempts(ctx context.Context, dir string, conf []string) (string, error) {
 	timeout := x.Timeout
 	if timeout <= 0 {
-		timeout = DefaultXGBoostTimeout
+		timeout = DefaultTimeout
 	}
 	text := strings.Join(append(slices.Clip(conf), `model_out = "model.json"`), "\n") + "\n"
 	attempt := func(name string, idle bool, limit time.Duration) (string, error) {
@@ -352,7 +288,7 @@ func (x XGBoost) runAttempts(ctx context.Context, dir string, conf []string) (st
 // binary's whole process group, so nothing it started outlives the call,
 // and waits at most killWait for it to exit. Errors carry the tail of the
 // program's output, where XGBoost says what went wrong.
-func (x XGBoost) run(ctx context.Context, dir string, idle bool, limit time.Duration, args ...string) error {
+func (x CLI) run(ctx context.Context, dir string, idle bool, limit time.Duration, args ...string) error {
 	bin, err := x.Available()
 	if err != nil {
 		return err
@@ -388,7 +324,7 @@ func (x XGBoost) run(ctx context.Context, dir string, idle bool, limit time.Dura
 
 // wait waits for cmd, or, once ctx has ended (and exec has killed the
 // group), for at most killWait more; a goroutine reaps it after that.
-func (x XGBoost) wait(ctx context.Context, cmd *exec.Cmd) error {
+func (x CLI) wait(ctx context.Context, cmd *exec.Cmd) error {
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
 	select {
@@ -408,7 +344,7 @@ func (x XGBoost) wait(ctx context.Context, cmd *exec.Cmd) error {
 // leader of its group), before xgboost has read its input: its threads,
 // started later, inherit it. Failure is not an error: the run only keeps
 // the trainer's priority.
-func (x XGBoost) lowerPriority(pid int, idle bool) {
+func (x CLI) lowerPriority(pid int, idle bool) {
 	if x.Nice > 0 {
 		_ = syscall.Setpriority(syscall.PRIO_PGRP, pid, x.Nice)
 	}
@@ -458,178 +394,3 @@ func (t *tailBuffer) suffix() string {
 	}
 	return ": " + strings.Join(keep, " | ")
 }
-
-// xgboostText formats v for XGBoost's text readers (the CSV parser and the
-// configuration file) so that they read exactly float32(v). They parse with
-// dmlc-core's strtof, which is fast but not correctly rounded: it adds the
-// integer and fraction parts in float32 and scales by powers of ten built
-// from float32 products, so the shortest decimal for a float32 (what strconv
-// writes) is sometimes read one ulp off: "1.3309378e+06" and "4.6888983e-04"
-// are, and so are about 1% of plain decimals between 1 and 10000. The text
-// is the first of these that dmlcStrtof, a bit-exact model of that parser,
-// reads back as float32(v): the shortest plain decimal, plain decimals with
-// more fraction digits, then a plain mantissa with an exponent. Only some
-// values below 1e-35 in magnitude reach none of them; they fall back to the
-// shortest decimal and may be read one ulp off.
-func xgboostText(v float64) string {
-	s, _ := xgboostDecimal(float32(v))
-	return s
-}
-
-// xgboostDecimal is xgboostText for a float32; exact reports whether XGBoost
-// reads the text as exactly v.
-func xgboostDecimal(v float32) (text string, exact bool) {
-	switch {
-	case v != v:
-		return "nan", true
-	case math.IsInf(float64(v), 1):
-		return "inf", true
-	case math.IsInf(float64(v), -1):
-		return "-inf", true
-	}
-	if s, ok := plainDecimal(v); ok {
-		return s, true
-	}
-	sign, a := "", v
-	if v < 0 {
-		sign, a = "-", -v
-	}
-	// The parser clamps a mantissa below 1.175494351 when dividing by 1e38,
-	// so subnormals are out of reach; the search below would only spin.
-	if a < math.SmallestNonzeroFloat32*(1<<23) {
-		return strconv.FormatFloat(float64(v), 'g', -1, 32), false
-	}
-	// Mantissa c and exponent e: the parser reads c (exactly, as
-	// plainDecimal checks), then multiplies or divides by its own 10^e. Try
-	// the float32 values around a·10^∓e; rounding against an inexact power
-	// of ten skips some results, so several exponents may be needed.
-	for _, mantissas := range [...][2]float64{{1, 1 << 63}, {1e-6, 1}} { // prefer 1e-30 to 0.000001e-24
-		for e := 1; e <= 38; e++ {
-			scale := dmlcPow10(e)
-			for _, divide := range [...]bool{true, false} {
-				m, expSign := float64(a)/float64(scale), "e+"
-				if divide {
-					m, expSign = float64(a)*float64(scale), "e-"
-				}
-				if m < mantissas[0] || m >= mantissas[1] {
-					continue
-				}
-				c := float32(m)
-				for range 3 {
-					c = math.Nextafter32(c, 0)
-				}
-				for range 7 {
-					if mant, ok := plainDecimal(c); ok {
-						if s := sign + mant + expSign + strconv.Itoa(e); dmlcStrtof(s) == v {
-							return s, true
-						}
-					}
-					c = math.Nextafter32(c, float32(math.Inf(1)))
-				}
-			}
-		}
-	}
-	return strconv.FormatFloat(float64(v), 'g', -1, 32), false
-}
-
-// plainDecimal returns digits with an optional fraction that dmlcStrtof
-// reads as exactly v, if one of the forms it tries does: the shortest
-// decimal, then the value rounded to 1, 2, … 19 fraction digits (the parser
-// ignores digits past the 19th).
-func plainDecimal(v float32) (string, bool) {
-	if s := strconv.FormatFloat(float64(v), 'f', -1, 32); dmlcStrtof(s) == v {
-		return s, true
-	}
-	for digits := 1; digits <= 19; digits++ {
-		if s := strconv.FormatFloat(float64(v), 'f', digits, 64); dmlcStrtof(s) == v {
-			return s, true
-		}
-	}
-	return "", false
-}
-
-// dmlcStrtof is dmlc::ParseFloat<float> (dmlc-core's strtonum.h, used by
-// XGBoost 1.7's CSV parser and parameter parser) for the forms
-// xgboostDecimal writes: "nan", an optionally signed "inf", or an optional
-// sign, digits, an optional fraction and an optional exponent. Every step rounds as the C++ does; explicit conversions stop the
-// compiler from fusing operations.
-func dmlcStrtof(s string) float32 {
-	i := 0
-	negative := false
-	if i < len(s) && (s[i] == '-' || s[i] == '+') {
-		negative = s[i] == '-'
-		i++
-	}
-	switch rest := strings.ToLower(s[i:]); rest {
-	case "inf", "infinity":
-		if negative {
-			return float32(math.Inf(-1))
-		}
-		return float32(math.Inf(1))
-	case "nan":
-		return float32(math.NaN())
-	}
-	var predec uint64 // wraps on overflow, as in C++
-	for ; i < len(s) && isDigit(s[i]); i++ {
-		predec = predec*10 + uint64(s[i]-'0')
-	}
-	value := float32(predec)
-	if i < len(s) && s[i] == '.' {
-		i++
-		var frac, pow10 uint64 = 0, 1
-		for n := 0; i < len(s) && isDigit(s[i]); i, n = i+1, n+1 {
-			if n < 19 {
-				frac = frac*10 + uint64(s[i]-'0')
-				pow10 *= 10
-			}
-		}
-		value = float32(value + float32(float64(frac)/float64(pow10)))
-	}
-	if i < len(s) && (s[i] == 'e' || s[i] == 'E') {
-		i++
-		divide := false
-		if i < len(s) && (s[i] == '-' || s[i] == '+') {
-			divide = s[i] == '-'
-			i++
-		}
-		var e uint32
-		for ; i < len(s) && isDigit(s[i]); i++ {
-			e = e*10 + uint32(s[i]-'0')
-		}
-		if e > 38 {
-			e = 38
-		}
-		if e == 38 {
-			switch {
-			case !divide && value > 3.402823466:
-				value = 3.402823466
-			case divide && value < 1.175494351:
-				value = 1.175494351
-			}
-		}
-		if divide {
-			value = float32(value / dmlcPow10(int(e)))
-		} else {
-			value = float32(value * dmlcPow10(int(e)))
-		}
-	}
-	if negative {
-		return -value
-	}
-	return value
-}
-
-// dmlcPow10 is 10^e as dmlc::ParseFloat<float> computes it: by 1e8 steps,
-// then by 10, each product rounded to float32.
-func dmlcPow10(e int) float32 {
-	scale := float32(1)
-	for ; e >= 8; e -= 8 {
-		scale = float32(scale * 1e8)
-	}
-	for ; e > 0; e-- {
-		scale = float32(scale * 10)
-	}
-	return scale
-}
-
-func isDigit(c byte) bool { return '0' <= c && c <= '9' }

@@ -1,4 +1,4 @@
-package trainer
+package xgboost
 
 import (
 	"cmp"
@@ -22,10 +22,10 @@ import (
 	"github.com/headroomhq/headroom/model"
 )
 
-// requireXGBoost returns a runner for the real CLI, or skips the test.
-func requireXGBoost(t testing.TB) XGBoost {
+// requireCLI returns a runner for the real CLI, or skips the test.
+func requireCLI(t testing.TB) CLI {
 	t.Helper()
-	x := XGBoost{TempDir: t.TempDir()}
+	x := CLI{TempDir: t.TempDir()}
 	if _, err := x.Available(); err != nil {
 		t.Skipf("skipping: needs the xgboost CLI (apt-get install xgboost): %v", err)
 	}
@@ -35,7 +35,7 @@ func requireXGBoost(t testing.TB) XGBoost {
 // predictCLI predicts rows X with `xgboost task=pred`. Rows are written as
 // writeCSV writes training rows (NaN as "nan", which XGBoost reads as
 // missing).
-func (x XGBoost) predictCLI(ctx context.Context, modelJSON []byte, X [][]float64) ([]float32, error) {
+func (x CLI) predictCLI(ctx context.Context, modelJSON []byte, X [][]float64) ([]float32, error) {
 	dir, err := os.MkdirTemp(x.TempDir, "xgboost-pred-")
 	if err != nil {
 		return nil, err
@@ -48,7 +48,7 @@ func (x XGBoost) predictCLI(ctx context.Context, modelJSON []byte, X [][]float64
 }
 
 // predictCSV predicts rows given as CSV text, label column first.
-func (x XGBoost) predictCSV(ctx context.Context, modelJSON []byte, csv string, rows int) ([]float32, error) {
+func (x CLI) predictCSV(ctx context.Context, modelJSON []byte, csv string, rows int) ([]float32, error) {
 	dir, err := os.MkdirTemp(x.TempDir, "xgboost-pred-")
 	if err != nil {
 		return nil, err
@@ -65,7 +65,7 @@ func (x XGBoost) predictCSV(ctx context.Context, modelJSON []byte, csv string, r
 // max_digits10), enough to name every float32 uniquely, so parsing the text
 // as float32 recovers XGBoost's prediction exactly and comparisons below are
 // bit-exact.
-func (x XGBoost) predictCSVFile(ctx context.Context, dir string, modelJSON []byte, rows int) ([]float32, error) {
+func (x CLI) predictCSVFile(ctx context.Context, dir string, modelJSON []byte, rows int) ([]float32, error) {
 	if err := os.WriteFile(filepath.Join(dir, "model.json"), modelJSON, 0o600); err != nil {
 		return nil, err
 	}
@@ -79,7 +79,7 @@ func (x XGBoost) predictCSVFile(ctx context.Context, dir string, modelJSON []byt
 	if err := os.WriteFile(filepath.Join(dir, "pred.conf"), []byte(conf), 0o600); err != nil {
 		return nil, err
 	}
-	if err := x.run(ctx, dir, false, DefaultXGBoostTimeout, "pred.conf"); err != nil {
+	if err := x.run(ctx, dir, false, DefaultTimeout, "pred.conf"); err != nil {
 		return nil, fmt.Errorf("xgboost pred: %w", err)
 	}
 	out, err := os.ReadFile(filepath.Join(dir, "pred.txt"))
@@ -151,14 +151,14 @@ func splitPoints(trees *model.Trees) map[[2]float64]bool {
 // training rows, on rows placed exactly on every split threshold and on its
 // float32 neighbours, and on rows with missing values.
 func TestTrainMatchesXGBoostPredictions(t *testing.T) {
-	x := requireXGBoost(t)
+	x := requireCLI(t)
 	ctx := context.Background()
-	deep := XGBoostParams{Rounds: 60, MaxDepth: 8, Eta: 0.3, Subsample: 1, ColsampleBytree: 1, MinChildWeight: 1, Seed: 7}
-	defaults := DefaultXGBoostParams()
+	deep := Params{Rounds: 60, MaxDepth: 8, Eta: 0.3, Subsample: 1, ColsampleBytree: 1, MinChildWeight: 1, Seed: 7}
+	defaults := DefaultParams()
 	defaults.Rounds = 100
 	for _, tc := range []struct {
 		name string
-		p    XGBoostParams
+		p    Params
 		rows int
 	}{
 		{"defaults-100-trees", defaults, 4000},
@@ -206,7 +206,7 @@ func TestTrainMatchesXGBoostPredictions(t *testing.T) {
 			}
 			for _, r := range rows {
 				for _, v := range r {
-					if _, exact := xgboostDecimal(float32(v)); !exact {
+					if _, exact := exactDecimal(float32(v)); !exact {
 						t.Fatalf("value %v has no text XGBoost reads exactly; the comparison would be meaningless", v)
 					}
 				}
@@ -245,105 +245,6 @@ func TestTrainMatchesXGBoostPredictions(t *testing.T) {
 	}
 }
 
-// TestXGBoostReadsTextExactly checks what XGBoost's text parser reads, with
-// models that split column j at its value v and at the next float32 above v:
-// a row reading v exactly predicts 0, one that reads it low or high predicts
-// 2^(j mod 24). Each row fills one block of 24 columns and leaves the rest
-// missing, which the stumps send to a 0 leaf, so one CLI run checks many
-// values. For each value it writes xgboostDecimal's text and the shortest
-// decimals strconv writes, and requires dmlcStrtof to predict the CLI's
-// reading of every one of them, and xgboostDecimal's to be exact.
-func TestXGBoostReadsTextExactly(t *testing.T) {
-	x := requireXGBoost(t)
-	ctx := context.Background()
-	rng := rand.New(rand.NewPCG(3, 4))
-	const (
-		bits   = 24 // a float32 sum of distinct powers of two below 2^24 is exact
-		blocks = 16
-		width  = bits * blocks
-	)
-	formats := []struct {
-		name   string
-		format func(float32) string
-	}{
-		{"xgboostDecimal", func(v float32) string { s, _ := xgboostDecimal(v); return s }},
-		{"shortest-g", func(v float32) string { return strconv.FormatFloat(float64(v), 'g', -1, 32) }},
-		{"shortest-e", func(v float32) string { return strconv.FormatFloat(float64(v), 'e', -1, 32) }},
-		{"shortest-f", func(v float32) string { return strconv.FormatFloat(float64(v), 'f', -1, 32) }},
-	}
-	misread := make([]int, len(formats))
-	total := 0
-	for run := range 3 {
-		vals := make([]float32, width)
-		for j := range vals {
-			// Magnitudes from 1e-30 to 1e30, integers, and both signs.
-			v := math.Pow(10, -30+60*rng.Float64())
-			if j%4 == 0 {
-				v = float64(rng.IntN(100000))
-			} else if j%4 == 1 {
-				v = rng.Float64() * math.Pow(10, float64(rng.IntN(8)))
-			}
-			if rng.IntN(5) == 0 {
-				v = -v
-			}
-			vals[j] = float32(v)
-		}
-		if run == 0 {
-			// Values whose shortest decimals XGBoost misreads.
-			copy(vals, []float32{1.67, 1.84, 3.39, 1330937.8, 4.6888983e-04, 1e20, 1e-30})
-		}
-		var trees []string
-		for j, v := range vals {
-			bit := float32(int(1) << (j % bits))
-			trees = append(trees,
-				stumpTree(2*j, j, v, bit, 0, false, width),
-				stumpTree(2*j+1, j, math.Nextafter32(v, float32(math.Inf(1))), 0, bit, true, width))
-		}
-		var csv strings.Builder
-		for _, f := range formats {
-			for b := range blocks {
-				csv.WriteString("0")
-				for j, v := range vals {
-					s := "nan"
-					if j/bits == b {
-						s = f.format(v)
-					}
-					csv.WriteString("," + s)
-				}
-				csv.WriteString("\n")
-			}
-		}
-		preds, err := x.predictCSV(ctx, xgbModelJSON(0, width, trees), csv.String(), len(formats)*blocks)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for i, f := range formats {
-			for j, v := range vals {
-				mask := int(preds[i*blocks+j/bits])
-				s := f.format(v)
-				cliExact := mask&(1<<(j%bits)) == 0
-				simExact := dmlcStrtof(s) == v
-				if cliExact != simExact {
-					t.Errorf("%q for %v: xgboost reads it exactly: %v; dmlcStrtof reads %v", s, v, cliExact, dmlcStrtof(s))
-				}
-				if !cliExact {
-					misread[i]++
-				}
-			}
-		}
-		total += width
-	}
-	for i, f := range formats {
-		t.Logf("%s: %d of %d values misread", f.name, misread[i], total)
-	}
-	if misread[0] != 0 {
-		t.Errorf("xgboostDecimal text misread for %d values", misread[0])
-	}
-	if misread[1] == 0 {
-		t.Errorf("no shortest decimal misread: the parser model is untested against a misreading")
-	}
-}
-
 // stumpTree is one XGBoost 1.7 JSON tree: feature < cond ? left : right,
 // missing values going left iff defaultLeft.
 func stumpTree(id, feature int, cond, left, right float32, defaultLeft bool, numFeature int) string {
@@ -373,62 +274,18 @@ func xgbModelJSON(base float32, numFeature int, trees []string) []byte {
 // exponent or a point in a float.
 func jsonFloat(v float32) string { return strconv.FormatFloat(float64(v), 'E', -1, 32) }
 
-func TestXGBoostDecimal(t *testing.T) {
-	rng := rand.New(rand.NewPCG(5, 6))
-	for _, r := range []struct{ lo, hi float64 }{
-		{1e-35, 1e-20}, {1e-20, 1e-6}, {1e-6, 1}, {1, 1e4}, {1e4, 1e9}, {1e9, 1e20}, {1e20, math.MaxFloat32},
-	} {
-		for range 20000 {
-			v := float32(math.Exp(math.Log(r.lo) + rng.Float64()*(math.Log(r.hi)-math.Log(r.lo))))
-			if rng.IntN(2) == 0 {
-				v = -v
-			}
-			s, exact := xgboostDecimal(v)
-			if !exact || dmlcStrtof(s) != v {
-				t.Fatalf("xgboostDecimal(%v) = %q, exact %v, read as %v", v, s, exact, dmlcStrtof(s))
-			}
-		}
-	}
-	for _, tc := range []struct {
-		v     float32
-		want  string
-		exact bool
-	}{
-		{0, "0", true},
-		{-2.5, "-2.5", true},
-		{0.1, "0.1", true},
-		{16777216, "16777216", true},
-		// The parser computes 1 + float32(0.67) and rounds up to 1.6700001:
-		// more digits steer it.
-		{1.67, "1.66999996", true},
-		{1e-30, "1e-30", true},
-		{1e20, "1000000000000000000e+2", true},
-		{float32(math.NaN()), "nan", true},
-		{float32(math.Inf(-1)), "-inf", true},
-		{math.SmallestNonzeroFloat32, "1e-45", false},
-	} {
-		s, exact := xgboostDecimal(tc.v)
-		if s != tc.want || exact != tc.exact {
-			t.Errorf("xgboostDecimal(%v) = %q, %v; want %q, %v", tc.v, s, exact, tc.want, tc.exact)
-		}
-		if exact && tc.v == tc.v && dmlcStrtof(s) != tc.v {
-			t.Errorf("xgboostDecimal(%v) = %q, read as %v", tc.v, s, dmlcStrtof(s))
-		}
-	}
-}
-
 func TestTrainRejectsBadInput(t *testing.T) {
 	// The binary does not exist: any error other than the expected one
 	// means validation let the input through.
-	x := XGBoost{Binary: filepath.Join(t.TempDir(), "no-xgboost"), TempDir: t.TempDir()}
+	x := CLI{Binary: filepath.Join(t.TempDir(), "no-xgboost"), TempDir: t.TempDir()}
 	good := [][]float64{{1, 2}, {3, 4}}
-	p := DefaultXGBoostParams()
+	p := DefaultParams()
 	for _, tc := range []struct {
 		name string
 		X    [][]float64
 		y    []float64
 		base float64
-		p    func(*XGBoostParams)
+		p    func(*Params)
 		want string
 	}{
 		{"no rows", nil, nil, 0, nil, "no rows"},
@@ -439,7 +296,7 @@ func TestTrainRejectsBadInput(t *testing.T) {
 		{"inf label", good, []float64{1, math.Inf(1)}, 0, nil, "label 1"},
 		{"float32 overflow", [][]float64{{1, 2}, {1e39, 4}}, []float64{1, 2}, 0, nil, "row 1 feature 0"},
 		{"nan base", good, []float64{1, 2}, math.NaN(), nil, "base score"},
-		{"bad params", good, []float64{1, 2}, 0, func(p *XGBoostParams) { p.Eta = 0 }, "eta"},
+		{"bad params", good, []float64{1, 2}, 0, func(p *Params) { p.Eta = 0 }, "eta"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := p
@@ -454,57 +311,14 @@ func TestTrainRejectsBadInput(t *testing.T) {
 	}
 }
 
-func TestXGBoostParamsValidate(t *testing.T) {
-	if err := DefaultXGBoostParams().Validate(); err != nil {
-		t.Fatalf("defaults: %v", err)
-	}
-	for _, tc := range []struct {
-		name   string
-		change func(*XGBoostParams)
-		want   string // "" means valid
-	}{
-		{"zero rounds", func(p *XGBoostParams) { p.Rounds = 0 }, "rounds"},
-		{"zero depth", func(p *XGBoostParams) { p.MaxDepth = 0 }, "max depth"},
-		{"too deep", func(p *XGBoostParams) { p.MaxDepth = model.MaxTreeDepth + 1 }, "max depth"},
-		{"deepest", func(p *XGBoostParams) { p.MaxDepth = model.MaxTreeDepth }, ""},
-		{"eta zero", func(p *XGBoostParams) { p.Eta = 0 }, "eta"},
-		{"eta one", func(p *XGBoostParams) { p.Eta = 1 }, ""},
-		{"eta above one", func(p *XGBoostParams) { p.Eta = 1.5 }, "eta"},
-		{"eta NaN", func(p *XGBoostParams) { p.Eta = math.NaN() }, "eta"},
-		{"subsample zero", func(p *XGBoostParams) { p.Subsample = 0 }, "subsample"},
-		{"colsample above one", func(p *XGBoostParams) { p.ColsampleBytree = 1.01 }, "colsample_bytree"},
-		{"negative min child weight", func(p *XGBoostParams) { p.MinChildWeight = -1 }, "min_child_weight"},
-		{"negative gamma", func(p *XGBoostParams) { p.Gamma = -0.1 }, "gamma"},
-		{"zero gamma", func(p *XGBoostParams) { p.Gamma = 0 }, ""},
-		{"infinite lambda", func(p *XGBoostParams) { p.Lambda = math.Inf(1) }, "lambda"},
-		{"negative alpha", func(p *XGBoostParams) { p.Alpha = -1 }, "alpha"},
-		{"negative seed", func(p *XGBoostParams) { p.Seed = -5 }, ""},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			p := DefaultXGBoostParams()
-			tc.change(&p)
-			err := p.Validate()
-			if tc.want == "" {
-				if err != nil {
-					t.Fatalf("valid params refused: %v", err)
-				}
-				return
-			}
-			if err == nil || !strings.Contains(err.Error(), tc.want) {
-				t.Fatalf("err = %v, want it to mention %q", err, tc.want)
-			}
-		})
-	}
-}
-
-// fakeXGBoost writes an executable shell script standing in for xgboost.
-func fakeXGBoost(t *testing.T, body string) XGBoost {
+// fakeCLI writes an executable shell script standing in for xgboost.
+func fakeCLI(t *testing.T, body string) CLI {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "fake-xgboost")
 	if err := os.WriteFile(path, []byte("#!/bin/sh\n"+body+"\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	return XGBoost{Binary: path, TempDir: t.TempDir(), Timeout: 10 * time.Second}
+	return CLI{Binary: path, TempDir: t.TempDir(), Timeout: 10 * time.Second}
 }
 
 func requireEmptyDir(t *testing.T, dir string) {
@@ -522,10 +336,10 @@ func requireEmptyDir(t *testing.T, dir string) {
 // fake that copies them out.
 func TestTrainWritesConfigAndData(t *testing.T) {
 	out := t.TempDir()
-	x := fakeXGBoost(t, fmt.Sprintf(`cp "$1" %q/conf && cp train.csv %q/csv && exit 1`, out, out))
+	x := fakeCLI(t, fmt.Sprintf(`cp "$1" %q/conf && cp train.csv %q/csv && exit 1`, out, out))
 	X := [][]float64{{1330937.8, 0.1}, {7, -2.5}}
 	y := []float64{12.345, 4.6888983e-04}
-	p := XGBoostParams{Rounds: 200, MaxDepth: 6, Eta: 0.05, Subsample: 0.8, ColsampleBytree: 0.8,
+	p := Params{Rounds: 200, MaxDepth: 6, Eta: 0.05, Subsample: 0.8, ColsampleBytree: 0.8,
 		MinChildWeight: 5, Gamma: 0.2, Lambda: 0.1, Alpha: 0.01, Seed: -3}
 	if _, err := x.Train(context.Background(), X, y, 0.1, p); err == nil || !strings.Contains(err.Error(), "exit status 1") {
 		t.Fatalf("err = %v, want the fake's exit status", err)
@@ -570,7 +384,7 @@ func TestTrainWritesConfigAndData(t *testing.T) {
 func TestTrainFailures(t *testing.T) {
 	X := [][]float64{{1, 2}, {3, 4}}
 	y := []float64{1, 2}
-	p := DefaultXGBoostParams()
+	p := DefaultParams()
 	p.Rounds = 2
 	stump0, stump1 := stumpTree(0, 0, 2, 1, 2, false, 2), stumpTree(1, 0, 2, 1, 2, false, 2)
 	for _, tc := range []struct {
@@ -594,7 +408,7 @@ func TestTrainFailures(t *testing.T) {
 			[]string{"base score 0.5, asked for 1.5"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			x := fakeXGBoost(t, tc.script)
+			x := fakeCLI(t, tc.script)
 			_, err := x.Train(context.Background(), X, y, 1.5, p)
 			if err == nil {
 				t.Fatal("Train succeeded")
@@ -611,7 +425,7 @@ func TestTrainFailures(t *testing.T) {
 		})
 	}
 	t.Run("control: a well-formed model is accepted", func(t *testing.T) {
-		x := fakeXGBoost(t, fmt.Sprintf(`echo '%s' > model.json`, xgbModelJSON(1.5, 2, []string{stump0, stump1})))
+		x := fakeCLI(t, fmt.Sprintf(`echo '%s' > model.json`, xgbModelJSON(1.5, 2, []string{stump0, stump1})))
 		trees, err := x.Train(context.Background(), X, y, 1.5, p)
 		if err != nil {
 			t.Fatal(err)
@@ -623,11 +437,11 @@ func TestTrainFailures(t *testing.T) {
 }
 
 func TestMissingBinary(t *testing.T) {
-	x := XGBoost{Binary: filepath.Join(t.TempDir(), "no-such-xgboost"), TempDir: t.TempDir()}
+	x := CLI{Binary: filepath.Join(t.TempDir(), "no-such-xgboost"), TempDir: t.TempDir()}
 	if _, err := x.Available(); err == nil || !strings.Contains(err.Error(), "not found") {
 		t.Fatalf("Available: err = %v, want not found", err)
 	}
-	_, err := x.Train(context.Background(), [][]float64{{1}}, []float64{1}, 0, DefaultXGBoostParams())
+	_, err := x.Train(context.Background(), [][]float64{{1}}, []float64{1}, 0, DefaultParams())
 	if err == nil || !strings.Contains(err.Error(), "not found") {
 		t.Fatalf("Train: err = %v, want not found", err)
 	}
@@ -669,7 +483,7 @@ func TestTrainTimeout(t *testing.T) {
 			if err := os.Mkdir(dir, 0o755); err != nil {
 				t.Fatal(err)
 			}
-			x := fakeXGBoost(t, fmt.Sprintf(`sleep 30 & echo $! > %q/child; echo $$ > %q/self; wait`, dir, dir))
+			x := fakeCLI(t, fmt.Sprintf(`sleep 30 & echo $! > %q/child; echo $$ > %q/self; wait`, dir, dir))
 			x.Timeout = tc.timeout
 			ctx := context.Background()
 			if tc.cancel {
@@ -678,7 +492,7 @@ func TestTrainTimeout(t *testing.T) {
 				time.AfterFunc(300*time.Millisecond, cancel)
 			}
 			start := time.Now()
-			_, err := x.Train(ctx, [][]float64{{1}}, []float64{1}, 0, DefaultXGBoostParams())
+			_, err := x.Train(ctx, [][]float64{{1}}, []float64{1}, 0, DefaultParams())
 			elapsed := time.Since(start)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("err = %v, want it to mention %q", err, tc.want)
@@ -736,7 +550,7 @@ func TestTrainIdleFallsBackWhenStarved(t *testing.T) {
 			if tc.hang {
 				hang = `[ "$n" = 0 ] && exec sleep 30`
 			}
-			x := fakeXGBoost(t, fmt.Sprintf(`n=$(ls %[1]q | grep -c pid)
+			x := fakeCLI(t, fmt.Sprintf(`n=$(ls %[1]q | grep -c pid)
 echo $$ > %[1]q/pid$n
 for i in $(seq 50); do p=$(awk '{print $41}' /proc/$$/stat); [ "$p" = 5 ] && break; [ "$n" = 1 ] && break; sleep 0.1; done
 echo $p > %[1]q/policy$n
@@ -746,7 +560,7 @@ echo "run $n failed" >&2; exit 3`, dir, hang))
 			starved := 0
 			x.Starved = func() { starved++ }
 			start := time.Now()
-			_, err := x.Train(context.Background(), [][]float64{{1}}, []float64{1}, 0, DefaultXGBoostParams())
+			_, err := x.Train(context.Background(), [][]float64{{1}}, []float64{1}, 0, DefaultParams())
 			want := fmt.Sprintf("run %d failed", tc.wantRuns-1)
 			if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "exit status 3") {
 				t.Fatalf("err = %v, want the last run's failure %q", err, want)
@@ -820,10 +634,10 @@ func TestTrainRunsNiced(t *testing.T) {
 		out := filepath.Join(t.TempDir(), "stat")
 		// The script waits (5 s at most) for the trainer to renice it, which
 		// happens just after it starts, then reports its niceness.
-		x := fakeXGBoost(t, fmt.Sprintf(`for i in $(seq 50); do [ "$(cut -d')' -f2 /proc/$$/stat | cut -d' ' -f18)" = %d ] && break; sleep 0.1; done
+		x := fakeCLI(t, fmt.Sprintf(`for i in $(seq 50); do [ "$(cut -d')' -f2 /proc/$$/stat | cut -d' ' -f18)" = %d ] && break; sleep 0.1; done
 cat /proc/$$/stat > %q; exit 1`, want, out))
 		x.Nice = nice
-		if _, err := x.Train(context.Background(), [][]float64{{1}, {2}}, []float64{1, 2}, 1, DefaultXGBoostParams()); err == nil {
+		if _, err := x.Train(context.Background(), [][]float64{{1}, {2}}, []float64{1, 2}, 1, DefaultParams()); err == nil {
 			t.Fatal("fake xgboost succeeded")
 		}
 		got, err := priority.Niceness(out)
@@ -849,10 +663,10 @@ func TestTrainRunsIdle(t *testing.T) {
 		out := filepath.Join(t.TempDir(), "policy")
 		// The script waits (5 s at most) for the trainer to move it, which
 		// happens just after it starts, then reports its policy.
-		x := fakeXGBoost(t, fmt.Sprintf(`for i in $(seq 50); do p=$(cut -d')' -f2 /proc/$$/stat | cut -d' ' -f40); [ "$p" = %s ] && break; sleep 0.1; done
+		x := fakeCLI(t, fmt.Sprintf(`for i in $(seq 50); do p=$(cut -d')' -f2 /proc/$$/stat | cut -d' ' -f40); [ "$p" = %s ] && break; sleep 0.1; done
 echo "$p" > %q; exit 1`, tt.policy, out))
 		x.Idle = tt.idle
-		if _, err := x.Train(context.Background(), [][]float64{{1}, {2}}, []float64{1, 2}, 1, DefaultXGBoostParams()); err == nil {
+		if _, err := x.Train(context.Background(), [][]float64{{1}, {2}}, []float64{1, 2}, 1, DefaultParams()); err == nil {
 			t.Fatal("fake xgboost succeeded")
 		}
 		got, err := os.ReadFile(out)
@@ -862,5 +676,21 @@ echo "$p" > %q; exit 1`, tt.policy, out))
 		if p := strings.TrimSpace(string(got)); p != tt.policy {
 			t.Errorf("Idle %v: xgboost ran with scheduling policy %s, want %s", tt.idle, p, tt.policy)
 		}
+	}
+}
+
+// BenchmarkWriteCSV writes a training file of a full store's rows (20,000
+// per target) in the text XGBoost reads exactly: the part of a tree fit
+// spent before the CLI starts.
+func BenchmarkWriteCSV(b *testing.B) {
+	X, y := syntheticRows(rand.New(rand.NewPCG(1, 2)), 20000)
+	path := filepath.Join(b.TempDir(), "train.csv")
+	for b.Loop() {
+		if err := writeCSV(path, X, y); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if fi, err := os.Stat(path); err == nil {
+		b.ReportMetric(float64(fi.Size())/1e6, "MB")
 	}
 }
