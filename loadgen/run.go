@@ -187,15 +187,6 @@ func Run(ctx context.Context, cfg Config) (*Summary, error) {
 	return s, nil
 }
 
-// cpuTime is the CPU time, user and system, this process has used.
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
 // bearer adds an Authorization header to every request.
 type bearer struct {
 	token string

@@ -134,7 +134,7 @@ func TestKillDuringPublish(t *testing.T) {
 	for k := 0; k < kills; k++ {
 		cmd := exec.Command(exe, "-test.run=^TestBundleWriterChild$")
 		cmd.Env = append(os.Environ(), envBundleWriterDir+"="+dir)
-		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+		dieWithParent(cmd)
 		var out strings.Builder
 		cmd.Stdout, cmd.Stderr = &out, &out
 		if err := cmd.Start(); err != nil {

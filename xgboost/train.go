@@ -19,10 +19,10 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/headroomhq/headroom/internal/priority"
+	"github.com/headroomhq/headroom/internal/procgroup"
 	"github.com/headroomhq/headroom/model"
 )
 
@@ -300,8 +300,7 @@ func (x CLI) run(ctx context.Context, dir string, idle bool, limit time.Duration
 	cmd := exec.CommandContext(runCtx, bin, args...)
 	cmd.Dir = dir
 	cmd.Stdout, cmd.Stderr = out, out
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	procgroup.Isolate(cmd)
 	// Should anything escape the group and hold the output pipe open, Wait
 	// gives up on it after this long instead of hanging.
 	cmd.WaitDelay = 2 * time.Second
@@ -346,7 +345,7 @@ func (x CLI) wait(ctx context.Context, cmd *exec.Cmd) error {
 // the trainer's priority.
 func (x CLI) lowerPriority(pid int, idle bool) {
 	if x.Nice > 0 {
-		_ = syscall.Setpriority(syscall.PRIO_PGRP, pid, x.Nice)
+		_ = procgroup.SetNice(pid, x.Nice)
 	}
 	if idle {
 		priority.SetIdle(pid)

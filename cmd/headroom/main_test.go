@@ -75,8 +75,7 @@ func startProc(t testing.TB, env []string, args ...string) *proc {
 	p.cmd.Env = append(append(os.Environ(), envRunAsHeadroom+"=1"), env...)
 	p.cmd.Stdout = p.logs
 	p.cmd.Stderr = p.logs
-	// Should the test binary die (a timeout panic), its children die too.
-	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	dieWithParent(p.cmd)
 	if err := p.cmd.Start(); err != nil {
 		t.Fatalf("start headroom %s: %v", args[0], err)
 	}

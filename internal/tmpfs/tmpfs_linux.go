@@ -1,4 +1,3 @@
-// Package tmpfs gives tests a small file system that really fills up.
 package tmpfs
 
 import (
