@@ -371,12 +371,14 @@ func (d *driftTracker) above(r *ring, m *model.TargetModel) bool {
 // calls it after each successful ingest): the current bundle's own
 // predictions for them and, where the router reported them, the
 // predictions it acted on. When a target's live error is well above the
-// holdout error of its model, Run retrains early (DriftConfig).
+// holdout error of its model, Run retrains early (DriftConfig); while a
+// target has no model, Run is woken to train its first (coldstart.go).
 func (t *Trainer) ObserveServed(samples []store.Sample) {
 	var b *model.Bundle
 	if pub := t.current.Load(); pub != nil {
 		b = pub.Bundle
 	}
+	t.wakeForFirstModels(b)
 	for _, tg := range t.live.observe(samples, b) {
 		t.cfg.Logger.Debug("live error well above holdout error", "target", tg)
 	}

@@ -22,11 +22,13 @@ import (
 type Config struct {
 	// Interval between retrain attempts (default 10 s).
 	Interval time.Duration
-	// MinSamplesFresh is the number of training samples a target needs for
-	// its first model (default 10); MinSamples the number it needs to
-	// retrain once it has one (default 100). The reference lowered its
-	// threshold for the whole process after a cold start; here the fresh
-	// threshold applies only until a target has a model.
+	// MinSamplesFresh is the number of samples a target needs for its
+	// first model (default 10), held-out ones included: it is what a
+	// router must send before it gets predictions, and a tenth of its
+	// samples are held out. MinSamples is the number of training samples
+	// it needs to retrain once it has one (default 100). The reference
+	// lowered its threshold for the whole process after a cold start; here
+	// the fresh threshold applies only until a target has a model.
 	MinSamplesFresh int
 	MinSamples      int
 	// MaxTrainRows caps the training samples one fit reads per target: the
@@ -143,6 +145,9 @@ type Trainer struct {
 	// published is closed and replaced on every publication, for waiters.
 	publishedMu sync.Mutex
 	published   chan struct{}
+	// arrived holds at most one pending wake-up of Run: samples were
+	// stored while some target had no model (coldstart.go).
+	arrived chan struct{}
 }
 
 // New makes a trainer over db and loads the newest valid bundle from
@@ -150,7 +155,7 @@ type Trainer struct {
 // trainer then fits linear models and says so in Status and metrics.
 func New(cfg Config, db *store.DB) (*Trainer, error) {
 	cfg.setDefaults()
-	t := &Trainer{cfg: cfg, db: db, published: make(chan struct{})}
+	t := &Trainer{cfg: cfg, db: db, published: make(chan struct{}), arrived: make(chan struct{}, 1)}
 	t.live = newDriftTracker(cfg.Drift, cfg.Now, cfg.Metrics)
 	var err error
 	if t.schemas[features.TTFT], err = features.NewSchema(cfg.TTFTColumns); err != nil {
@@ -236,17 +241,30 @@ func (t *Trainer) Status() Status {
 }
 
 // Run retrains every Interval until ctx ends, and at once when live error
-// rises well above the holdout error (ObserveServed, DriftConfig).
+// rises well above the holdout error (ObserveServed, DriftConfig). A
+// target's first model does not wait for the tick: it is trained as soon
+// as the target has MinSamplesFresh samples (firstModels).
 func (t *Trainer) Run(ctx context.Context) {
 	tick := time.NewTicker(t.cfg.Interval)
 	defer tick.Stop()
+	t.firstModels(ctx) // samples stored before Run
 	for {
+		retrain := true
 		select {
 		case <-ctx.Done():
 			return
+		case <-t.arrived:
+			retrain = false
 		case <-tick.C:
 		case <-t.live.triggered():
 			t.cfg.Logger.Info("live error well above holdout error: retraining early")
+		}
+		// First models before the cycle's retrain, so that a tick falling
+		// just after samples arrived does not make the first model wait
+		// for its trees.
+		t.firstModels(ctx)
+		if !retrain {
+			continue
 		}
 		if _, err := t.Retrain(ctx); err != nil && ctx.Err() == nil {
 			t.cfg.Logger.Warn("retrain failed; keeping the last good bundle", "error", err)
@@ -260,6 +278,21 @@ func (t *Trainer) Run(ctx context.Context) {
 // Targets train one after the other (see below), each with a
 // single-threaded xgboost.
 func (t *Trainer) Retrain(ctx context.Context) (*model.Published, error) {
+	return t.retrain(ctx, pass{targets: [2]bool{true, true}})
+}
+
+// pass says which targets one retrain trains, and how.
+type pass struct {
+	targets [2]bool // by features.Target
+	// linearOnly fits lines without trees: a first model in milliseconds.
+	linearOnly bool
+	// upgrade fits targets serving their linear first model again, new
+	// samples or not, at the fresh threshold: it gives them their trees.
+	upgrade bool
+}
+
+// retrain is Retrain restricted and shaped by p.
+func (t *Trainer) retrain(ctx context.Context, p pass) (*model.Published, error) {
 	t.retrainMu.Lock()
 	defer t.retrainMu.Unlock()
 
@@ -282,7 +315,7 @@ func (t *Trainer) Retrain(ctx context.Context) (*model.Published, error) {
 	// two busy cores.
 	t.inBackground(func() {
 		for _, tg := range features.Targets {
-			results[tg], errs[tg] = t.retrainTarget(ctx, tg, prevBundle.Target(tg))
+			results[tg], errs[tg] = t.retrainTarget(ctx, tg, prevBundle.Target(tg), p)
 		}
 	})
 
@@ -363,33 +396,36 @@ func (t *Trainer) publish(b *model.Bundle) (*model.Published, error) {
 
 // retrainTarget returns a new model for tg, or nil when there is nothing to
 // do (no new samples, too few) or training failed (error set).
-func (t *Trainer) retrainTarget(ctx context.Context, tg features.Target, prev *model.TargetModel) (*model.TargetModel, error) {
+func (t *Trainer) retrainTarget(ctx context.Context, tg features.Target, prev *model.TargetModel, p pass) (*model.TargetModel, error) {
+	if !p.targets[tg] {
+		return nil, nil
+	}
 	gen := t.db.Generation(tg)
 	t.statusMu.Lock()
 	st := &t.status[tg]
-	if prev != nil && st.TrainedOnGen == gen {
+	if prev != nil && st.TrainedOnGen == gen && !p.upgrade {
 		st.LastSkipReason = "no new samples"
 		t.statusMu.Unlock()
 		return nil, nil
 	}
 	t.statusMu.Unlock()
 
-	need := t.cfg.MinSamples
-	if prev == nil {
-		need = t.cfg.MinSamplesFresh
-	}
-	counts := t.db.Counts()
-	have := counts.Train(tg)
+	fresh := prev == nil || p.upgrade
+	have, need := t.samplesFor(tg, fresh)
 	if have < need {
+		what := "training samples"
+		if fresh {
+			what = "samples"
+		}
 		t.setStatus(tg, func(s *TargetStatus) {
 			s.WaitingFor = need - have
-			s.LastSkipReason = fmt.Sprintf("%d training samples, need %d", have, need)
+			s.LastSkipReason = fmt.Sprintf("%d %s, need %d", have, what, need)
 		})
 		return nil, nil
 	}
 
 	start := t.cfg.Now()
-	m, err := t.fitTarget(ctx, tg, gen)
+	m, err := t.fitTarget(ctx, tg, p.linearOnly)
 	dur := time.Since(start)
 	t.cfg.Metrics.observeRun(tg, dur, err)
 	if err != nil {
@@ -410,9 +446,10 @@ func (t *Trainer) retrainTarget(ctx context.Context, tg features.Target, prev *m
 	switch {
 	case m == nil:
 		return nil, fmt.Errorf("%s: %w", tg, err)
-	case err != nil && prev != nil && prev.Kind != model.KindLinear:
+	case err != nil && prev != nil && (prev.Kind != model.KindLinear || p.upgrade):
 		// The trees failed but a tree model is in service: keep it rather
-		// than downgrade to a line.
+		// than downgrade to a line. Nor is a line published again in place
+		// of the line the upgrade was to give trees.
 		return nil, fmt.Errorf("%s: %w", tg, err)
 	}
 	m.StoreGeneration = gen
@@ -425,13 +462,16 @@ func (t *Trainer) retrainTarget(ctx context.Context, tg features.Target, prev *m
 	return m, err
 }
 
-func (t *Trainer) fitTarget(ctx context.Context, tg features.Target, gen uint64) (*model.TargetModel, error) {
+func (t *Trainer) fitTarget(ctx context.Context, tg features.Target, linearOnly bool) (*model.TargetModel, error) {
 	train, holdout, err := t.db.SnapshotNewest(ctx, tg, t.cfg.MaxTrainRows)
 	if err != nil {
 		return nil, fmt.Errorf("snapshot: %w", err)
 	}
 	schema := t.schemas[tg]
 	cfg := t.fitConfig(tg)
+	if linearOnly {
+		cfg.XGBoost = nil
+	}
 	cfg.Forward = t.live.forwardSamples(tg)
 	cfg.CoverageQuantile = t.live.cfg.Quantile
 	return Fit(ctx, schema, BuildDataset(schema, tg, train), BuildDataset(schema, tg, holdout), cfg)
@@ -443,10 +483,10 @@ func (t *Trainer) fitTarget(ctx context.Context, tg features.Target, gen uint64)
 const idleBackoff = time.Minute
 
 // fitConfig is the fit configuration for tg's next model. Its xgboost runs
-// go to the idle class only once tg has a model (until then there is
-// nothing to serve, and on a busy machine an idle-class run would first
-// wait out its grace for nothing) and not within idleBackoff of a starved
-// run.
+// go to the idle class only once tg has trees in service (until then there
+// is nothing to serve, or only the line of a first model whose trees are
+// awaited; on a busy machine an idle-class run would first wait out its
+// grace for nothing) and not within idleBackoff of a starved run.
 func (t *Trainer) fitConfig(tg features.Target) FitConfig {
 	cfg := t.cfg.Fit
 	if t.xgbErr != nil {
@@ -462,7 +502,7 @@ func (t *Trainer) fitConfig(tg features.Target) FitConfig {
 		cur = p.Bundle
 	}
 	now := t.cfg.Now()
-	if cur.Target(tg) == nil || now.UnixNano() < t.idleAfter.Load() {
+	if m := cur.Target(tg); m == nil || m.Trees == nil || now.UnixNano() < t.idleAfter.Load() {
 		x.Idle = false
 		return cfg
 	}

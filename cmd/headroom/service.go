@@ -166,7 +166,7 @@ func (f *trainerFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.listen, "trainer-listen", "127.0.0.1:8000", "address of the training server")
 	fs.DurationVar(&f.retrainInterval, "retrain-interval", 10*time.Second, "time between retrain attempts")
 	fs.IntVar(&f.minSamples, "min-samples", 100, "training samples a target needs to retrain once it has a model")
-	fs.IntVar(&f.minSamplesFresh, "min-samples-fresh", 10, "training samples a target needs for its first model")
+	fs.IntVar(&f.minSamplesFresh, "min-samples-fresh", 10, "samples a target needs for its first model, held-out ones included; it is trained at once, a linear model first")
 	fs.IntVar(&f.maxTrainRows, "max-train-rows", trainer.DefaultMaxTrainRows, "most training samples one fit reads per target, the newest of every store bucket in even shares (negative: all)")
 	fs.IntVar(&f.bucketCapacity, "bucket-capacity", 500, "samples kept per store bucket (oldest evicted)")
 	fs.Float64Var(&f.holdoutFraction, "holdout-fraction", 0.1, "fraction of samples held out for evaluation")
