@@ -31,6 +31,10 @@ type TrainerOptions struct {
 	MaxConcurrentIngest int
 	MaxIngestBytes      int64
 	IngestWait          time.Duration
+	// Draining is closed when the server begins to shut down: bundle
+	// requests waiting for a new version (?wait=) answer at once, so that
+	// they do not hold the shutdown for its whole grace.
+	Draining <-chan struct{}
 }
 
 type trainerServer struct {
@@ -41,6 +45,7 @@ type trainerServer struct {
 
 	ingested *prometheus.CounterVec
 	rejected prometheus.Counter
+	watchers prometheus.Gauge
 }
 
 // NewTrainerHandler returns the training server's routes.
@@ -67,7 +72,11 @@ func NewTrainerHandler(t *trainer.Trainer, db *store.DB, opts TrainerOptions) ht
 		Name: "headroom_samples_rejected_total",
 		Help: "Ingested entries refused by validation; the rest of their batch is kept.",
 	})
-	opts.Registry.MustRegister(s.ingested, s.rejected)
+	s.watchers = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "headroom_bundle_watchers",
+		Help: "Bundle requests held open until a new version is published (GET /model/bundle?wait=): about one per predictor.",
+	})
+	opts.Registry.MustRegister(s.ingested, s.rejected, s.watchers)
 	s.uploads = newIngestLimiter(opts.MaxConcurrentIngest, opts.MaxIngestBytes, opts.IngestWait, opts.Registry)
 
 	r := newEngine(newHTTPMetrics(opts.Registry, "trainer"))
@@ -202,9 +211,18 @@ func (s *trainerServer) flush(c *gin.Context) {
 }
 
 // bundle serves the current bundle to predictors, with ETag and
-// If-None-Match so an unchanged bundle costs a 304.
+// If-None-Match so an unchanged bundle costs a 304. With ?wait=D (a
+// duration such as 30s, or seconds) a request that would get that 304, or
+// a 404 before the first bundle, is held until a new version is published
+// or D has passed (at most MaxBundleWait): a predictor learns of a new
+// bundle the moment it is published, without polling for it.
 func (s *trainerServer) bundle(c *gin.Context) {
-	pub := s.t.Current()
+	wait, ok := bundleWait(c)
+	if !ok {
+		return
+	}
+	inm := c.GetHeader("If-None-Match")
+	pub := s.awaitBundle(c.Request.Context(), inm, wait)
 	if pub == nil {
 		writeDetail(c, http.StatusNotFound, "no bundle published yet")
 		return
@@ -212,7 +230,7 @@ func (s *trainerServer) bundle(c *gin.Context) {
 	etag := pub.ETag()
 	c.Header("ETag", etag)
 	c.Header("X-Headroom-Bundle-Version", fmt.Sprint(pub.Bundle.Version))
-	if inm := c.GetHeader("If-None-Match"); inm != "" && (inm == etag || inm == "*") {
+	if etagMatches(inm, etag) {
 		c.Status(http.StatusNotModified)
 		return
 	}

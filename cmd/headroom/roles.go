@@ -73,6 +73,7 @@ func startRoles(ctx context.Context, c *commonFlags, t *trainerFlags, p *predict
 		r.trainerHandler = api.NewTrainerHandler(r.trainer, r.db, api.TrainerOptions{
 			Limits: c.limits(), Tokens: tokens, Objective: obj, Quantile: c.quantile, Registry: reg,
 			MaxConcurrentIngest: t.maxIngest, MaxIngestBytes: t.maxIngestBytes,
+			Draining: ctx.Done(), // the servers drain when ctx ends (serve)
 		})
 		r.background = append(r.background, r.trainer.Run)
 		log.Info("trainer ready", "data_dir", c.dataDir, "samples", r.db.Counts(),

@@ -1,0 +1,195 @@
+package api
+
+import (
+	"context"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/headroomhq/headroom/store"
+	"github.com/headroomhq/headroom/trainer"
+)
+
+func TestParseBundleWait(t *testing.T) {
+	for _, tt := range []struct {
+		raw  string
+		want time.Duration
+		err  error
+	}{
+		{"", 0, nil},
+		{"30s", 30 * time.Second, nil},
+		{"250ms", 250 * time.Millisecond, nil},
+		{"30", 30 * time.Second, nil},
+		{"0.5", 500 * time.Millisecond, nil},
+		{"0", 0, nil},
+		{"10m", MaxBundleWait, nil},
+		{"1e300", MaxBundleWait, nil},
+		{"-1s", 0, errWaitNegative},
+		{"-3", 0, errWaitNegative},
+		{"soon", 0, errWaitSyntax},
+		{"NaN", 0, errWaitSyntax},
+		{"Inf", 0, errWaitSyntax},
+	} {
+		got, err := parseBundleWait(tt.raw)
+		if got != tt.want || err != tt.err {
+			t.Errorf("parseBundleWait(%q) = %v, %v; want %v, %v", tt.raw, got, err, tt.want, tt.err)
+		}
+	}
+}
+
+// waitService is a trainer handler with its own registry (to read the
+// watcher gauge) and draining channel.
+type waitService struct {
+	*service
+	reg   *prometheus.Registry
+	drain chan struct{}
+}
+
+func newWaitService(t *testing.T) *waitService {
+	t.Helper()
+	dir := t.TempDir()
+	db, err := store.Open(filepath.Join(dir, "samples.db"), store.Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	tr, err := trainer.New(trainer.Config{BundleDir: filepath.Join(dir, "bundles")}, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &waitService{service: &service{db: db, trainer: tr}, reg: prometheus.NewRegistry(), drain: make(chan struct{})}
+	s.trainerH = NewTrainerHandler(tr, db, TrainerOptions{Registry: s.reg, Draining: s.drain})
+	return s
+}
+
+func (s *waitService) watchers() float64 {
+	mfs, _ := s.reg.Gather()
+	for _, mf := range mfs {
+		if mf.GetName() == "headroom_bundle_watchers" {
+			return mf.GetMetric()[0].GetGauge().GetValue()
+		}
+	}
+	return -1
+}
+
+// publish ingests samples and retrains, publishing a new bundle version.
+func (s *waitService) publish(t *testing.T) {
+	t.Helper()
+	var es []string
+	for i := range 100 {
+		es = append(es, entry(20+float64(i%30), 10+float64(i%30)/10, i%30))
+	}
+	if w := do(s.trainerH, "POST", "/add_training_data_bulk", `{"entries":[`+strings.Join(es, ",")+`]}`); w.Code != 202 {
+		t.Fatalf("ingest: %d %s", w.Code, w.Body)
+	}
+	if pub, err := s.trainer.Retrain(context.Background()); err != nil || pub == nil {
+		t.Fatalf("retrain: %v %v", pub, err)
+	}
+}
+
+// longPoll starts GET /model/bundle?wait=... and returns its recorder when
+// it completes.
+func (s *waitService) longPoll(wait, etag string) <-chan *httptest.ResponseRecorder {
+	done := make(chan *httptest.ResponseRecorder, 1)
+	go func() {
+		header := []string{}
+		if etag != "" {
+			header = []string{"If-None-Match", etag}
+		}
+		done <- do(s.trainerH, "GET", "/model/bundle?wait="+wait, "", header...)
+	}()
+	return done
+}
+
+func (s *waitService) waitWatching(t *testing.T, n float64) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for s.watchers() != n {
+		if time.Now().After(deadline) {
+			t.Fatalf("%v bundle watchers after 20 s, want %v", s.watchers(), n)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func result(t *testing.T, done <-chan *httptest.ResponseRecorder) *httptest.ResponseRecorder {
+	t.Helper()
+	select {
+	case w := <-done:
+		return w
+	case <-time.After(30 * time.Second):
+		t.Fatal("the long poll did not return within 30 s")
+		return nil
+	}
+}
+
+// A held request returns the new bundle as soon as it is published, both
+// before the first bundle (no If-None-Match) and after (the client's ETag).
+func TestBundleLongPollReturnsOnPublication(t *testing.T) {
+	s := newWaitService(t)
+	first := s.longPoll("50s", "")
+	s.waitWatching(t, 1)
+	s.publish(t)
+	w := result(t, first)
+	etag := w.Header().Get("ETag")
+	if w.Code != 200 || etag == "" || w.Header().Get("X-Headroom-Bundle-Version") != "1" {
+		t.Fatalf("long poll before the first bundle: %d, ETag %q, version %q", w.Code, etag, w.Header().Get("X-Headroom-Bundle-Version"))
+	}
+
+	next := s.longPoll("50s", etag)
+	s.waitWatching(t, 1)
+	s.publish(t)
+	w = result(t, next)
+	if w.Code != 200 || w.Header().Get("ETag") == etag || w.Header().Get("X-Headroom-Bundle-Version") != "2" {
+		t.Fatalf("long poll with the old ETag: %d, ETag %q (old %q)", w.Code, w.Header().Get("ETag"), etag)
+	}
+	if s.watchers() != 0 {
+		t.Errorf("%v watchers after every poll returned", s.watchers())
+	}
+
+	// A client with an old ETag gets the new bundle at once.
+	if w := do(s.trainerH, "GET", "/model/bundle?wait=50s", "", "If-None-Match", etag); w.Code != 200 {
+		t.Errorf("long poll with a stale ETag: %d, want 200 at once", w.Code)
+	}
+}
+
+// With nothing published, the wait ends in the answer a plain GET gets:
+// 404 before any bundle, 304 with the current ETag.
+func TestBundleLongPollTimesOut(t *testing.T) {
+	s := newWaitService(t)
+	if w := result(t, s.longPoll("20ms", "")); w.Code != 404 {
+		t.Fatalf("long poll without a bundle: %d, want 404", w.Code)
+	}
+	s.publish(t)
+	etag := do(s.trainerH, "GET", "/model/bundle", "").Header().Get("ETag")
+	if w := result(t, s.longPoll("0.02", etag)); w.Code != 304 || w.Body.Len() != 0 {
+		t.Fatalf("long poll with the current ETag: %d with %d bytes, want 304", w.Code, w.Body.Len())
+	}
+	for _, bad := range []string{"soon", "-1s"} {
+		w := do(s.trainerH, "GET", "/model/bundle?wait="+bad, "")
+		if w.Code != 422 || !strings.Contains(w.Body.String(), `"loc":["query","wait"]`) {
+			t.Errorf("wait=%s: %d %s; want 422 naming the query parameter", bad, w.Code, w.Body)
+		}
+	}
+}
+
+// A server shutting down answers held requests at once, so they do not
+// hold the shutdown for its whole grace.
+func TestBundleLongPollEndsWhenDraining(t *testing.T) {
+	s := newWaitService(t)
+	s.publish(t)
+	etag := do(s.trainerH, "GET", "/model/bundle", "").Header().Get("ETag")
+	held := s.longPoll("50s", etag)
+	s.waitWatching(t, 1)
+	close(s.drain)
+	if w := result(t, held); w.Code != 304 {
+		t.Fatalf("held request at shutdown: %d, want 304", w.Code)
+	}
+	if got := s.watchers(); got != 0 {
+		t.Errorf("watchers after shutdown: %v", got)
+	}
+}
