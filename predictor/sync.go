@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math/rand/v2"
 	"net/http"
 	"os"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/headroomhq/headroom/internal/priority"
@@ -21,13 +23,20 @@ const BundlePath = "/model/bundle"
 // hundred kilobytes.
 const maxBundleBytes = 256 << 20
 
-// Syncer keeps a Predictor up to date with a trainer's newest bundle.
+// Syncer keeps a Predictor up to date with a trainer's newest bundle. It
+// holds a long poll open on the trainer (GET /model/bundle?wait=), which
+// the trainer answers the moment it publishes a new bundle, and polls every
+// Interval besides, in case the long poll is lost (a proxy that cuts long
+// requests, a trainer of an older release).
 type Syncer struct {
 	TrainerURL string        // e.g. http://127.0.0.1:8000
-	Interval   time.Duration // between polls (default 30 s)
-	Client     *http.Client  // default: 10 s timeout
-	SigningKey []byte        // when set, unsigned or wrongly signed bundles are refused
-	AuthToken  string        // bearer token for the trainer's read routes, if any
+	Interval   time.Duration // between polls (default 30 s), jittered by ±20%
+	// Watch is how long the trainer may hold each long poll (default 30 s,
+	// jittered down by up to 20%); negative turns the long poll off.
+	Watch      time.Duration
+	Client     *http.Client // default: 10 s timeout; long polls use its transport without the timeout
+	SigningKey []byte       // when set, unsigned or wrongly signed bundles are refused
+	AuthToken  string       // bearer token for the trainer's read routes, if any
 	// SaveDir, when set, keeps the newest fetched bundle on disk so a
 	// restarted predictor can serve before the trainer answers.
 	SaveDir string
@@ -39,24 +48,93 @@ type Syncer struct {
 	Predictor *Predictor
 	Logger    *slog.Logger
 	Metrics   *Metrics
+
+	loadMu sync.Mutex // one bundle loaded (and saved) at a time: poll and long poll
 }
 
-// Run polls until ctx ends. The first poll is immediate.
+// Run polls until ctx ends, and holds a long poll open beside. The first
+// poll is immediate; the long poll starts once it is done, so that a start
+// does not download the bundle twice.
 func (s *Syncer) Run(ctx context.Context) {
 	interval := s.Interval
 	if interval <= 0 {
 		interval = 30 * time.Second
 	}
-	for {
+	var watching sync.WaitGroup
+	defer watching.Wait()
+	for first := true; ; first = false {
 		if _, err := s.SyncOnce(ctx); err != nil && ctx.Err() == nil {
 			s.logger().Warn("bundle sync failed; serving the bundle in hand", "trainer", s.TrainerURL, "error", err)
+		}
+		if first && s.Watch >= 0 {
+			watching.Go(func() { s.watch(ctx, interval) })
 		}
 		select {
 		case <-ctx.Done():
 			return
-		case <-time.After(interval):
+		case <-time.After(jitter(interval, 0.2)):
 		}
 	}
+}
+
+// Long-poll backoff. After a failure (a trainer not started yet, or
+// restarting) the next long poll waits errorBackoffMin, doubling up to
+// errorBackoffMax: a trainer that comes up is watched within a second, and
+// a refused connection costs nothing. After an answer that came at once and
+// brought nothing new (a trainer that does not hold requests) it waits
+// quietBackoffMin, doubling up to the poll interval.
+const (
+	errorBackoffMin = 100 * time.Millisecond
+	errorBackoffMax = time.Second
+	quietBackoffMin = time.Second
+	// watchSlack is how much longer than the wait it asked for a long poll
+	// waits for the trainer's answer.
+	watchSlack = 10 * time.Second
+)
+
+// watch holds long polls on the trainer until ctx ends; interval is the
+// poll's.
+func (s *Syncer) watch(ctx context.Context, interval time.Duration) {
+	hold := s.Watch
+	if hold == 0 {
+		hold = 30 * time.Second
+	}
+	client := &http.Client{} // bounded by each request's context instead of a timeout
+	if s.Client != nil {
+		client.Transport = s.Client.Transport
+	}
+	var backoff time.Duration
+	for ctx.Err() == nil {
+		// Each poll asks for its own wait, so a fleet's polls drift apart.
+		wait := hold - time.Duration(rand.Int64N(int64(hold/5)+1))
+		start := time.Now()
+		rctx, cancel := context.WithTimeout(ctx, wait+watchSlack)
+		swapped, err := s.sync(rctx, client, wait)
+		cancel()
+		if ctx.Err() != nil {
+			return
+		}
+		switch {
+		case err != nil:
+			s.logger().Debug("bundle long poll failed; the periodic poll continues", "trainer", s.TrainerURL, "error", err)
+			backoff = min(max(2*backoff, errorBackoffMin), errorBackoffMax)
+		case !swapped && time.Since(start) < wait/2:
+			backoff = min(max(2*backoff, quietBackoffMin), max(interval, quietBackoffMin))
+		default:
+			backoff = 0
+			continue
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(jitter(backoff, 0.2)):
+		}
+	}
+}
+
+// jitter returns d scaled by a random factor in [1-f, 1+f).
+func jitter(d time.Duration, f float64) time.Duration {
+	return time.Duration(float64(d) * (1 - f + 2*f*rand.Float64()))
 }
 
 // SyncOnce fetches the trainer's bundle if it changed and swaps it in. It
@@ -66,7 +144,18 @@ func (s *Syncer) SyncOnce(ctx context.Context) (bool, error) {
 	if client == nil {
 		client = &http.Client{Timeout: 10 * time.Second}
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(s.TrainerURL, "/")+BundlePath, nil)
+	return s.sync(ctx, client, 0)
+}
+
+// sync is one request for the bundle; with wait > 0, a long poll the
+// trainer holds until it has a bundle other than the one in service, or
+// wait has passed.
+func (s *Syncer) sync(ctx context.Context, client *http.Client, wait time.Duration) (bool, error) {
+	url := strings.TrimSuffix(s.TrainerURL, "/") + BundlePath
+	if wait > 0 {
+		url += "?wait=" + wait.Round(time.Millisecond).String()
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return false, fmt.Errorf("sync bundle: %w", err)
 	}
@@ -99,7 +188,11 @@ func (s *Syncer) SyncOnce(ctx context.Context) (bool, error) {
 		swapped bool
 		loadErr error
 	)
-	priority.RunNiced(s.Nice, func() { swapped, loadErr = s.load(resp.Body) })
+	priority.RunNiced(s.Nice, func() {
+		s.loadMu.Lock()
+		defer s.loadMu.Unlock()
+		swapped, loadErr = s.load(resp.Body)
+	})
 	return swapped, loadErr
 }
 

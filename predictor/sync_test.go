@@ -188,3 +188,134 @@ func TestRunPollsUntilCancelled(t *testing.T) {
 		t.Fatalf("ready=%v after %d polls", s.Predictor.Ready(), ft.requests.Load())
 	}
 }
+
+// holdingTrainer answers long polls (?wait=) as the trainer does: a request
+// whose If-None-Match names the bundle in service, or that comes before the
+// first bundle, is held until the bundle changes or the wait has passed.
+type holdingTrainer struct {
+	mu       sync.Mutex
+	pub      *model.Published
+	changed  chan struct{} // closed and replaced by set
+	held     atomic.Int32  // requests being held now
+	requests atomic.Int32
+}
+
+func newHoldingTrainer() *holdingTrainer { return &holdingTrainer{changed: make(chan struct{})} }
+
+func (f *holdingTrainer) set(pub *model.Published) {
+	f.mu.Lock()
+	f.pub = pub
+	close(f.changed)
+	f.changed = make(chan struct{})
+	f.mu.Unlock()
+}
+
+func (f *holdingTrainer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	f.requests.Add(1)
+	wait, _ := time.ParseDuration(r.URL.Query().Get("wait"))
+	expired := time.After(wait)
+	for {
+		f.mu.Lock()
+		pub, changed := f.pub, f.changed
+		f.mu.Unlock()
+		if pub != nil && r.Header.Get("If-None-Match") != pub.ETag() {
+			w.Header().Set("ETag", pub.ETag())
+			w.Write(pub.Encoded)
+			return
+		}
+		if wait <= 0 {
+			break
+		}
+		f.held.Add(1)
+		select {
+		case <-changed:
+			f.held.Add(-1)
+			continue
+		case <-expired:
+		case <-r.Context().Done():
+		}
+		f.held.Add(-1)
+		break
+	}
+	f.mu.Lock()
+	pub := f.pub
+	f.mu.Unlock()
+	if pub == nil {
+		http.Error(w, `{"detail":"no bundle published yet"}`, http.StatusNotFound)
+		return
+	}
+	w.WriteHeader(http.StatusNotModified)
+}
+
+// runSyncer runs s until the test ends.
+func runSyncer(t *testing.T, s *Syncer) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { s.Run(ctx); close(done) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			t.Error("Run did not stop within 10 s of cancellation")
+		}
+	})
+}
+
+func waitUntil(t *testing.T, what string, ok func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !ok() {
+		if time.Now().After(deadline) {
+			t.Fatalf("no %s within 20 s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func serving(p *Predictor) uint64 {
+	if pub, _ := p.Current(); pub != nil {
+		return pub.Bundle.Version
+	}
+	return 0
+}
+
+// With the periodic poll an hour away, every bundle arrives through the
+// long poll: the first one the trainer publishes, and each next one.
+func TestSyncLongPollDeliversEachNewBundle(t *testing.T) {
+	ft := newHoldingTrainer()
+	srv := httptest.NewServer(ft)
+	defer srv.Close()
+	s, _, _ := newSyncer(t, srv.URL)
+	s.Interval = time.Hour
+	runSyncer(t, s)
+	for v := uint64(1); v <= 3; v++ {
+		waitUntil(t, "long poll held by the trainer", func() bool { return ft.held.Load() == 1 })
+		ft.set(testPublished(t, v, float64(100*v)))
+		waitUntil(t, fmt.Sprintf("version %d in service", v), func() bool { return serving(s.Predictor) == v })
+	}
+	if n := ft.requests.Load(); n > 10 {
+		t.Errorf("%d requests for 3 bundles; want the first poll and one long poll per bundle", n)
+	}
+}
+
+// A trainer that answers at once (an older release, or one shutting down)
+// does not turn the long poll into a busy loop: it backs off, and the
+// periodic poll keeps the bundle current. A busy loop would send thousands
+// of requests in the second measured.
+func TestSyncLongPollBacksOffFromATrainerThatDoesNotHold(t *testing.T) {
+	ft := &fakeTrainer{}
+	ft.set(testPublished(t, 1, 100), nil, false)
+	srv := httptest.NewServer(ft)
+	defer srv.Close()
+	s, _, _ := newSyncer(t, srv.URL)
+	s.Interval = time.Hour
+	runSyncer(t, s)
+	waitUntil(t, "the first bundle", func() bool { return serving(s.Predictor) == 1 })
+	start := ft.requests.Load()
+	time.Sleep(time.Second)
+	if n := ft.requests.Load() - start; n > 10 {
+		t.Errorf("%d long polls in 1 s against a trainer that does not hold them; want a few, backing off", n)
+	}
+}
