@@ -8,12 +8,13 @@ import (
 
 	"github.com/headroomhq/headroom/features"
 	"github.com/headroomhq/headroom/model"
+	"github.com/headroomhq/headroom/xgboost"
 )
 
 // coldTrainer is a trainer with the service's fit configuration (trees
 // from MinTreeRows rows) whose tick never comes during a test: whatever it
 // publishes, it publishes because samples arrived.
-func (f *trainerFixture) coldTrainer(t *testing.T, xgb *XGBoost) *Trainer {
+func (f *trainerFixture) coldTrainer(t *testing.T, xgb *xgboost.CLI) *Trainer {
 	t.Helper()
 	fit := DefaultFitConfig()
 	fit.XGBoost = xgb
@@ -73,7 +74,7 @@ func TestFirstModelWithoutTick(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			f := newFixture(t)
-			var xgb *XGBoost
+			var xgb *xgboost.CLI
 			if tt.xgb {
 				xgb = realXGBoost(t)
 			}
