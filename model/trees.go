@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 )
 
@@ -39,7 +40,17 @@ type Trees struct {
 	feature     []uint32  // split feature; 0 for a leaf
 	value       []float32 // split condition, or the leaf value
 	defaultLeft []bool    // missing (NaN) values go left; false for a leaf
+
+	// gain[f] is the loss reduction summed over every split on feature f
+	// (XGBoost's "total_gain" importance); nil when the source did not say.
+	// It explains the model and plays no part in a prediction.
+	gain []float64
 }
+
+// Gain returns the loss reduction of the splits on each feature, summed over
+// the ensemble (XGBoost's total gain), or nil when the model file did not
+// record it.
+func (t *Trees) Gain() []float64 { return slices.Clone(t.gain) }
 
 // NumTrees returns the number of trees in the ensemble.
 func (t *Trees) NumTrees() int { return len(t.roots) }
@@ -260,6 +271,7 @@ type xgbTree struct {
 	CategoriesNodes    []int64   `json:"categories_nodes"`
 	CategoriesSegments []int64   `json:"categories_segments"`
 	CategoriesSizes    []int64   `json:"categories_sizes"`
+	LossChanges        []float64 `json:"loss_changes"`
 	TreeParam          struct {
 		NumNodes       string `json:"num_nodes"`
 		SizeLeafVector string `json:"size_leaf_vector"`
@@ -319,6 +331,7 @@ func ParseXGBoostJSON(data []byte) (*Trees, error) {
 	if err != nil {
 		return nil, fmt.Errorf("parse xgboost model: %w", err)
 	}
+	gain := make([]float64, t.numFeature)
 	for i := range gb.Trees {
 		// XGBoost places each tree by its id, not by its position in the
 		// array, and sums trees in that order; a file whose ids are not the
@@ -326,10 +339,23 @@ func ParseXGBoostJSON(data []byte) (*Trees, error) {
 		if id := gb.Trees[i].ID; id != int64(i) {
 			return nil, fmt.Errorf("parse xgboost model: tree %d has id %d", i, id)
 		}
+		base := len(t.left)
 		if err := t.appendXGBTree(&gb.Trees[i]); err != nil {
 			return nil, fmt.Errorf("parse xgboost model: tree %d: %w", i, err)
 		}
+		// Gain of the splits the root reaches (appendTree turned the
+		// others into leaves).
+		changes := gb.Trees[i].LossChanges
+		if gain != nil && len(changes) != len(t.left)-base {
+			gain = nil // not recorded: say nothing rather than part of it
+		}
+		for j := base; gain != nil && j < len(t.left); j++ {
+			if c := changes[j-base]; t.left[j] >= 0 && !math.IsNaN(c) && !math.IsInf(c, 0) {
+				gain[t.feature[j]] += c
+			}
+		}
 	}
+	t.gain = gain
 	return t, nil
 }
 
@@ -513,11 +539,12 @@ func finite32(v float32) bool {
 type treesJSON struct {
 	BaseScore   float32   `json:"base_score"`
 	NumFeature  int64     `json:"num_feature"`
-	TreeSizes   []int64   `json:"tree_sizes"`   // nodes per tree, in tree order
-	Left        []int64   `json:"left"`         // left child within the tree; -1 for a leaf; the right child is left+1
-	Feature     []int64   `json:"feature"`      // split feature; 0 for a leaf
-	Value       []float32 `json:"value"`        // split condition or leaf value
-	DefaultLeft []int64   `json:"default_left"` // 1 if missing values go left
+	TreeSizes   []int64   `json:"tree_sizes"`     // nodes per tree, in tree order
+	Left        []int64   `json:"left"`           // left child within the tree; -1 for a leaf; the right child is left+1
+	Feature     []int64   `json:"feature"`        // split feature; 0 for a leaf
+	Value       []float32 `json:"value"`          // split condition or leaf value
+	DefaultLeft []int64   `json:"default_left"`   // 1 if missing values go left
+	Gain        []float64 `json:"gain,omitempty"` // total split gain per feature; absent when unknown
 }
 
 // MarshalJSON encodes the ensemble compactly for a model bundle.
@@ -534,6 +561,7 @@ func (t *Trees) MarshalJSON() ([]byte, error) {
 		Feature:     make([]int64, n),
 		Value:       t.value,
 		DefaultLeft: make([]int64, n),
+		Gain:        t.gain,
 	}
 	for i, root := range t.roots {
 		end := int32(n)
@@ -591,6 +619,17 @@ func (t *Trees) UnmarshalJSON(data []byte) error {
 	}
 	if start != n {
 		return fmt.Errorf("unmarshal trees: tree sizes sum to %d but there are %d nodes", start, n)
+	}
+	if enc.Gain != nil {
+		if len(enc.Gain) != nt.numFeature {
+			return fmt.Errorf("unmarshal trees: gain has %d entries for %d features", len(enc.Gain), nt.numFeature)
+		}
+		for f, g := range enc.Gain {
+			if math.IsNaN(g) || math.IsInf(g, 0) {
+				return fmt.Errorf("unmarshal trees: gain of feature %d is not finite", f)
+			}
+		}
+		nt.gain = enc.Gain
 	}
 	*t = *nt
 	return nil

@@ -573,6 +573,55 @@ func TestParseRealModel(t *testing.T) {
 	}
 }
 
+// TestGainSumsLossChangesPerFeature: a tree model's gain per feature is the
+// sum of XGBoost's own loss_changes over the splits on that feature, as its
+// total_gain importance; a file without them has no gain rather than a
+// made-up one.
+func TestGainSumsLossChangesPerFeature(t *testing.T) {
+	data, err := os.ReadFile(smallModelPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var raw struct {
+		Learner struct {
+			GradientBooster struct {
+				Model struct {
+					Trees []struct {
+						Left         []int64   `json:"left_children"`
+						SplitIndices []int64   `json:"split_indices"`
+						LossChanges  []float64 `json:"loss_changes"`
+					} `json:"trees"`
+				} `json:"model"`
+			} `json:"gradient_booster"`
+		} `json:"learner"`
+	}
+	if err := json.Unmarshal(data, &raw); err != nil {
+		t.Fatal(err)
+	}
+	want := make([]float64, 3)
+	for _, tr := range raw.Learner.GradientBooster.Model.Trees {
+		for i, l := range tr.Left {
+			if l >= 0 {
+				want[tr.SplitIndices[i]] += tr.LossChanges[i]
+			}
+		}
+	}
+	got := loadSmallModel(t).Gain()
+	if len(got) != 3 {
+		t.Fatalf("gain %v, want one per feature", got)
+	}
+	for f := range want {
+		if want[f] <= 0 || math.Abs(got[f]-want[f]) > 1e-9*want[f] {
+			t.Errorf("feature %d: gain %v, want %v", f, got[f], want[f])
+		}
+	}
+	file := newFileModel("0.5", 1, []node{splitNode(0, 1, 1, 2, true), leaf(1), leaf(2)})
+	file.Learner.GradientBooster.Model.Trees[0].LossChanges = nil
+	if g := file.parse(t).Gain(); g != nil {
+		t.Errorf("model file without loss_changes: gain %v, want nil", g)
+	}
+}
+
 func b2i(b bool) int {
 	if b {
 		return 1
@@ -798,6 +847,7 @@ func TestUnmarshalRejects(t *testing.T) {
 		{"sizes sum short", func(e *treesJSON) { e.TreeSizes = e.TreeSizes[:len(e.TreeSizes)-1] }, "", "sum to"},
 		{"size past the end", func(e *treesJSON) { e.TreeSizes[len(e.TreeSizes)-1] += 1 }, "", "out of range"},
 		{"zero size", func(e *treesJSON) { e.TreeSizes[0] = 0 }, "", "size 0"},
+		{"gain of another width", func(e *treesJSON) { e.Gain = e.Gain[:1] }, "", "gain has 1 entries for 3 features"},
 		{"negative size", func(e *treesJSON) { e.TreeSizes[0] = -3 }, "", "size -3"},
 		{"arrays differ", func(e *treesJSON) { e.Value = e.Value[1:] }, "", "differ in length"},
 		{"child out of the tree", func(e *treesJSON) { e.Left[0] = int64(size0) }, "", "children"},
