@@ -302,6 +302,29 @@ func (db *DB) SnapshotNewest(ctx context.Context, t features.Target, maxTrain in
 	return r.merged(), r.holdout, nil
 }
 
+// SnapshotHoldout returns a copy of a target's held-out samples alone,
+// oldest first, for views of a model that need no training samples (a
+// full store's holdout is a thousand samples, its training side up to
+// 180,000).
+func (db *DB) SnapshotHoldout(ctx context.Context, t features.Target) ([]Sample, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("snapshot holdout: %w", err)
+	}
+	if err := checkTarget(t); err != nil {
+		return nil, fmt.Errorf("snapshot holdout: %w", err)
+	}
+	var holdout []Sample
+	err := db.bolt.View(func(tx *bolt.Tx) error {
+		var rerr error
+		holdout, _, rerr = readRecords(tx.Bucket(targetBucket(t)).Bucket(bucketHoldout), fmt.Sprintf("%s/%s", t, bucketHoldout), nil, nil)
+		return rerr
+	})
+	if err != nil {
+		return nil, fmt.Errorf("snapshot holdout %s of store %s: %w", t, db.path, err)
+	}
+	return holdout, nil
+}
+
 // shareEvenly splits total among buckets holding counts[i] samples: every
 // bucket gets the same share, except that one holding fewer gets all it has
 // and the rest is shared among the others (water-filling). The quotas sum

@@ -168,6 +168,37 @@ func TestShareEvenly(t *testing.T) {
 // SnapshotNewest keeps each bucket's newest samples within an even share of
 // the cap, in insertion order like Snapshot, and is Snapshot when the cap
 // is not reached.
+func TestSnapshotHoldout(t *testing.T) {
+	db := openTest(t, tempPath(t), testOptions())
+	for i := range 3 {
+		mustAdd(t, db, testSamples(200, uint64(i), time.Duration(i)*time.Second))
+	}
+	for _, tg := range features.Targets {
+		_, want, err := db.Snapshot(tg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(want) == 0 {
+			t.Fatalf("%s: no held-out samples to compare", tg)
+		}
+		got, err := db.SnapshotHoldout(context.Background(), tg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !samplesEqual(got, want) {
+			t.Errorf("%s: %d held-out samples, Snapshot has %d", tg, len(got), len(want))
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := db.SnapshotHoldout(ctx, features.TTFT); !errors.Is(err, context.Canceled) {
+		t.Errorf("ended context: %v", err)
+	}
+	if _, err := db.SnapshotHoldout(context.Background(), features.Target(9)); err == nil {
+		t.Error("unknown target accepted")
+	}
+}
+
 func TestSnapshotNewest(t *testing.T) {
 	o := testOptions()
 	o.BucketCapacity = 40
