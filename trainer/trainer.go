@@ -141,6 +141,7 @@ type Trainer struct {
 	status    [2]TargetStatus
 	xgbErr    error
 	live      *driftTracker
+	history   history // recent training runs, for the dashboard
 
 	// published is closed and replaced on every publication, for waiters.
 	publishedMu sync.Mutex
@@ -449,6 +450,7 @@ func (t *Trainer) retrainTarget(ctx context.Context, tg features.Target, prev *m
 	m, err := t.fitTarget(ctx, tg, p.linearOnly)
 	dur := time.Since(start)
 	t.cfg.Metrics.observeRun(tg, dur, err)
+	t.recordRun(tg, start, dur, m, err)
 	if err != nil {
 		t.cfg.Logger.Warn("training failed", "target", tg, "error", err, "seconds", dur.Seconds())
 	}
