@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/headroomhq/headroom/dashboard"
 	"github.com/headroomhq/headroom/features"
 	"github.com/headroomhq/headroom/predictor"
 )
@@ -350,6 +351,12 @@ func (s *predictorServer) readyz(c *gin.Context) {
 }
 
 func (s *predictorServer) root(c *gin.Context) {
+	if wantsPage(c) {
+		servePage(c, s.opts.Tokens, func(context.Context) (dashboard.Snapshot, error) {
+			return dashboard.FromPredictor(s.p, s.opts.TrainerURL, s.opts.Now()), nil
+		})
+		return
+	}
 	c.JSON(http.StatusOK, gin.H{
 		"message": "HTTP-based Latency Predictor is running", "model_type": modelTypeXGBoost,
 		"objective_type": string(s.p.Objective()), "quantile": s.p.Quantile(), "is_ready": s.p.Ready(),

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"strings"
@@ -10,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/headroomhq/headroom/dashboard"
 	"github.com/headroomhq/headroom/features"
 	"github.com/headroomhq/headroom/predictor"
 	"github.com/headroomhq/headroom/store"
@@ -352,6 +354,12 @@ func (s *trainerServer) readyz(c *gin.Context) {
 }
 
 func (s *trainerServer) root(c *gin.Context) {
+	if wantsPage(c) {
+		servePage(c, s.opts.Tokens, func(ctx context.Context) (dashboard.Snapshot, error) {
+			return dashboard.FromTrainer(ctx, s.t, s.db, s.opts.Now())
+		})
+		return
+	}
 	desc := "Predicting mean TTFT and TPOT latencies"
 	if s.opts.Objective == predictor.Quantile {
 		desc = fmt.Sprintf("Predicting %g%% quantile for TTFT and TPOT latencies", s.opts.Quantile*100)

@@ -1,0 +1,172 @@
+// Package dashboard renders the trainer's and the predictor's state as one
+// self-contained HTML page with plots drawn server-side as SVG: no script,
+// no stylesheet or font from elsewhere, so it works on machines and
+// clusters without internet access. It knows nothing of HTTP; a handler
+// takes a Snapshot and calls Render.
+package dashboard
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/headroomhq/headroom/features"
+	"github.com/headroomhq/headroom/model"
+	"github.com/headroomhq/headroom/predictor"
+	"github.com/headroomhq/headroom/store"
+	"github.com/headroomhq/headroom/trainer"
+)
+
+// MaxHoldoutPoints bounds the predicted-versus-actual plot: the newest
+// held-out samples, a thousand per target at the default holdout size.
+const MaxHoldoutPoints = 1000
+
+// Snapshot is everything the page shows, taken at one moment.
+type Snapshot struct {
+	Role string // "trainer" or "predictor"
+	Now  time.Time
+	// Bundle is the newest published bundle (trainer) or the one in
+	// service (predictor); nil before the first.
+	Bundle *model.Bundle
+	// Predictor only: when the bundle went into service, and where
+	// bundles come from.
+	LoadedAt   time.Time
+	TrainerURL string
+	// Trainer only.
+	XGBoostAvailable bool
+	XGBoostError     string
+	Targets          []Target
+	Retrains         []trainer.RetrainRecord // oldest first
+	BucketCapacity   int
+}
+
+// Target is one target's part of the page.
+type Target struct {
+	Target features.Target
+	Model  *model.TargetModel // nil before the target's first model
+	// Holdout pairs the model's predictions with measured values on the
+	// store's held-out samples (trainer only).
+	Holdout []Point
+	Status  *trainer.TargetStatus // trainer only
+	// Fill is the training samples stored per KV-cache level (rows) and
+	// prefix-cache level (columns), summed over the store's other
+	// dimensions; nil when the scheme does not stratify by both.
+	Fill *Fill
+}
+
+// Point is one held-out sample: predicted and measured latency, in ms.
+type Point struct {
+	Predicted, Actual float64
+}
+
+// Fill is a KV × prefix grid of stored training samples.
+type Fill struct {
+	Counts [][]int // [kv level][prefix level]
+	// PerCell is the most samples a cell can hold: the bucket capacity
+	// times the buckets of the other dimensions.
+	PerCell int
+}
+
+// FromTrainer takes a snapshot of a trainer and its store. It reads the
+// held-out samples (a thousand per target by default) and predicts them
+// with the model in service, a few milliseconds of work, so it is meant
+// for a person looking at a page, not for polling.
+func FromTrainer(ctx context.Context, t *trainer.Trainer, db *store.DB, now time.Time) (Snapshot, error) {
+	s := Snapshot{Role: "trainer", Now: now, Retrains: t.History(), BucketCapacity: db.Options().BucketCapacity}
+	if pub := t.Current(); pub != nil {
+		s.Bundle = pub.Bundle
+	}
+	status := t.Status()
+	s.XGBoostAvailable, s.XGBoostError = status.XGBoostAvailable, status.XGBoostError
+	for _, tg := range features.Targets {
+		view := Target{Target: tg, Model: s.Bundle.Target(tg), Fill: fill(db, tg)}
+		if st, ok := status.Targets[tg.String()]; ok {
+			view.Status = &st
+		}
+		if view.Model != nil {
+			points, err := holdoutPoints(ctx, db, tg, view.Model)
+			if err != nil {
+				return s, err
+			}
+			view.Holdout = points
+		}
+		s.Targets = append(s.Targets, view)
+	}
+	return s, nil
+}
+
+// FromPredictor takes a snapshot of a predictor: the bundle in service and
+// where it came from. A predictor keeps no samples, so its page has no
+// holdout plot, store or training history.
+func FromPredictor(p *predictor.Predictor, trainerURL string, now time.Time) Snapshot {
+	s := Snapshot{Role: "predictor", Now: now, TrainerURL: trainerURL}
+	if pub, loaded := p.Current(); pub != nil {
+		s.Bundle, s.LoadedAt = pub.Bundle, loaded
+	}
+	for _, tg := range features.Targets {
+		s.Targets = append(s.Targets, Target{Target: tg, Model: s.Bundle.Target(tg)})
+	}
+	return s
+}
+
+// holdoutPoints predicts the newest held-out samples with m, building each
+// feature row with the one feature builder training and serving use.
+func holdoutPoints(ctx context.Context, db *store.DB, tg features.Target, m *model.TargetModel) ([]Point, error) {
+	samples, err := db.SnapshotHoldout(ctx, tg)
+	if err != nil {
+		return nil, fmt.Errorf("dashboard: %w", err)
+	}
+	if len(samples) > MaxHoldoutPoints {
+		samples = samples[len(samples)-MaxHoldoutPoints:]
+	}
+	d := trainer.BuildDataset(m.Schema(), tg, samples)
+	points := make([]Point, len(d.Y))
+	for i, x := range d.X {
+		points[i] = Point{Predicted: m.Predict(x), Actual: d.Y[i]}
+	}
+	return points, nil
+}
+
+// fill sums the store's bucket counts into a KV × prefix grid. Bucket i's
+// levels are the digits of i in the mixed radix of the scheme's
+// dimensions, the first most significant (store.Scheme).
+func fill(db *store.DB, tg features.Target) *Fill {
+	scheme := db.Scheme()
+	dims := scheme.Dims()
+	kv, prefix := -1, -1
+	cells := 1
+	for i, d := range dims {
+		switch d {
+		case store.DimKV10:
+			kv = i
+		case store.DimPrefix4:
+			prefix = i
+		default:
+			cells *= d.Levels()
+		}
+	}
+	if kv < 0 || prefix < 0 {
+		return nil
+	}
+	f := &Fill{Counts: make([][]int, dims[kv].Levels()), PerCell: cells * db.Options().BucketCapacity}
+	for i := range f.Counts {
+		f.Counts[i] = make([]int, dims[prefix].Levels())
+	}
+	index := make(map[string]int, scheme.NumBuckets())
+	for i, key := range scheme.Keys() {
+		index[key] = i
+	}
+	levels := make([]int, len(dims))
+	for key, n := range db.BucketCounts(tg) {
+		i, ok := index[key]
+		if !ok {
+			continue
+		}
+		for d := len(dims) - 1; d >= 0; d-- {
+			levels[d] = i % dims[d].Levels()
+			i /= dims[d].Levels()
+		}
+		f.Counts[levels[kv]][levels[prefix]] += n
+	}
+	return f
+}
