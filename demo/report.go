@@ -55,9 +55,6 @@ func NewReporter(c *Client) *Reporter { return &Reporter{client: c} }
 // Add buffers one entry.
 func (r *Reporter) Add(e TrainingEntry) { r.pending = append(r.pending, e) }
 
-// Pending is the number of buffered entries.
-func (r *Reporter) Pending() int { return len(r.pending) }
-
 // Sent is the number of entries the trainer has accepted so far.
 func (r *Reporter) Sent() int { return r.sent }
 

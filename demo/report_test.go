@@ -92,17 +92,17 @@ func TestReporterFlushes(t *testing.T) {
 		tp, _ := TPOTEntry(o, DefaultEpoch)
 		rep.Add(tp)
 	}
-	if rep.Pending() != 4 {
-		t.Fatalf("pending %d, want 4", rep.Pending())
+	if len(rep.pending) != 4 {
+		t.Fatalf("pending %d, want 4", len(rep.pending))
 	}
-	if err := rep.Flush(ctx); err != nil || rep.Sent() != 4 || rep.Pending() != 0 {
-		t.Fatalf("flush: sent %d pending %d, %v", rep.Sent(), rep.Pending(), err)
+	if err := rep.Flush(ctx); err != nil || rep.Sent() != 4 || len(rep.pending) != 0 {
+		t.Fatalf("flush: sent %d pending %d, %v", rep.Sent(), len(rep.pending), err)
 	}
 
 	// A trainer that cannot be reached: the entries stay for the next flush.
 	down := NewReporter(&Client{TrainerURL: "http://127.0.0.1:1"})
 	down.Add(TTFTEntry(outcomes(t, &sim.Request{ID: 1, PromptTokens: 5, OutputTokens: 1})[0], DefaultEpoch))
-	if err := down.Flush(ctx); err == nil || down.Pending() != 1 || down.Sent() != 0 {
-		t.Errorf("flush to nowhere: %v, pending %d, sent %d", err, down.Pending(), down.Sent())
+	if err := down.Flush(ctx); err == nil || len(down.pending) != 1 || down.Sent() != 0 {
+		t.Errorf("flush to nowhere: %v, pending %d, sent %d", err, len(down.pending), down.Sent())
 	}
 }

@@ -279,11 +279,3 @@ var (
 		"prefill_tokens_in_flight", "decode_tokens_in_flight", "pod_type", "batch_load",
 	}
 )
-
-// DefaultSchema returns the default compiled schema for a target.
-func DefaultSchema(t Target) Schema {
-	if t == TPOT {
-		return MustSchema(DefaultTPOTColumns...)
-	}
-	return MustSchema(DefaultTTFTColumns...)
-}

@@ -71,7 +71,7 @@ func TestBuildEdgeValues(t *testing.T) {
 // value and serve on the other.
 func TestDefaultSchemasIgnoreTokensGenerated(t *testing.T) {
 	for _, tg := range Targets {
-		s := DefaultSchema(tg)
+		s := defaultSchema(tg)
 		a, b := Row{NumTokensGenerated: 0, InputTokenLength: 10}, Row{NumTokensGenerated: 1, InputTokenLength: 10}
 		xa, xb := s.Build(&a, nil), s.Build(&b, nil)
 		for i := range xa {
@@ -93,7 +93,7 @@ func TestNewSchemaRefusesUnknownAndRepeated(t *testing.T) {
 }
 
 func TestBuildReusesBuffer(t *testing.T) {
-	s := DefaultSchema(TTFT)
+	s := defaultSchema(TTFT)
 	buf := make([]float64, 0, 64)
 	row := Row{InputTokenLength: 5}
 	if allocs := testing.AllocsPerRun(100, func() { s.Build(&row, buf) }); allocs != 0 {
@@ -113,7 +113,7 @@ func TestParseTarget(t *testing.T) {
 }
 
 func BenchmarkBuildTTFT(b *testing.B) {
-	s := DefaultSchema(TTFT)
+	s := defaultSchema(TTFT)
 	row := Row{KVCachePercentage: 0.3, InputTokenLength: 900, NumRequestWaiting: 2, NumRequestRunning: 7, PrefixCacheScore: 0.4, PodType: "decode"}
 	buf := make([]float64, 0, 64)
 	b.ReportAllocs()
@@ -162,4 +162,12 @@ func TestHinges(t *testing.T) {
 			t.Errorf("%+v: %v, want %v", tt.row, x, tt.want)
 		}
 	}
+}
+
+// defaultSchema is the compiled schema of a target's default columns.
+func defaultSchema(t Target) Schema {
+	if t == TPOT {
+		return MustSchema(DefaultTPOTColumns...)
+	}
+	return MustSchema(DefaultTTFTColumns...)
 }

@@ -150,7 +150,7 @@ func TestFleetSubmitErrors(t *testing.T) {
 }
 
 func TestFleetRejectsBadRouterChoice(t *testing.T) {
-	f, err := NewFleet(testConfig(), FleetOptions{Router: RouterFunc(func(*Request, []ServerState) int { return 1 })})
+	f, err := NewFleet(testConfig(), FleetOptions{Router: routerFunc(func(*Request, []ServerState) int { return 1 })})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -179,7 +179,7 @@ func TestFleetScrapeIntervalDelaysGauges(t *testing.T) {
 		cfg := testConfig()
 		cfg.Servers = 1
 		var seen []ServerState
-		router := RouterFunc(func(_ *Request, s []ServerState) int {
+		router := routerFunc(func(_ *Request, s []ServerState) int {
 			seen = append(seen, s[0])
 			return 0
 		})
@@ -212,3 +212,8 @@ func TestFleetRunStopsOnContext(t *testing.T) {
 		t.Fatal("a cancelled run returned no error")
 	}
 }
+
+// routerFunc adapts a function to Router.
+type routerFunc func(req *Request, servers []ServerState) int
+
+func (f routerFunc) Route(req *Request, servers []ServerState) int { return f(req, servers) }

@@ -41,12 +41,6 @@ type Router interface {
 	Route(req *Request, servers []ServerState) int
 }
 
-// RouterFunc adapts a function to Router.
-type RouterFunc func(req *Request, servers []ServerState) int
-
-// Route calls f.
-func (f RouterFunc) Route(req *Request, servers []ServerState) int { return f(req, servers) }
-
 // RoundRobin sends requests to servers in turn, ignoring their state.
 type RoundRobin struct{ next int }
 

@@ -146,7 +146,11 @@ func BenchmarkRetrainFullStore(b *testing.B) {
 // benchmarkFitParts times the steps of one target's fit on db's samples.
 func benchmarkFitParts(b *testing.B, name string, db *store.DB, t features.Target, xgb *xgboost.CLI) {
 	ctx := context.Background()
-	schema := features.DefaultSchema(t)
+	cols := features.DefaultTTFTColumns
+	if t == features.TPOT {
+		cols = features.DefaultTPOTColumns
+	}
+	schema := features.MustSchema(cols...)
 	var train, holdout []store.Sample
 	b.Run(name+"/snapshot", func(b *testing.B) {
 		loopCPU(b, func() {

@@ -222,9 +222,6 @@ func (t *Trainer) Published() <-chan struct{} {
 	return t.published
 }
 
-// Schema is the column list the trainer builds for a target.
-func (t *Trainer) Schema(tg features.Target) features.Schema { return t.schemas[tg] }
-
 // Status returns a snapshot of the trainer's state.
 func (t *Trainer) Status() Status {
 	t.statusMu.Lock()

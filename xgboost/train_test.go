@@ -18,7 +18,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/headroomhq/headroom/internal/priority"
+	"github.com/headroomhq/headroom/internal/priority/prioritytest"
 	"github.com/headroomhq/headroom/model"
 )
 
@@ -622,7 +622,7 @@ func TestTrainRunsNiced(t *testing.T) {
 	// goroutine's, kept on one thread.
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	own, err := priority.Niceness("/proc/thread-self/stat")
+	own, err := prioritytest.Niceness("/proc/thread-self/stat")
 	if err != nil {
 		t.Skipf("no /proc: %v", err)
 	}
@@ -640,7 +640,7 @@ cat /proc/$$/stat > %q; exit 1`, want, out))
 		if _, err := x.Train(context.Background(), [][]float64{{1}, {2}}, []float64{1, 2}, 1, DefaultParams()); err == nil {
 			t.Fatal("fake xgboost succeeded")
 		}
-		got, err := priority.Niceness(out)
+		got, err := prioritytest.Niceness(out)
 		if err != nil {
 			t.Fatal(err)
 		}

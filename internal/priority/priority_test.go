@@ -4,16 +4,17 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"runtime"
 	"testing"
 	"time"
+
+	"github.com/headroomhq/headroom/internal/priority/prioritytest"
 )
 
 // threadNice reads the calling thread's niceness from /proc.
 func threadNice(t *testing.T) int {
 	t.Helper()
-	n, err := Niceness("/proc/thread-self/stat")
+	n, err := prioritytest.Niceness("/proc/thread-self/stat")
 	if err != nil {
 		t.Skipf("no /proc/thread-self: %v", err)
 	}
@@ -64,7 +65,7 @@ func nicerThreads(t *testing.T, own int) []string {
 	}
 	var nicer []string
 	for _, task := range tasks {
-		n, err := Niceness("/proc/self/task/" + task.Name() + "/stat")
+		n, err := prioritytest.Niceness("/proc/self/task/" + task.Name() + "/stat")
 		if err != nil {
 			continue // the thread exited meanwhile
 		}
@@ -73,33 +74,6 @@ func nicerThreads(t *testing.T, own int) []string {
 		}
 	}
 	return nicer
-}
-
-func TestNiceness(t *testing.T) {
-	dir := t.TempDir()
-	for _, tc := range []struct {
-		name, stat string
-		want       int
-		ok         bool
-	}{
-		{"plain", "42 (xgboost) S 1 42 42 0 -1 4194560 100 0 0 0 5 1 0 0 30 10 1 0 100 1000 10 1 1\n", 10, true},
-		{"spaces and parens in the name", "42 (a (b) c) R 1 42 42 0 -1 4194560 100 0 0 0 5 1 0 0 39 19 1 0\n", 19, true},
-		{"negative", "7 (x) S 1 7 7 0 -1 0 0 0 0 0 0 0 0 0 10 -10 1 0\n", -10, true},
-		{"truncated", "7 (x) S 1 7\n", 0, false},
-		{"no name", "garbage", 0, false},
-	} {
-		path := filepath.Join(dir, "stat")
-		if err := os.WriteFile(path, []byte(tc.stat), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		got, err := Niceness(path)
-		if (err == nil) != tc.ok || got != tc.want {
-			t.Errorf("%s: Niceness = %d, %v; want %d, ok %v", tc.name, got, err, tc.want, tc.ok)
-		}
-	}
-	if _, err := Niceness(filepath.Join(dir, "missing")); err == nil {
-		t.Error("no error for a missing file")
-	}
 }
 
 // SetIdle moves a child process into the idle scheduling class (policy 5,
@@ -114,14 +88,14 @@ func TestSetIdle(t *testing.T) {
 	}
 	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
 	stat := fmt.Sprintf("/proc/%d/stat", cmd.Process.Pid)
-	if p, err := statField(stat, 41); err != nil || p != "0" {
+	if p, err := prioritytest.StatField(stat, 41); err != nil || p != "0" {
 		t.Skipf("child's policy %q, %v; want 0 to start from", p, err)
 	}
 	SetIdle(cmd.Process.Pid)
-	if p, err := statField(stat, 41); err != nil || p != "5" {
+	if p, err := prioritytest.StatField(stat, 41); err != nil || p != "5" {
 		t.Errorf("after SetIdle the child's policy is %q, %v; want 5 (SCHED_IDLE)", p, err)
 	}
-	if p, err := statField("/proc/self/stat", 41); err != nil || p != "0" {
+	if p, err := prioritytest.StatField("/proc/self/stat", 41); err != nil || p != "0" {
 		t.Errorf("the test's own policy is %q, %v; want it untouched", p, err)
 	}
 }

@@ -1,4 +1,7 @@
-package priority
+// Package prioritytest reads, for tests, the scheduling state Linux shows of
+// a process or thread in /proc: what package priority and the xgboost
+// runner set.
+package prioritytest
 
 import (
 	"fmt"
@@ -10,7 +13,7 @@ import (
 // Niceness reads the scheduling niceness of a process or thread from its
 // /proc stat file (e.g. "/proc/self/task/TID/stat").
 func Niceness(statPath string) (int, error) {
-	v, err := statField(statPath, 19)
+	v, err := StatField(statPath, 19)
 	if err != nil {
 		return 0, err
 	}
@@ -21,10 +24,10 @@ func Niceness(statPath string) (int, error) {
 	return n, nil
 }
 
-// statField returns field n (counting from 1, as proc(5) does) of a /proc
+// StatField returns field n (counting from 1, as proc(5) does) of a /proc
 // stat file. Fields are counted after the command name (field 2), which may
 // hold spaces and parentheses.
-func statField(statPath string, n int) (string, error) {
+func StatField(statPath string, n int) (string, error) {
 	stat, err := os.ReadFile(statPath)
 	if err != nil {
 		return "", err
