@@ -290,46 +290,6 @@ func TestCheckIngest(t *testing.T) {
 	}
 }
 
-func TestRouteHistogramQuantiles(t *testing.T) {
-	snapshot := func(counts ...float64) []byte {
-		var b strings.Builder
-		for i, le := range []string{"0.001", "0.005", "0.01", "+Inf"} {
-			fmt.Fprintf(&b, "headroom_http_request_duration_seconds_bucket{route=\"/predict/bulk/strict\",server=\"predictor\",le=\"%s\"} %g\n", le, counts[i])
-			fmt.Fprintf(&b, "headroom_http_request_duration_seconds_bucket{route=\"/metrics\",server=\"predictor\",le=\"%s\"} 999\n", le)
-		}
-		return []byte(b.String())
-	}
-	first := parseRouteHistogram(snapshot(10, 10, 10, 10), "/predict/bulk/strict")
-	last := parseRouteHistogram(snapshot(10+90, 10+99, 10+100, 10+100), "/predict/bulk/strict")
-	if len(first) != 4 || last[math.Inf(1)] != 110 {
-		t.Fatalf("parsed %v, %v", first, last)
-	}
-	// Of the 100 requests in between: 90 within 1 ms, 99 within 5 ms.
-	for _, tc := range []struct{ q, want float64 }{{0.5, 0.001}, {0.9, 0.001}, {0.99, 0.005}, {1, 0.01}} {
-		if got := histogramQuantile(first, last, tc.q); got != tc.want {
-			t.Errorf("q%v = %v, want %v", tc.q, got, tc.want)
-		}
-	}
-	if got := histogramQuantile(last, last, 0.5); !math.IsNaN(got) {
-		t.Errorf("no requests: %v, want NaN", got)
-	}
-	if parseRouteHistogram(snapshot(1, 2, 3, 4), "/predict") != nil {
-		t.Error("matched a route by prefix")
-	}
-}
-
-func TestParseUnlabelled(t *testing.T) {
-	body := "# HELP process_resident_memory_bytes Resident memory size in bytes.\n" +
-		"# TYPE process_resident_memory_bytes gauge\n" +
-		"process_resident_memory_bytes 2.4576e+07\n" +
-		"headroom_http_requests_total{route=\"/x\"} 5\n" +
-		"headroom_predictor_bundle_version 7 1700000000000\n"
-	m := parseUnlabelled([]byte(body))
-	if len(m) != 2 || m["process_resident_memory_bytes"] != 24576000 || m["headroom_predictor_bundle_version"] != 7 {
-		t.Fatalf("parsed %v", m)
-	}
-}
-
 // Workers share response buffers: one given back is the next one handed
 // out, so a low rate of large responses reuses one warm buffer; the list
 // holds at most its capacity.

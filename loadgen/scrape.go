@@ -1,7 +1,6 @@
 package loadgen
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -11,8 +10,11 @@ import (
 	"math"
 	"net/http"
 	"slices"
-	"strconv"
 	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 )
 
 // scraper reads what the servers say about themselves while the load runs:
@@ -79,22 +81,22 @@ func (s *scraper) startWindow(ctx context.Context) {
 // fatal: a load run's figures do not depend on them.
 func (s *scraper) once(ctx context.Context) {
 	if s.predictorURL != "" {
-		s.scrapeMetrics(ctx, s.predictorURL, func(body []byte, m map[string]float64) {
-			if h := parseRouteHistogram(body, s.route); h != nil {
+		s.scrapeMetrics(ctx, s.predictorURL, func(m exposition) {
+			if h := m.routeHistogram(s.route); h != nil {
 				if s.routeFirst == nil {
 					s.routeFirst = h
 				}
 				s.routeLast = h
 			}
-			s.predictorRSSMax = max(s.predictorRSSMax, m["process_resident_memory_bytes"])
+			s.predictorRSSMax = max(s.predictorRSSMax, m.valueOr0("process_resident_memory_bytes"))
 			s.predictorCPU.see(m)
-			if v, ok := m["headroom_predictor_bundle_loaded_timestamp_seconds"]; ok {
+			if v, ok := m.value("headroom_predictor_bundle_loaded_timestamp_seconds"); ok {
 				if s.loadedAt != 0 && v != s.loadedAt {
 					s.loads = append(s.loads, busySpan(time.Unix(0, int64(v*1e9)), 0))
 				}
 				s.loadedAt = v
 			}
-			if v, ok := m["headroom_predictor_bundle_version"]; ok {
+			if v, ok := m.value("headroom_predictor_bundle_version"); ok {
 				if s.haveVersion && v != s.bundleVersion {
 					s.swaps++
 				}
@@ -103,8 +105,8 @@ func (s *scraper) once(ctx context.Context) {
 		})
 	}
 	if s.trainerURL != "" {
-		s.scrapeMetrics(ctx, s.trainerURL, func(_ []byte, m map[string]float64) {
-			s.trainerRSSMax = max(s.trainerRSSMax, m["process_resident_memory_bytes"])
+		s.scrapeMetrics(ctx, s.trainerURL, func(m exposition) {
+			s.trainerRSSMax = max(s.trainerRSSMax, m.valueOr0("process_resident_memory_bytes"))
 			s.trainerCPU.see(m)
 		})
 		s.scrapeStatus(ctx)
@@ -117,8 +119,8 @@ type cpuSpan struct {
 	seen        bool
 }
 
-func (c *cpuSpan) see(m map[string]float64) {
-	v, ok := m["process_cpu_seconds_total"]
+func (c *cpuSpan) see(m exposition) {
+	v, ok := m.value("process_cpu_seconds_total")
 	if !ok {
 		return
 	}
@@ -152,49 +154,95 @@ func (s *scraper) get(ctx context.Context, url string) ([]byte, error) {
 	return body, nil
 }
 
-func (s *scraper) scrapeMetrics(ctx context.Context, base string, use func([]byte, map[string]float64)) {
+func (s *scraper) scrapeMetrics(ctx context.Context, base string, use func(exposition)) {
 	body, err := s.get(ctx, base+"/metrics")
 	if err != nil {
 		s.errors++
 		return
 	}
-	use(body, parseUnlabelled(body))
+	m, err := parseExposition(body)
+	if err != nil {
+		s.errors++
+		return
+	}
+	use(m)
+}
+
+// exposition is one scrape of a server's /metrics: its metric families by
+// name.
+type exposition map[string]*dto.MetricFamily
+
+// parseExposition parses the Prometheus text format with the Prometheus
+// library's own parser.
+func parseExposition(body []byte) (exposition, error) {
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	m, err := p.TextToMetricFamilies(bytes.NewReader(body))
+	if err != nil {
+		return nil, fmt.Errorf("parse metrics: %w", err)
+	}
+	return m, nil
+}
+
+// value is the value of the unlabelled series of a gauge, counter or
+// untyped metric, and whether there is one.
+func (m exposition) value(name string) (float64, bool) {
+	mf := m[name]
+	if mf == nil {
+		return 0, false
+	}
+	for _, s := range mf.GetMetric() {
+		if len(s.GetLabel()) > 0 {
+			continue
+		}
+		switch {
+		case s.Gauge != nil:
+			return s.Gauge.GetValue(), true
+		case s.Counter != nil:
+			return s.Counter.GetValue(), true
+		case s.Untyped != nil:
+			return s.Untyped.GetValue(), true
+		}
+	}
+	return 0, false
+}
+
+// valueOr0 is value, with 0 for a missing series.
+func (m exposition) valueOr0(name string) float64 {
+	v, _ := m.value(name)
+	return v
 }
 
 // routeHistogram is the name of the servers' request latency histogram.
-const routeHistogram = "headroom_http_request_duration_seconds_bucket{"
+const routeHistogram = "headroom_http_request_duration_seconds"
 
-// parseRouteHistogram returns the cumulative bucket counts (upper bound in
-// seconds → count) of the servers' latency histogram for route, or nil.
-func parseRouteHistogram(body []byte, route string) map[float64]float64 {
-	var h map[float64]float64
-	want := []byte(`route="` + route + `"`)
-	sc := bufio.NewScanner(bytes.NewReader(body))
-	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
-	for sc.Scan() {
-		line := sc.Bytes()
-		if !bytes.HasPrefix(line, []byte(routeHistogram)) || !bytes.Contains(line, want) {
-			continue
-		}
-		_, le, ok := bytes.Cut(line, []byte(`le="`))
-		if !ok {
-			continue
-		}
-		le, rest, ok := bytes.Cut(le, []byte(`"}`))
-		if !ok {
-			continue
-		}
-		bound, err1 := strconv.ParseFloat(string(le), 64) // "+Inf" parses too
-		count, err2 := strconv.ParseFloat(string(bytes.TrimSpace(rest)), 64)
-		if err1 != nil || err2 != nil {
-			continue
-		}
-		if h == nil {
-			h = map[float64]float64{}
-		}
-		h[bound] = count
+// routeHistogram returns the cumulative bucket counts (upper bound in
+// seconds → count, +Inf the total) of the servers' latency histogram for
+// route, or nil.
+func (m exposition) routeHistogram(route string) map[float64]float64 {
+	mf := m[routeHistogram]
+	if mf.GetType() != dto.MetricType_HISTOGRAM {
+		return nil
 	}
-	return h
+	for _, s := range mf.GetMetric() {
+		if !hasLabel(s, "route", route) || s.Histogram == nil {
+			continue
+		}
+		h := map[float64]float64{math.Inf(1): float64(s.Histogram.GetSampleCount())}
+		for _, b := range s.Histogram.GetBucket() {
+			h[b.GetUpperBound()] = float64(b.GetCumulativeCount())
+		}
+		return h
+	}
+	return nil
+}
+
+func hasLabel(s *dto.Metric, name, value string) bool {
+	for _, l := range s.GetLabel() {
+		if l.GetName() == name {
+			return l.GetValue() == value
+		}
+	}
+	return false
 }
 
 // histogramQuantile is the upper bound of the bucket holding the q quantile
@@ -212,29 +260,6 @@ func histogramQuantile(first, last map[float64]float64, q float64) float64 {
 		}
 	}
 	return math.Inf(1)
-}
-
-// parseUnlabelled returns the samples without labels from a Prometheus
-// text exposition; labelled series and comments are skipped.
-func parseUnlabelled(body []byte) map[string]float64 {
-	m := map[string]float64{}
-	sc := bufio.NewScanner(bytes.NewReader(body))
-	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
-	for sc.Scan() {
-		line := sc.Bytes()
-		if len(line) == 0 || line[0] == '#' || bytes.IndexByte(line, '{') >= 0 {
-			continue
-		}
-		name, value, ok := bytes.Cut(line, []byte(" "))
-		if !ok {
-			continue
-		}
-		value, _, _ = bytes.Cut(value, []byte(" ")) // drop a timestamp
-		if v, err := strconv.ParseFloat(string(value), 64); err == nil {
-			m[string(name)] = v
-		}
-	}
-	return m
 }
 
 // trainerStatus is the part of the trainer's GET /status the scraper reads.
