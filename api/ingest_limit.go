@@ -43,6 +43,7 @@ type ingestLimiter struct {
 	maxBytes   int64
 	wait       time.Duration
 	shed       prometheus.Counter
+	waiting    prometheus.Gauge // len(queue)
 
 	mu      sync.Mutex
 	uploads int
@@ -73,8 +74,12 @@ func newIngestLimiter(maxUploads int, maxBytes int64, wait time.Duration, reg pr
 			Name: "headroom_ingest_shed_total",
 			Help: "Training uploads refused with 503 because the concurrent-ingest limits stayed full for the whole wait.",
 		}),
+		waiting: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "headroom_ingest_waiting",
+			Help: "Training uploads waiting for room under the concurrent-ingest limits.",
+		}),
 	}
-	reg.MustRegister(l.shed)
+	reg.MustRegister(l.shed, l.waiting)
 	return l
 }
 
@@ -92,6 +97,7 @@ func (l *ingestLimiter) reserve(ctx context.Context, n int64) (int64, bool) {
 	}
 	w := &ingestWaiter{n: n, ready: make(chan struct{})}
 	l.queue = append(l.queue, w)
+	l.waiting.Set(float64(len(l.queue)))
 	l.mu.Unlock()
 
 	select {
@@ -109,6 +115,7 @@ func (l *ingestLimiter) reserve(ctx context.Context, n int64) (int64, bool) {
 	for i, q := range l.queue {
 		if q == w {
 			l.queue = append(l.queue[:i], l.queue[i+1:]...)
+			l.waiting.Set(float64(len(l.queue)))
 			break
 		}
 	}
@@ -144,6 +151,7 @@ func (l *ingestLimiter) grant() {
 		l.queue = l.queue[1:]
 		l.take(w.n)
 		close(w.ready)
+		l.waiting.Set(float64(len(l.queue)))
 	}
 }
 

@@ -2,7 +2,9 @@ package api
 
 import (
 	"context"
+	"fmt"
 	"io"
+	"net/http"
 	"net/http/httptest"
 	"path/filepath"
 	"strings"
@@ -43,26 +45,39 @@ func testConcurrentIngestLimit(t *testing.T, opts TrainerOptions) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	reg := prometheus.NewRegistry()
-	const wait = 150 * time.Millisecond
-	opts.Registry, opts.IngestWait = reg, wait
-	h := NewTrainerHandler(tr, db, opts)
 	stored := func() int { c := db.Counts(); return c.Train(features.TTFT) + c.Holdout(features.TTFT) }
-
-	// The first upload holds the room while its body trickles in.
-	pr, pw := io.Pipe()
-	slow := httptest.NewRequest("POST", "/add_training_data_bulk", pr)
-	slow.Header.Set("Content-Type", "application/json")
-	slowDone := make(chan *httptest.ResponseRecorder)
-	go func() {
-		w := httptest.NewRecorder()
-		h.ServeHTTP(w, slow)
-		slowDone <- w
-	}()
-	if _, err := io.WriteString(pw, `{"entries":[`+entry(40, 0, 1)); err != nil {
-		t.Fatal(err)
+	handler := func(wait time.Duration) (http.Handler, *prometheus.Registry) {
+		o := opts
+		o.Registry, o.IngestWait = prometheus.NewRegistry(), wait
+		return NewTrainerHandler(tr, db, o), o.Registry
+	}
+	// hold starts an upload that holds the room while its body trickles in,
+	// and returns once the handler has it (it is reading the body); finish
+	// sends the rest and returns the response.
+	hold := func(h http.Handler, id int) (finish func() *httptest.ResponseRecorder) {
+		pr, pw := io.Pipe()
+		slow := httptest.NewRequest("POST", "/add_training_data_bulk", pr)
+		slow.Header.Set("Content-Type", "application/json")
+		done := make(chan *httptest.ResponseRecorder)
+		go func() {
+			w := httptest.NewRecorder()
+			h.ServeHTTP(w, slow)
+			done <- w
+		}()
+		if _, err := io.WriteString(pw, `{"entries":[`+entry(float64(id), 0, id)); err != nil {
+			t.Fatal(err)
+		}
+		return func() *httptest.ResponseRecorder {
+			io.WriteString(pw, `]}`)
+			pw.Close()
+			return <-done
+		}
 	}
 
+	// Refused: no room frees up within the wait.
+	const wait = 150 * time.Millisecond
+	h, reg := handler(wait)
+	finish := hold(h, 1)
 	start := time.Now()
 	w := do(h, "POST", "/add_training_data_bulk", `{"entries":[`+entry(41, 0, 2)+`]}`)
 	waited := time.Since(start)
@@ -72,28 +87,39 @@ func testConcurrentIngestLimit(t *testing.T, opts TrainerOptions) {
 	if waited < wait {
 		t.Errorf("refused after %v, before the %v wait", waited, wait)
 	}
-	if got := counterValue(t, reg, "headroom_ingest_shed_total"); got != 1 {
+	if got := metricValue(t, reg, "headroom_ingest_shed_total"); got != 1 {
 		t.Errorf("headroom_ingest_shed_total = %v, want 1", got)
 	}
 	// Routes other than ingest are not limited.
 	if w := do(h, "GET", "/data/status", ""); w.Code != 200 {
 		t.Errorf("/data/status while ingest is full: %d", w.Code)
 	}
+	if w := finish(); w.Code != 202 {
+		t.Fatalf("the upload holding the room: %d %s", w.Code, w.Body)
+	}
 
-	// A waiting upload gets the room as soon as it frees.
+	// Admitted: a waiting upload gets the room as soon as it frees. The
+	// wait is far longer than the test, so nothing but the release can
+	// end it, however slow the machine; the release comes only once the
+	// upload is seen waiting.
+	h, reg = handler(time.Hour)
+	finish = hold(h, 3)
 	waiting := make(chan *httptest.ResponseRecorder)
-	go func() { waiting <- do(h, "POST", "/samples", entry(42, 0, 3)) }()
-	time.Sleep(wait / 3)
-	io.WriteString(pw, `]}`)
-	pw.Close()
-	if w := <-slowDone; w.Code != 202 {
+	go func() { waiting <- do(h, "POST", "/samples", entry(42, 0, 4)) }()
+	waitUntil(t, "the second upload queued behind the first", func() bool {
+		return metricValue(t, reg, "headroom_ingest_waiting") == 1
+	})
+	if w := finish(); w.Code != 202 {
 		t.Fatalf("the upload holding the room: %d %s", w.Code, w.Body)
 	}
 	if w := <-waiting; w.Code != 202 {
 		t.Fatalf("the upload waiting for the room: %d %s", w.Code, w.Body)
 	}
-	if n := stored(); n != 2 {
-		t.Errorf("store holds %d TTFT samples, want 2 (the refused upload's must be absent)", n)
+	if got := metricValue(t, reg, "headroom_ingest_waiting"); got != 0 {
+		t.Errorf("headroom_ingest_waiting = %v after admission, want 0", got)
+	}
+	if n := stored(); n != 3 {
+		t.Errorf("store holds %d TTFT samples, want 3 (the refused upload's must be absent)", n)
 	}
 }
 
@@ -109,17 +135,11 @@ func TestIngestLimiterOrder(t *testing.T) {
 	}
 	queued := func(want int) { // waits until want uploads are queued
 		t.Helper()
-		for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
+		waitUntil(t, fmt.Sprintf("%d uploads queued", want), func() bool {
 			l.mu.Lock()
-			n := len(l.queue)
-			l.mu.Unlock()
-			if n == want {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%d waiting, want %d", n, want)
-			}
-		}
+			defer l.mu.Unlock()
+			return len(l.queue) == want
+		})
 	}
 	result := func(c <-chan bool) bool {
 		t.Helper()
@@ -170,8 +190,8 @@ func TestIngestLimiterOrder(t *testing.T) {
 	}
 }
 
-// counterValue reads an unlabelled counter from reg.
-func counterValue(t *testing.T, reg *prometheus.Registry, name string) float64 {
+// metricValue reads an unlabelled counter or gauge from reg.
+func metricValue(t *testing.T, reg *prometheus.Registry, name string) float64 {
 	t.Helper()
 	families, err := reg.Gather()
 	if err != nil {
@@ -179,9 +199,30 @@ func counterValue(t *testing.T, reg *prometheus.Registry, name string) float64 {
 	}
 	for _, f := range families {
 		if f.GetName() == name && len(f.GetMetric()) == 1 {
-			return f.GetMetric()[0].GetCounter().GetValue()
+			m := f.GetMetric()[0]
+			if m.Gauge != nil {
+				return m.Gauge.GetValue()
+			}
+			return m.GetCounter().GetValue()
 		}
 	}
-	t.Fatalf("counter %s not registered", name)
+	t.Fatalf("metric %s not registered", name)
 	return 0
+}
+
+// waitUntil polls cond, which reads state another goroutine changes, until
+// it holds; what names the state for the failure after 10 s (a bound on a
+// hang, not a timing assertion).
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	tick := time.NewTicker(time.Millisecond)
+	defer tick.Stop()
+	deadline := time.After(10 * time.Second)
+	for !cond() {
+		select {
+		case <-tick.C:
+		case <-deadline:
+			t.Fatalf("not reached in 10 s: %s", what)
+		}
+	}
 }
