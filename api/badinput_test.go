@@ -13,13 +13,14 @@ import (
 	"github.com/headroomhq/headroom/predictor"
 	"github.com/headroomhq/headroom/store"
 	"github.com/headroomhq/headroom/trainer"
+	"github.com/headroomhq/headroom/wire"
 )
 
 // The issue's list of bad input, over HTTP, on the routes that take bodies:
 // each case answers 4xx with a detail that names the field and the row (or,
 // for a body that is not JSON at all, the byte offset), and the store keeps
-// exactly the valid entries sent beside the bad ones. Decoder-level tables
-// (every field × every bad value, in every body form) are in decode_test.go;
+// exactly the valid entries sent beside the bad ones. wire.Decoder-level tables
+// (every field × every bad value, in every body form) are in wire/decode_test.go;
 // this is the end-to-end check that nothing of a bad row reaches the store.
 
 // goodEntry is a valid training entry whose id (input_token_length) marks
@@ -131,9 +132,9 @@ func storedIDs(t *testing.T, db *store.DB) map[int64]bool {
 }
 
 type ingestReply struct {
-	Accepted int          `json:"accepted"`
-	Detail   []FieldError `json:"detail"`
-	Rejected []Rejection  `json:"rejected"`
+	Accepted int               `json:"accepted"`
+	Detail   []wire.FieldError `json:"detail"`
+	Rejected []wire.Rejection  `json:"rejected"`
 }
 
 // TestBadRowsOverHTTP sends each bad row twice: between two good entries

@@ -10,6 +10,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/headroomhq/headroom/model"
+	"github.com/headroomhq/headroom/wire"
 )
 
 // GET /model/bundle?wait=D is a long poll: a request that would get a 304
@@ -57,11 +58,11 @@ func bundleWait(c *gin.Context) (time.Duration, bool) {
 	d, err := parseBundleWait(raw)
 	switch {
 	case errors.Is(err, errWaitSyntax):
-		writeValidation(c, []FieldError{{Type: "duration_parsing", Loc: []any{"query", "wait"},
+		writeValidation(c, []wire.FieldError{{Type: "duration_parsing", Loc: []any{"query", "wait"},
 			Msg: "Input should be a duration such as 30s, or a number of seconds", Input: raw}})
 		return 0, false
 	case err != nil:
-		writeValidation(c, []FieldError{{Type: "greater_than_equal", Loc: []any{"query", "wait"},
+		writeValidation(c, []wire.FieldError{{Type: "greater_than_equal", Loc: []any{"query", "wait"},
 			Msg: "Input should be greater than or equal to 0", Input: raw, Ctx: map[string]any{"ge": 0}}})
 		return 0, false
 	}

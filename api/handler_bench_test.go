@@ -17,6 +17,7 @@ import (
 	"github.com/headroomhq/headroom/model"
 	"github.com/headroomhq/headroom/model/modeltest"
 	"github.com/headroomhq/headroom/predictor"
+	"github.com/headroomhq/headroom/wire"
 )
 
 // benchTreeModel is a linear+log-trees model over cols with numTrees
@@ -28,7 +29,7 @@ func benchTreeModel(tb testing.TB, cols []string, seed uint64, numTrees, depth i
 	s := features.MustSchema(cols...)
 	n := s.Len()
 	r := rand.New(rand.NewPCG(seed, 1))
-	rows, _, errs := DecodeBulkPredictRequest(benchRows(256), 0, true, nil)
+	rows, _, errs := wire.DecodeBulkPredictRequest(benchRows(256), 0, true, nil)
 	if len(errs) > 0 {
 		tb.Fatal(errs)
 	}
@@ -155,9 +156,9 @@ func BenchmarkEncodeBulk(b *testing.B) {
 	}
 	p := benchPredictor(b)
 	now := time.Now()
-	meta := predictionMeta{predictedAt: appendTimestamp(nil, now), objective: "mean", quantile: appendFloat(nil, 0.9), lastLoad: timestamp(now)}
+	meta := wire.PredictionMeta{PredictedAt: wire.AppendTimestamp(nil, now), Objective: "mean", Quantile: wire.AppendFloat(nil, 0.9), LastLoad: wire.Timestamp(now)}
 	for _, n := range []int{10, 100, 10000} {
-		rows, _, errs := DecodeBulkPredictRequest(benchRows(n), 0, true, nil)
+		rows, _, errs := wire.DecodeBulkPredictRequest(benchRows(n), 0, true, nil)
 		if len(errs) > 0 {
 			b.Fatal(errs)
 		}
@@ -169,7 +170,7 @@ func BenchmarkEncodeBulk(b *testing.B) {
 			var out []byte
 			b.ReportAllocs()
 			for b.Loop() {
-				out = appendBulkResponse(out[:0], preds, &meta, 0.25)
+				out = wire.AppendBulkResponse(out[:0], preds, &meta, 0.25)
 			}
 			b.SetBytes(int64(len(out)))
 		})
@@ -180,7 +181,7 @@ func BenchmarkEncodeBulk(b *testing.B) {
 				resp := respJSON{Predictions: make([]predJSON, n), TotalRequests: n, SuccessfulPredictions: n, ProcessingTimeMs: 0.25}
 				for i, pr := range preds {
 					resp.Predictions[i] = predJSON{pr.TTFTMs, pr.TPOTMs, pr.TTFTUncertainty, pr.TPOTUncertainty,
-						pr.TTFTBounds, pr.TPOTBounds, string(meta.predictedAt), modelTypeXGBoost, meta.objective, 0.9, meta.lastLoad}
+						pr.TTFTBounds, pr.TPOTBounds, string(meta.PredictedAt), wire.ModelType, meta.Objective, 0.9, meta.LastLoad}
 				}
 				out, err := json.Marshal(resp)
 				if err != nil {
@@ -191,4 +192,22 @@ func BenchmarkEncodeBulk(b *testing.B) {
 			b.SetBytes(int64(size))
 		})
 	}
+}
+
+// benchRows is a /predict/bulk/strict body of n rows of a chat workload,
+// written as the router writes it.
+func benchRows(n int) []byte {
+	r := rand.New(rand.NewPCG(1, uint64(n)))
+	rows := make([]features.Row, n)
+	for i := range rows {
+		rows[i] = features.Row{
+			KVCachePercentage: r.Float64() * 0.9, InputTokenLength: 1 + r.Int64N(4000),
+			NumRequestWaiting: r.Int64N(8), NumRequestRunning: r.Int64N(64), NumTokensGenerated: 1,
+			PrefixCacheScore: float64(r.IntN(64)) / 64, PrefillTokensInFlight: r.Int64N(20000),
+		}
+		if i%4 == 0 {
+			rows[i].PodType = "decode"
+		}
+	}
+	return wire.AppendPredictRequest(nil, rows)
 }

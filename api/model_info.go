@@ -5,12 +5,8 @@ import (
 
 	"github.com/headroomhq/headroom/features"
 	"github.com/headroomhq/headroom/model"
+	"github.com/headroomhq/headroom/wire"
 )
-
-// modelTypeXGBoost is the model type reported wherever llm-d's router reads
-// one: its client refuses types it does not know, and Headroom's trees are
-// XGBoost's. The linear part is described in /model/info.
-const modelTypeXGBoost = "xgboost"
 
 // ModelInfo is GET /model/info on both servers: model quality by curl.
 type ModelInfo struct {
@@ -57,12 +53,12 @@ func newModelInfo(pub *model.Published, loadedAt, now time.Time, counts storeCou
 		b := pub.Bundle
 		info.Version = b.Version
 		info.Checksum = b.Checksum
-		info.TrainedAt = timestamp(b.CreatedAt)
+		info.TrainedAt = wire.Timestamp(b.CreatedAt)
 		age := now.Sub(b.CreatedAt).Seconds()
 		info.AgeSeconds = &age
 		info.XGBoostMissing = b.XGBoostMissing
 		if !loadedAt.IsZero() {
-			info.LoadedAt = timestamp(loadedAt)
+			info.LoadedAt = wire.Timestamp(loadedAt)
 		}
 	}
 	for _, t := range features.Targets {
@@ -96,7 +92,7 @@ func targetInfo(pub *model.Published, t features.Target) TargetInfo {
 		Holdout:          m.Holdout,
 		HoldoutLinear:    m.HoldoutLinear,
 		Calibration:      m.Calibration.Source,
-		TrainedAt:        timestamp(m.TrainedAt),
+		TrainedAt:        wire.Timestamp(m.TrainedAt),
 		TrainSeconds:     m.TrainSeconds,
 		Columns:          m.Columns,
 		FeatureRanges:    make(map[string]model.Range, len(m.Columns)),

@@ -14,7 +14,9 @@ import (
 
 	"github.com/headroomhq/headroom/dashboard"
 	"github.com/headroomhq/headroom/features"
+	"github.com/headroomhq/headroom/internal/bufpool"
 	"github.com/headroomhq/headroom/predictor"
+	"github.com/headroomhq/headroom/wire"
 )
 
 // PredictorOptions configure the prediction server.
@@ -35,9 +37,9 @@ type predictorServer struct {
 	p    *predictor.Predictor
 	opts PredictorOptions
 
-	rowsPool  *bufferPool[features.Row]
-	predsPool *bufferPool[predictor.Prediction]
-	outPool   *bufferPool[byte]
+	rowsPool  *bufpool.Pool[features.Row]
+	predsPool *bufpool.Pool[predictor.Prediction]
+	outPool   *bufpool.Pool[byte]
 
 	loadText atomic.Pointer[formattedTime] // the bundle load time, formatted
 
@@ -58,9 +60,9 @@ func NewPredictorHandler(p *predictor.Predictor, opts PredictorOptions) http.Han
 	s := &predictorServer{p: p, opts: opts}
 	// Large means more than a router caller's 100 rows several times over;
 	// the largest kept is a 20,000-row request's (~2, 2 and 8 MB).
-	s.rowsPool = newBufferPool[features.Row](1024, 20000)
-	s.predsPool = newBufferPool[predictor.Prediction](1024, 20000)
-	s.outPool = newBufferPool[byte](1024*bytesPerPrediction, 20000*bytesPerPrediction)
+	s.rowsPool = bufpool.New[features.Row](1024, 20000)
+	s.predsPool = bufpool.New[predictor.Prediction](1024, 20000)
+	s.outPool = bufpool.New[byte](1024*wire.BytesPerPrediction, 20000*wire.BytesPerPrediction)
 	s.clamped = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "headroom_predict_clamped_in_flight_total",
 		Help: "Negative token-in-flight values clamped to 0 on /predict/bulk/strict instead of failing every coalesced caller.",
@@ -102,10 +104,10 @@ type pooled struct {
 
 func (s *predictorServer) put(p pooled) {
 	if p.rows != nil {
-		s.rowsPool.put(p.rows)
+		s.rowsPool.Put(p.rows)
 	}
 	if p.preds != nil {
-		s.predsPool.put(p.preds)
+		s.predsPool.Put(p.preds)
 	}
 }
 
@@ -128,8 +130,8 @@ func (s *predictorServer) predictRows(c *gin.Context, clamp bool) (rows []featur
 		writeBodyError(c, err, s.opts.Limits.MaxBodyBytes)
 		return nil, nil, time.Time{}, pooled{}, false
 	}
-	pool.rows = s.rowsPool.get(min(len(*buf)/rowBytes+1, s.opts.Limits.MaxRows))
-	decoded, clamped, errs := DecodeBulkPredictRequest(*buf, s.opts.Limits.MaxRows, clamp, *pool.rows)
+	pool.rows = s.rowsPool.Get(min(len(*buf)/rowBytes+1, s.opts.Limits.MaxRows))
+	decoded, clamped, errs := wire.DecodeBulkPredictRequest(*buf, s.opts.Limits.MaxRows, clamp, *pool.rows)
 	putBody(buf)
 	*pool.rows = decoded
 	if len(errs) > 0 {
@@ -141,7 +143,7 @@ func (s *predictorServer) predictRows(c *gin.Context, clamp bool) (rows []featur
 		s.clamped.Add(float64(clamped))
 	}
 	s.batchRows.Observe(float64(len(decoded)))
-	pool.preds = s.predsPool.get(len(decoded))
+	pool.preds = s.predsPool.Get(len(decoded))
 	*pool.preds = (*pool.preds)[:len(decoded)]
 	preds = *pool.preds
 	loadedAt, err = s.p.Predict(decoded, preds)
@@ -197,11 +199,6 @@ func (s *predictorServer) bulk(c *gin.Context) {
 	s.writeBulk(c, preds, loadedAt, start)
 }
 
-// bytesPerPrediction bounds the size of one encoded prediction object
-// (typically 400-440 bytes; longer only with unusually long numbers), for
-// sizing output buffers so that they do not grow by doubling.
-const bytesPerPrediction = 512
-
 // jsonContentType is shared by every response: net/http only reads header
 // values, and a fresh []string per response would be an allocation.
 var jsonContentType = []string{"application/json"}
@@ -209,13 +206,13 @@ var jsonContentType = []string{"application/json"}
 func (s *predictorServer) writeBulk(c *gin.Context, preds []predictor.Prediction, loadedAt, start time.Time) {
 	// Room for the whole answer at once rather than a doubling series (a
 	// 10,000-row answer is ~4 MB; the copies showed in profiles).
-	op := s.outPool.get(len(preds)*bytesPerPrediction + 256)
+	op := s.outPool.Get(len(preds)*wire.BytesPerPrediction + 256)
 	now := s.opts.Now()
 	var tsBuf, qBuf [40]byte
 	meta := s.meta(loadedAt, now, tsBuf[:0], qBuf[:0])
-	*op = appendBulkResponse(*op, preds, &meta, msSince(start, now))
+	*op = wire.AppendBulkResponse(*op, preds, &meta, msSince(start, now))
 	writeJSONBody(c, *op)
-	s.outPool.put(op)
+	s.outPool.Put(op)
 }
 
 // writeJSONBody answers 200 with body. Content-Length is set so the
@@ -237,7 +234,7 @@ func (s *predictorServer) single(c *gin.Context) {
 	if !ok {
 		return
 	}
-	row, errs := DecodePredictRequest(body)
+	row, errs := wire.DecodePredictRequest(body)
 	release()
 	if len(errs) > 0 {
 		writeValidation(c, errs)
@@ -252,17 +249,17 @@ func (s *predictorServer) single(c *gin.Context) {
 	}
 	var tsBuf, qBuf [40]byte
 	meta := s.meta(loadedAt, s.opts.Now(), tsBuf[:0], qBuf[:0])
-	writeJSONBody(c, appendPrediction(nil, &pred[0], &meta))
+	writeJSONBody(c, wire.AppendPrediction(nil, &pred[0], &meta))
 }
 
 // meta is what every prediction object repeats, encoded into the two
 // scratch buffers given.
-func (s *predictorServer) meta(loadedAt, now time.Time, tsBuf, qBuf []byte) predictionMeta {
-	return predictionMeta{
-		predictedAt: appendTimestamp(tsBuf, now),
-		objective:   string(s.p.Objective()),
-		quantile:    appendFloat(qBuf, s.p.Quantile()),
-		lastLoad:    s.lastLoad(loadedAt),
+func (s *predictorServer) meta(loadedAt, now time.Time, tsBuf, qBuf []byte) wire.PredictionMeta {
+	return wire.PredictionMeta{
+		PredictedAt: wire.AppendTimestamp(tsBuf, now),
+		Objective:   string(s.p.Objective()),
+		Quantile:    wire.AppendFloat(qBuf, s.p.Quantile()),
+		LastLoad:    s.lastLoad(loadedAt),
 	}
 }
 
@@ -272,13 +269,13 @@ type formattedTime struct {
 	text string
 }
 
-// lastLoad returns timestamp(loadedAt), formatting it only when the bundle
+// lastLoad returns wire.Timestamp(loadedAt), formatting it only when the bundle
 // in service changed since the last call.
 func (s *predictorServer) lastLoad(loadedAt time.Time) string {
 	if f := s.loadText.Load(); f != nil && f.t.Equal(loadedAt) {
 		return f.text
 	}
-	f := &formattedTime{t: loadedAt, text: timestamp(loadedAt)}
+	f := &formattedTime{t: loadedAt, text: wire.Timestamp(loadedAt)}
 	s.loadText.Store(f)
 	return f.text
 }
@@ -293,7 +290,7 @@ func (s *predictorServer) status(c *gin.Context) {
 	}
 	resp := gin.H{
 		"is_ready":            s.p.Ready(),
-		"model_type":          modelTypeXGBoost,
+		"model_type":          wire.ModelType,
 		"objective_type":      string(s.p.Objective()),
 		"quantile":            s.p.Quantile(),
 		"last_model_load":     nullableTimestamp(loadedAt),
@@ -336,7 +333,7 @@ func (s *predictorServer) reload(c *gin.Context) {
 	_, loadedAt := s.p.Current()
 	c.JSON(http.StatusOK, gin.H{
 		"synced": synced, "loaded": s.p.Ready(), "is_ready": s.p.Ready(),
-		"model_type": modelTypeXGBoost, "objective_type": string(s.p.Objective()), "quantile": s.p.Quantile(),
+		"model_type": wire.ModelType, "objective_type": string(s.p.Objective()), "quantile": s.p.Quantile(),
 		"last_load_time": nullableTimestamp(loadedAt),
 	})
 }
@@ -346,7 +343,7 @@ func (s *predictorServer) readyz(c *gin.Context) {
 		writeDetail(c, http.StatusServiceUnavailable, "Models are not ready")
 		return
 	}
-	c.JSON(http.StatusOK, gin.H{"status": "ready", "model_type": modelTypeXGBoost,
+	c.JSON(http.StatusOK, gin.H{"status": "ready", "model_type": wire.ModelType,
 		"objective_type": string(s.p.Objective()), "quantile": s.p.Quantile()})
 }
 
@@ -358,7 +355,7 @@ func (s *predictorServer) root(c *gin.Context) {
 		return
 	}
 	c.JSON(http.StatusOK, gin.H{
-		"message": "HTTP-based Latency Predictor is running", "model_type": modelTypeXGBoost,
+		"message": "HTTP-based Latency Predictor is running", "model_type": wire.ModelType,
 		"objective_type": string(s.p.Objective()), "quantile": s.p.Quantile(), "is_ready": s.p.Ready(),
 		"sync_interval": int(s.opts.SyncEvery / time.Second), "training_server": s.opts.TrainerURL,
 	})

@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"github.com/gin-gonic/gin"
+	"github.com/headroomhq/headroom/internal/bufpool"
+	"github.com/headroomhq/headroom/wire"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -103,7 +105,7 @@ func writeDetail(c *gin.Context, status int, msg string) {
 }
 
 // writeValidation answers 422 {"detail": [...]}.
-func writeValidation(c *gin.Context, errs []FieldError) {
+func writeValidation(c *gin.Context, errs []wire.FieldError) {
 	c.JSON(http.StatusUnprocessableEntity, gin.H{"detail": errs})
 }
 
@@ -113,11 +115,11 @@ var errBodyTooLarge = errors.New("request body too large")
 // bodyPool recycles request body buffers. Bodies past 256 KB (a
 // 1,000-row prediction request) are large: one is kept aside through
 // garbage collections, so a stream of large requests does not allocate
-// and zero a new buffer each (see bufferPool); none past 8 MB is kept.
-var bodyPool = newBufferPool[byte](256<<10, 8<<20)
+// and zero a new buffer each (see bufpool.Pool); none past 8 MB is kept.
+var bodyPool = bufpool.New[byte](256<<10, 8<<20)
 
 // putBody returns a buffer from readBodyBuffer to the pool.
-func putBody(buf *[]byte) { bodyPool.put(buf) }
+func putBody(buf *[]byte) { bodyPool.Put(buf) }
 
 // readBodyBuffer reads the request body into a pooled buffer, refusing
 // more than limit bytes. The caller must putBody the buffer when done with
@@ -125,10 +127,10 @@ func putBody(buf *[]byte) { bodyPool.put(buf) }
 // io.LimitReader or a release closure would).
 func readBodyBuffer(c *gin.Context, limit int64) (*[]byte, error) {
 	if c.Request.ContentLength > limit {
-		return bodyPool.get(0), errBodyTooLarge
+		return bodyPool.Get(0), errBodyTooLarge
 	}
 	// +1: room to see EOF without growing.
-	buf := bodyPool.get(max(int(c.Request.ContentLength)+1, 0))
+	buf := bodyPool.Get(max(int(c.Request.ContentLength)+1, 0))
 	b := *buf
 	defer func() { *buf = b }()
 	body := c.Request.Body
@@ -197,25 +199,12 @@ func checkContentType(c *gin.Context) bool {
 	return false
 }
 
-// timestampLayout is RFC 3339 in UTC with a Z, microsecond precision.
-const timestampLayout = "2006-01-02T15:04:05.999999Z07:00"
-
-// timestamp formats t with timestampLayout.
-func timestamp(t time.Time) string {
-	return t.UTC().Format(timestampLayout)
-}
-
-// appendTimestamp is timestamp appending to dst, without allocating.
-func appendTimestamp(dst []byte, t time.Time) []byte {
-	return t.UTC().AppendFormat(dst, timestampLayout)
-}
-
 // nullableTimestamp is timestamp, or nil for the zero time.
 func nullableTimestamp(t time.Time) any {
 	if t.IsZero() {
 		return nil
 	}
-	return timestamp(t)
+	return wire.Timestamp(t)
 }
 
 // httpMetrics counts requests and their latency per route.

@@ -16,6 +16,7 @@ import (
 	"github.com/headroomhq/headroom/predictor"
 	"github.com/headroomhq/headroom/store"
 	"github.com/headroomhq/headroom/trainer"
+	"github.com/headroomhq/headroom/wire"
 )
 
 // TrainerOptions configure the training server.
@@ -101,16 +102,16 @@ func NewTrainerHandler(t *trainer.Trainer, db *store.DB, opts TrainerOptions) ht
 }
 
 // ingestBulk is llm-d's POST /add_training_data_bulk: {"entries": [...]}.
-func (s *trainerServer) ingestBulk(c *gin.Context) { s.ingest(c, DecodeTrainingBulk) }
+func (s *trainerServer) ingestBulk(c *gin.Context) { s.ingest(c, wire.DecodeTrainingBulk) }
 
 // ingestSamples is Headroom's POST /samples: one sample, an array, or
 // {"entries": [...]}.
-func (s *trainerServer) ingestSamples(c *gin.Context) { s.ingest(c, DecodeSamples) }
+func (s *trainerServer) ingestSamples(c *gin.Context) { s.ingest(c, wire.DecodeSamples) }
 
 // ingest validates every entry, stores the valid ones in one durable commit,
 // and only then answers 202. Invalid entries are reported by index and do
 // not cost their batch its valid entries, unlike the reference.
-func (s *trainerServer) ingest(c *gin.Context, decode func([]byte, int) ([]store.Sample, []Rejection, []FieldError)) {
+func (s *trainerServer) ingest(c *gin.Context, decode func([]byte, int) ([]features.Sample, []wire.Rejection, []wire.FieldError)) {
 	if !checkContentType(c) {
 		return
 	}
@@ -131,7 +132,7 @@ func (s *trainerServer) ingest(c *gin.Context, decode func([]byte, int) ([]store
 	}
 	s.rejected.Add(float64(len(rejected)))
 	if len(samples) == 0 && len(rejected) > 0 {
-		details := make([]FieldError, 0, len(rejected))
+		details := make([]wire.FieldError, 0, len(rejected))
 		for _, r := range rejected {
 			details = append(details, r.Errors...)
 		}
@@ -160,9 +161,9 @@ func (s *trainerServer) ingest(c *gin.Context, decode func([]byte, int) ([]store
 	c.JSON(http.StatusAccepted, resp)
 }
 
-func rejectedOrEmpty(r []Rejection) []Rejection {
+func rejectedOrEmpty(r []wire.Rejection) []wire.Rejection {
 	if r == nil {
-		return []Rejection{}
+		return []wire.Rejection{}
 	}
 	return r
 }
@@ -172,7 +173,7 @@ func (s *trainerServer) flush(c *gin.Context) {
 	if !ok {
 		return
 	}
-	req, errs := DecodeFlushRequest(body)
+	req, errs := wire.DecodeFlushRequest(body)
 	release()
 	if len(errs) > 0 {
 		writeValidation(c, errs)
@@ -198,7 +199,7 @@ func (s *trainerServer) flush(c *gin.Context) {
 		msg = "Successfully flushed: " + strings.Join(parts, ", ")
 	}
 	c.JSON(http.StatusOK, gin.H{
-		"success": true, "flushed_at": timestamp(s.opts.Now()), "reason": req.Reason,
+		"success": true, "flushed_at": wire.Timestamp(s.opts.Now()), "reason": req.Reason,
 		"ttft_training_samples_flushed": res.Train[features.TTFT],
 		"tpot_training_samples_flushed": res.Train[features.TPOT],
 		"ttft_test_samples_flushed":     res.Holdout[features.TTFT],
@@ -257,7 +258,7 @@ func (s *trainerServer) downloadInfo(c *gin.Context) {
 	pub := s.t.Current()
 	ready := func(t features.Target) bool { return pub != nil && pub.Bundle.Target(t) != nil }
 	c.JSON(http.StatusOK, gin.H{
-		"model_type":     modelTypeXGBoost,
+		"model_type":     wire.ModelType,
 		"quantile":       s.opts.Quantile,
 		"objective_type": string(s.opts.Objective),
 		"model_status":   gin.H{"ttft_model_ready": ready(features.TTFT), "tpot_model_ready": ready(features.TPOT)},
@@ -301,8 +302,8 @@ func (s *trainerServer) dataStatus(c *gin.Context) {
 	var lastRetrain any
 	for _, ts := range s.t.Status().Targets {
 		if !ts.LastSuccess.IsZero() {
-			if lastRetrain == nil || timestamp(ts.LastSuccess) > lastRetrain.(string) {
-				lastRetrain = timestamp(ts.LastSuccess)
+			if lastRetrain == nil || wire.Timestamp(ts.LastSuccess) > lastRetrain.(string) {
+				lastRetrain = wire.Timestamp(ts.LastSuccess)
 			}
 		}
 	}
@@ -331,7 +332,7 @@ func (s *trainerServer) status(c *gin.Context) {
 	cts := s.db.Counts()
 	c.JSON(http.StatusOK, gin.H{
 		"is_ready":          pub != nil,
-		"model_type":        modelTypeXGBoost,
+		"model_type":        wire.ModelType,
 		"objective_type":    string(s.opts.Objective),
 		"quantile":          s.opts.Quantile,
 		"model_generation":  version,
@@ -365,7 +366,7 @@ func (s *trainerServer) root(c *gin.Context) {
 		desc = fmt.Sprintf("Predicting %g%% quantile for TTFT and TPOT latencies", s.opts.Quantile*100)
 	}
 	c.JSON(http.StatusOK, gin.H{
-		"message": "Latency Predictor is running.", "model_type": modelTypeXGBoost,
+		"message": "Latency Predictor is running.", "model_type": wire.ModelType,
 		"objective_type": string(s.opts.Objective), "quantile": s.opts.Quantile, "description": desc,
 	})
 }

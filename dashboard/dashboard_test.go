@@ -24,8 +24,8 @@ import (
 
 // samples makes n samples with both labels, latency growing with prompt
 // length, load and KV-cache use, spread over the store's KV × prefix grid.
-func samples(rng *rand.Rand, n int, start time.Time) []store.Sample {
-	out := make([]store.Sample, n)
+func samples(rng *rand.Rand, n int, start time.Time) []features.Sample {
+	out := make([]features.Sample, n)
 	for i := range out {
 		row := features.Row{
 			KVCachePercentage: rng.Float64() * 0.8, PrefixCacheScore: rng.Float64(),
@@ -35,7 +35,7 @@ func samples(rng *rand.Rand, n int, start time.Time) []store.Sample {
 		noise := 1 + 0.08*rng.NormFloat64()
 		ttft := (25 + 0.08*float64(row.InputTokenLength)*(1-0.6*row.PrefixCacheScore) + 3*float64(row.NumRequestRunning)) * noise
 		tpot := (6 + 0.25*float64(row.NumRequestRunning) + 10*row.KVCachePercentage) * noise
-		out[i] = store.Sample{Row: row, ActualTTFTMs: ttft, ActualTPOTMs: tpot, Timestamp: start.Add(time.Duration(i) * time.Millisecond)}
+		out[i] = features.Sample{Row: row, ActualTTFTMs: ttft, ActualTPOTMs: tpot, Timestamp: start.Add(time.Duration(i) * time.Millisecond)}
 	}
 	return out
 }

@@ -18,7 +18,6 @@ import (
 
 	"github.com/headroomhq/headroom/features"
 	"github.com/headroomhq/headroom/model"
-	"github.com/headroomhq/headroom/store"
 )
 
 // Modes.
@@ -69,7 +68,7 @@ var mainModels = []string{ModelHeadroom, ModelXGBoost, ModelLinear}
 // (1..seeds), a tenth of the rows is held out, the rest is ingested in
 // trace order into a fresh store, the trainer runs once, and every model
 // predicts the held-out rows. Figures are the mean over seeds.
-func Split(ctx context.Context, samples []store.Sample, opts Options, seeds int) (*Report, error) {
+func Split(ctx context.Context, samples []features.Sample, opts Options, seeds int) (*Report, error) {
 	start := time.Now()
 	opts = opts.withDefaults()
 	if seeds < 1 {
@@ -97,7 +96,7 @@ func Split(ctx context.Context, samples []store.Sample, opts Options, seeds int)
 
 // splitRows draws a seeded random tenth of the rows as the test set; both
 // parts keep trace order.
-func splitRows(samples []store.Sample, seed uint64) (train, test []store.Sample) {
+func splitRows(samples []features.Sample, seed uint64) (train, test []features.Sample) {
 	rng := rand.New(rand.NewPCG(seed, 0x9e3779b97f4a7c15))
 	nTest := int(float64(len(samples))*splitTestFraction + 0.5)
 	isTest := make([]bool, len(samples))
@@ -116,7 +115,7 @@ func splitRows(samples []store.Sample, seed uint64) (train, test []store.Sample)
 
 // runOnce ingests train into a fresh replica, retrains once and calls
 // score. It returns the number of bundles published.
-func runOnce(ctx context.Context, opts Options, train []store.Sample, score func(*replica) error) (int, error) {
+func runOnce(ctx context.Context, opts Options, train []features.Sample, score func(*replica) error) (int, error) {
 	r, err := newReplica(opts)
 	if err != nil {
 		return 0, err
@@ -143,7 +142,7 @@ func runOnce(ctx context.Context, opts Options, train []store.Sample, score func
 // at low traffic) until every target's model was trained on EarlyLifeMax
 // samples; they score only predictions of models trained on fewer, beside
 // a constant (the median of the same training labels).
-func Prequential(ctx context.Context, samples []store.Sample, opts Options, every int) (*Report, error) {
+func Prequential(ctx context.Context, samples []features.Sample, opts Options, every int) (*Report, error) {
 	start := time.Now()
 	opts = opts.withDefaults()
 	if every < 1 {
@@ -180,7 +179,7 @@ func Prequential(ctx context.Context, samples []store.Sample, opts Options, ever
 	return rep, nil
 }
 
-func hasLabel(samples []store.Sample, t features.Target) bool {
+func hasLabel(samples []features.Sample, t features.Target) bool {
 	for i := range samples {
 		if _, ok := samples[i].Label(t); ok {
 			return true
@@ -192,7 +191,7 @@ func hasLabel(samples []store.Sample, t features.Target) bool {
 // walk is one prequential pass over samples with a fresh replica: before
 // each block of `every` rows it retrains, then scores the block, then
 // ingests it. It stops early when done reports true after a retrain.
-func walk(ctx context.Context, opts Options, samples []store.Sample, every int, tl *tally,
+func walk(ctx context.Context, opts Options, samples []features.Sample, every int, tl *tally,
 	keep func(features.Target, *model.TargetModel) bool, done func(*replica) bool) (int, error) {
 	r, err := newReplica(opts)
 	if err != nil {
@@ -225,13 +224,13 @@ func walk(ctx context.Context, opts Options, samples []store.Sample, every int, 
 // Extrapolate trains on the rows whose prompt is at most trainMax tokens
 // and tests on those longer than testMin: how each model behaves beyond the
 // range it has seen.
-func Extrapolate(ctx context.Context, samples []store.Sample, opts Options, trainMax, testMin int64) (*Report, error) {
+func Extrapolate(ctx context.Context, samples []features.Sample, opts Options, trainMax, testMin int64) (*Report, error) {
 	start := time.Now()
 	opts = opts.withDefaults()
 	if testMin < trainMax {
 		return nil, fmt.Errorf("extrapolate: test-min %d is below train-max %d: test rows would be in range", testMin, trainMax)
 	}
-	var train, test []store.Sample
+	var train, test []features.Sample
 	for _, s := range samples {
 		switch n := s.Row.InputTokenLength; {
 		case n <= trainMax:

@@ -157,7 +157,7 @@ func (r *replica) close() {
 	_ = os.RemoveAll(r.dir)
 }
 
-func (r *replica) add(samples []store.Sample) error {
+func (r *replica) add(samples []features.Sample) error {
 	if len(samples) == 0 {
 		return nil
 	}
@@ -221,7 +221,7 @@ func (r *replica) fitBaselines(ctx context.Context, t features.Target, gen uint6
 	if snap.Generation != gen {
 		return fmt.Errorf("eval: %s store moved from generation %d to %d under the replay", t, gen, snap.Generation)
 	}
-	var train []store.Sample
+	var train []features.Sample
 	for _, b := range snap.Buckets {
 		train = append(train, b.Samples...)
 	}
@@ -247,7 +247,7 @@ func (r *replica) modelFor(t features.Target) *model.TargetModel { return r.bund
 // score predicts, with every model, each sample of block that has a label
 // for a target with a model in service, and adds the predictions to tl.
 // keep, when not nil, selects the samples to score by the serving model.
-func (r *replica) score(block []store.Sample, tl *tally, keep func(t features.Target, m *model.TargetModel) bool) error {
+func (r *replica) score(block []features.Sample, tl *tally, keep func(t features.Target, m *model.TargetModel) bool) error {
 	if r.bundle == nil {
 		return nil
 	}

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/headroomhq/headroom/features"
-	"github.com/headroomhq/headroom/store"
 	"github.com/headroomhq/headroom/trace"
 )
 
@@ -77,11 +76,11 @@ func SyntheticTPOT(r *features.Row) float64 {
 // load features, so a split by prompt length leaves every other feature's
 // range intact: only the prompt moves out of range. Every sample carries
 // both labels. The same options give the same trace.
-func Synthetic(o SyntheticOptions) []store.Sample {
+func Synthetic(o SyntheticOptions) []features.Sample {
 	o = o.withDefaults()
 	rng := rand.New(rand.NewPCG(o.Seed, 0x5eed_ca11_ab1e))
 	logMin, logMax := math.Log(float64(o.MinTokens)), math.Log(float64(o.MaxTokens))
-	out := make([]store.Sample, o.Rows)
+	out := make([]features.Sample, o.Rows)
 	for i := range out {
 		r := features.Row{
 			InputTokenLength:  int64(math.Round(math.Exp(logMin + rng.Float64()*(logMax-logMin)))),
@@ -98,7 +97,7 @@ func Synthetic(o SyntheticOptions) []store.Sample {
 		}
 		// KV use follows the running batch, not this request's prompt.
 		r.KVCachePercentage = math.Min(1, float64(r.NumRequestRunning)*0.02+rng.Float64()*0.05)
-		out[i] = store.Sample{
+		out[i] = features.Sample{
 			Row:          r,
 			ActualTTFTMs: SyntheticTTFT(&r) * math.Exp(o.Noise*rng.NormFloat64()),
 			ActualTPOTMs: SyntheticTPOT(&r) * math.Exp(o.Noise*rng.NormFloat64()),

@@ -18,6 +18,7 @@ import (
 	"github.com/headroomhq/headroom/predictor"
 	"github.com/headroomhq/headroom/store"
 	"github.com/headroomhq/headroom/trainer"
+	"github.com/headroomhq/headroom/wire"
 )
 
 // services is a trainer and a predictor behind the real handlers, on
@@ -52,7 +53,7 @@ func startServices(t *testing.T, withModel bool) *services {
 	t.Cleanup(s.trainerTS.Close)
 	t.Cleanup(s.predTS.Close)
 	if withModel {
-		samples, _, errs := api.DecodeTrainingBulk(AppendIngestBody(nil, Generator{Seed: 9}, 0, 300), 0)
+		samples, _, errs := wire.DecodeTrainingBulk(AppendIngestBody(nil, Generator{Seed: 9}, 0, 300), 0)
 		if len(errs) > 0 {
 			t.Fatal(errs)
 		}

@@ -7,7 +7,7 @@ import (
 	"math/rand/v2"
 	"strconv"
 
-	"github.com/headroomhq/headroom/store"
+	"github.com/headroomhq/headroom/features"
 	"github.com/headroomhq/headroom/trace"
 )
 
@@ -66,7 +66,7 @@ func ReadTraceFile(path string) (Trace, error) {
 	return traceOf(samples), nil
 }
 
-func traceOf(samples []store.Sample) Trace {
+func traceOf(samples []features.Sample) Trace {
 	t := make(Trace, len(samples))
 	for i, s := range samples {
 		t[i] = entryOf(s)
@@ -75,7 +75,7 @@ func traceOf(samples []store.Sample) Trace {
 }
 
 // entryOf is the entry of a sample read from a trace.
-func entryOf(s store.Sample) Entry {
+func entryOf(s features.Sample) Entry {
 	return Entry{
 		KVCachePercentage:     s.Row.KVCachePercentage,
 		InputTokenLength:      s.Row.InputTokenLength,

@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/headroomhq/headroom/api"
 	"github.com/headroomhq/headroom/features"
 	"github.com/headroomhq/headroom/store"
+	"github.com/headroomhq/headroom/wire"
 )
 
 const twoLineTrace = `{"kv_cache_percentage": 0.25, "input_token_length": 48, "num_request_waiting": 1, "num_request_running": 3, "num_tokens_generated": 0, "actual_ttft_ms": 455, "actual_tpot_ms": 0, "prefix_cache_score": 0.5, "prefill_tokens_in_flight": 64, "decode_tokens_in_flight": 7, "extra_field": "ignored"}
@@ -93,7 +93,7 @@ func TestReadTraceFile(t *testing.T) {
 // entryOf keeps every field an Entry has: a sample with all of them set
 // comes back unchanged when written as a body and decoded by the server.
 func TestEntryOfKeepsEveryField(t *testing.T) {
-	s := store.Sample{
+	s := features.Sample{
 		Row: features.Row{KVCachePercentage: 0.5, InputTokenLength: 1, NumRequestWaiting: 2, NumRequestRunning: 3,
 			NumTokensGenerated: 4, PrefixCacheScore: 0.25, PodType: "decode", PrefillTokensInFlight: 5,
 			DecodeTokensInFlight: 6, EncoderInputSize: 7, EncoderMatchedSize: 8},
@@ -101,7 +101,7 @@ func TestEntryOfKeepsEveryField(t *testing.T) {
 	}
 	e := entryOf(s)
 	body := AppendIngestBody(nil, Trace{e}, 0, 1)
-	samples, rejected, errs := api.DecodeTrainingBulk(body, 0)
+	samples, rejected, errs := wire.DecodeTrainingBulk(body, 0)
 	if len(errs) > 0 || len(rejected) > 0 || len(samples) != 1 {
 		t.Fatalf("server refuses %s: %+v %+v", body, errs, rejected)
 	}
@@ -147,7 +147,7 @@ func TestPredictBodyDecodesToTheSameRows(t *testing.T) {
 	for _, src := range []Source{tr, Generator{Seed: 7}} {
 		const n = 25
 		body := AppendPredictBody(nil, src, 3, n)
-		rows, _, errs := api.DecodeBulkPredictRequest(body, 0, false, nil)
+		rows, _, errs := wire.DecodeBulkPredictRequest(body, 0, false, nil)
 		if len(errs) > 0 {
 			t.Fatalf("%T: server refuses the body: %+v\n%s", src, errs, body)
 		}
@@ -173,7 +173,7 @@ func TestIngestBodyDecodesToTheSameSamples(t *testing.T) {
 	g := Generator{Seed: 3}
 	const n = 30
 	body := AppendIngestBody(nil, g, 100, n)
-	samples, rejected, errs := api.DecodeTrainingBulk(body, 0)
+	samples, rejected, errs := wire.DecodeTrainingBulk(body, 0)
 	if len(errs) > 0 || len(rejected) > 0 {
 		t.Fatalf("server refuses entries: %+v %+v", errs, rejected)
 	}

@@ -37,9 +37,10 @@ fuzz() { # package target time
 	go test -run='^$' -fuzz="^$2\$" -fuzztime="$3" -fuzzminimizetime=5s "./$1"
 }
 if [ "$long" = 1 ]; then
-	for target in FuzzDecodeSamples FuzzDecodeBulkPredict FuzzDecodePredict FuzzDecodeFlush FuzzScan; do
-		fuzz api "$target" 2m
+	for target in FuzzDecodeSamples FuzzDecodeBulkPredict FuzzDecodePredict FuzzDecodeFlush; do
+		fuzz wire "$target" 2m
 	done
+	fuzz internal/jsonscan FuzzScan 2m
 	fuzz model FuzzDecodeBundle 2m
 	fuzz model FuzzDecodeBundlePayload 2m
 else

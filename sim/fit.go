@@ -7,7 +7,7 @@ import (
 
 	"gonum.org/v1/gonum/mat"
 
-	"github.com/headroomhq/headroom/store"
+	"github.com/headroomhq/headroom/features"
 	"github.com/headroomhq/headroom/trace"
 )
 
@@ -43,7 +43,7 @@ func ReadTrace(path string) ([]TraceRow, error) {
 }
 
 // rowOf is the TraceRow of a sample read from a trace.
-func rowOf(s store.Sample) TraceRow {
+func rowOf(s features.Sample) TraceRow {
 	return TraceRow{
 		KVCachePercentage:     s.Row.KVCachePercentage,
 		InputTokenLength:      float64(s.Row.InputTokenLength),

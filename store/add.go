@@ -38,7 +38,7 @@ func (p *addPlan) record(i int32) []byte {
 	return p.enc[start:p.ends[i]]
 }
 
-func (db *DB) plan(samples []Sample) (*addPlan, error) {
+func (db *DB) plan(samples []features.Sample) (*addPlan, error) {
 	p := &addPlan{
 		enc:  make([]byte, 0, 64*len(samples)),
 		ends: make([]int32, len(samples)),
@@ -89,7 +89,7 @@ func (db *DB) plan(samples []Sample) (*addPlan, error) {
 // together by the first of them to get the write lock, so n concurrent
 // uploads cost one page rewrite and one fsync, not n. The result is the
 // same as committing them one by one in the order they joined the group.
-func (db *DB) Add(samples []Sample) (AddResult, error) {
+func (db *DB) Add(samples []features.Sample) (AddResult, error) {
 	p, err := db.plan(samples)
 	if err != nil {
 		return AddResult{}, err

@@ -18,23 +18,23 @@ func TestAddRoutesByLabel(t *testing.T) {
 	row := features.Row{KVCachePercentage: 0.42, PrefixCacheScore: 0.3}
 	tests := []struct {
 		name          string
-		sample        Sample
+		sample        features.Sample
 		ttft, tpot    int
 		discarded     int
 		wantBucketKey string
 	}{
-		{"ttft only", Sample{Row: row, ActualTTFTMs: 120}, 1, 0, 0, "kv_4_prefix_1"},
-		{"tpot only", Sample{Row: row, ActualTPOTMs: 9}, 0, 1, 0, "kv_4_prefix_1"},
-		{"both", Sample{Row: row, ActualTTFTMs: 120, ActualTPOTMs: 9}, 1, 1, 0, "kv_4_prefix_1"},
-		{"neither", Sample{Row: row}, 0, 0, 1, ""},
-		{"negative labels", Sample{Row: row, ActualTTFTMs: -3, ActualTPOTMs: -1}, 0, 0, 1, ""},
+		{"ttft only", features.Sample{Row: row, ActualTTFTMs: 120}, 1, 0, 0, "kv_4_prefix_1"},
+		{"tpot only", features.Sample{Row: row, ActualTPOTMs: 9}, 0, 1, 0, "kv_4_prefix_1"},
+		{"both", features.Sample{Row: row, ActualTTFTMs: 120, ActualTPOTMs: 9}, 1, 1, 0, "kv_4_prefix_1"},
+		{"neither", features.Sample{Row: row}, 0, 0, 1, ""},
+		{"negative labels", features.Sample{Row: row, ActualTTFTMs: -3, ActualTPOTMs: -1}, 0, 0, 1, ""},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			o := testOptions()
 			o.HoldoutFraction = -1
 			db := openTest(t, tempPath(t), o)
-			res := mustAdd(t, db, []Sample{tc.sample})
+			res := mustAdd(t, db, []features.Sample{tc.sample})
 			want := AddResult{Train: [numTargets]int{tc.ttft, tc.tpot}, Discarded: tc.discarded}
 			if res != want {
 				t.Errorf("Add = %+v, want %+v", res, want)
@@ -60,10 +60,10 @@ func TestAddRoutesByLabel(t *testing.T) {
 
 // sameBucket returns n TTFT-only samples of one bucket, identified by
 // timestamps 0..n-1 µs after testEpoch+offset.
-func sameBucket(n int, offset time.Duration) []Sample {
-	out := make([]Sample, n)
+func sameBucket(n int, offset time.Duration) []features.Sample {
+	out := make([]features.Sample, n)
 	for i := range out {
-		out[i] = Sample{
+		out[i] = features.Sample{
 			Row:          features.Row{KVCachePercentage: 0.55, PrefixCacheScore: 0.1, InputTokenLength: int64(100 + i)},
 			ActualTTFTMs: 50,
 			Timestamp:    testEpoch.Add(offset + time.Duration(i)*time.Microsecond),
@@ -90,7 +90,7 @@ func TestEvictionKeepsNewest(t *testing.T) {
 			o.BucketCapacity = capacity
 			o.HoldoutFraction = -1
 			db := openTest(t, tempPath(t), o)
-			var all []Sample
+			var all []features.Sample
 			evicted := 0
 			for i, n := range tc.batches {
 				batch := sameBucket(n, time.Duration(i)*time.Second)
@@ -135,7 +135,7 @@ func TestHoldoutEvictionKeepsNewest(t *testing.T) {
 	}
 }
 
-func timestamps(ss []Sample) []string {
+func timestamps(ss []features.Sample) []string {
 	out := make([]string, len(ss))
 	for i, s := range ss {
 		out[i] = s.Timestamp.Sub(testEpoch).String()
@@ -207,7 +207,7 @@ func TestHoldoutSplit(t *testing.T) {
 		t.Fatal(err)
 	}
 	db = openTest(t, path, o)
-	var again []Sample
+	var again []features.Sample
 	for _, s := range samples {
 		if sets[features.TTFT][s.Timestamp] {
 			again = append(again, s)
@@ -394,7 +394,7 @@ func benchmarkAdd(b *testing.B, noSync bool) {
 	}
 	defer db.Close()
 	const batch = 1000
-	batches := make([][]Sample, 64)
+	batches := make([][]features.Sample, 64)
 	for i := range batches {
 		batches[i] = testSamples(batch, uint64(i), time.Duration(i)*time.Second)
 	}

@@ -15,7 +15,7 @@ import (
 
 // commitTogether commits the batches as one group, as concurrent Adds
 // would, and returns each batch's result and error.
-func commitTogether(t *testing.T, db *DB, batches [][]Sample) ([]AddResult, []error) {
+func commitTogether(t *testing.T, db *DB, batches [][]features.Sample) ([]AddResult, []error) {
 	t.Helper()
 	g := &commitGroup{}
 	for _, b := range batches {
@@ -38,7 +38,7 @@ func TestGroupCommitEqualsSequentialAdds(t *testing.T) {
 	o := testOptions()
 	o.BucketCapacity = 40 // so later batches evict earlier ones' samples
 	o.HoldoutCapacity = 30
-	batches := make([][]Sample, 5)
+	batches := make([][]features.Sample, 5)
 	for i := range batches {
 		batches[i] = testSamples(300, uint64(i), time.Duration(i)*time.Second)
 	}
@@ -96,7 +96,7 @@ func TestGroupCommitIsolatesFailure(t *testing.T) {
 	small1 := testSamples(50, 1, 0)
 	huge := testSamples(10000, 2, time.Hour)
 	small2 := testSamples(50, 3, 2*time.Hour)
-	res, errs := commitTogether(t, db, [][]Sample{small1, huge, small2})
+	res, errs := commitTogether(t, db, [][]features.Sample{small1, huge, small2})
 	if errs[0] != nil || errs[2] != nil {
 		t.Fatalf("small members failed: %v, %v", errs[0], errs[2])
 	}
@@ -170,7 +170,7 @@ func BenchmarkAdd1000Concurrent(b *testing.B) {
 	}
 	defer db.Close()
 	const batch, writers = 1000, 4
-	batches := make([][]Sample, 64)
+	batches := make([][]features.Sample, 64)
 	for i := range batches {
 		batches[i] = testSamples(batch, uint64(i), time.Duration(i)*time.Second)
 	}
@@ -212,7 +212,7 @@ func BenchmarkAdd1000ConcurrentFullStore(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	batches := make([][]Sample, 64)
+	batches := make([][]features.Sample, 64)
 	for i := range batches {
 		batches[i] = testSamples(batch, uint64(i), time.Duration(1000+i)*time.Second)
 	}

@@ -453,7 +453,7 @@ func (db *DB) readTarget(tx *bolt.Tx, st *fileState, t features.Target) error {
 }
 
 func (db *DB) checkRecords(b *bolt.Bucket, path string, maxSeq uint64) (int, error) {
-	var s Sample
+	var s features.Sample
 	var prev uint64
 	n := 0
 	c := b.Cursor()

@@ -42,12 +42,12 @@ var testEpoch = time.Date(2026, 11, 29, 15, 0, 0, 0, time.UTC)
 // testSamples returns n varied samples. Timestamps grow with i from
 // testEpoch+offset, so a sample's timestamp identifies it and orders it.
 // Every fifth sample is TTFT-only, every fifth TPOT-only, the rest both.
-func testSamples(n int, seed uint64, offset time.Duration) []Sample {
+func testSamples(n int, seed uint64, offset time.Duration) []features.Sample {
 	rng := rand.New(rand.NewPCG(seed, 7))
 	pods := []string{"", "prefill", "decode"}
-	out := make([]Sample, n)
+	out := make([]features.Sample, n)
 	for i := range out {
-		s := Sample{
+		s := features.Sample{
 			Row: features.Row{
 				KVCachePercentage:     rng.Float64(),
 				InputTokenLength:      1 + rng.Int64N(8000),
@@ -74,7 +74,7 @@ func testSamples(n int, seed uint64, offset time.Duration) []Sample {
 	return out
 }
 
-func mustAdd(t testing.TB, db *DB, samples []Sample) AddResult {
+func mustAdd(t testing.TB, db *DB, samples []features.Sample) AddResult {
 	t.Helper()
 	res, err := db.Add(samples)
 	if err != nil {
@@ -196,7 +196,7 @@ func TestRestartKeepsEverything(t *testing.T) {
 	counts := db.Counts()
 	var gens [numTargets]uint64
 	var buckets [numTargets]map[string]int
-	var trains, holdouts [numTargets][]Sample
+	var trains, holdouts [numTargets][]features.Sample
 	for _, tg := range features.Targets {
 		gens[tg] = db.Generation(tg)
 		buckets[tg] = db.BucketCounts(tg)
@@ -240,11 +240,11 @@ func TestRestartKeepsEverything(t *testing.T) {
 		}
 		train, holdout, _ := db.Snapshot(tg)
 		all := append(train, holdout...)
-		if !slices.ContainsFunc(all, func(s Sample) bool { return s.Timestamp.Equal(late[0].Timestamp) }) {
+		if !slices.ContainsFunc(all, func(s features.Sample) bool { return s.Timestamp.Equal(late[0].Timestamp) }) {
 			t.Fatalf("%s: late sample missing", tg)
 		}
 		if len(train) > 0 && train[len(train)-1].Timestamp.Before(late[0].Timestamp) &&
-			!slices.ContainsFunc(holdout, func(s Sample) bool { return s.Timestamp.Equal(late[0].Timestamp) }) {
+			!slices.ContainsFunc(holdout, func(s features.Sample) bool { return s.Timestamp.Equal(late[0].Timestamp) }) {
 			t.Errorf("%s: late sample is not the newest training sample", tg)
 		}
 	}
@@ -262,8 +262,8 @@ func mapsEqual(a, b map[string]int) bool {
 	return true
 }
 
-func samplesEqual(a, b []Sample) bool {
-	return slices.EqualFunc(a, b, func(x, y Sample) bool { return sampleEqual(&x, &y) })
+func samplesEqual(a, b []features.Sample) bool {
+	return slices.EqualFunc(a, b, func(x, y features.Sample) bool { return sampleEqual(&x, &y) })
 }
 
 // makeStore writes a closed store of n samples at path.

@@ -10,7 +10,7 @@ import (
 	"github.com/headroomhq/headroom/features"
 )
 
-// Sample record format, version 1:
+// features.Sample record format, version 1:
 //
 //	byte 0   format version (1)
 //	byte 1   presence bits, 1 = present: 0 KVCachePercentage, 1 PrefixCacheScore,
@@ -45,7 +45,8 @@ var (
 	errMalformed = errors.New("malformed record")
 )
 
-func (s *Sample) floats() [numFloats]float64 {
+// sampleFloats lists the float fields of s in record order.
+func sampleFloats(s *features.Sample) [numFloats]float64 {
 	return [numFloats]float64{
 		s.Row.KVCachePercentage, s.Row.PrefixCacheScore,
 		s.ActualTTFTMs, s.ActualTPOTMs, s.PredictedTTFTMs, s.PredictedTPOTMs,
@@ -57,7 +58,8 @@ var floatNames = [numFloats]string{
 	"actual_ttft_ms", "actual_tpot_ms", "predicted_ttft_ms", "predicted_tpot_ms",
 }
 
-func (s *Sample) ints() [8]int64 {
+// sampleInts lists the integer fields of s in record order.
+func sampleInts(s *features.Sample) [8]int64 {
 	r := &s.Row
 	return [8]int64{
 		r.InputTokenLength, r.NumRequestWaiting, r.NumRequestRunning, r.NumTokensGenerated,
@@ -68,8 +70,8 @@ func (s *Sample) ints() [8]int64 {
 // appendSample appends the encoding of s to dst. It refuses non-finite
 // numbers and timestamps outside 1678-2262, so nothing the store holds can
 // poison a training run.
-func appendSample(dst []byte, s *Sample) ([]byte, error) {
-	fs := s.floats()
+func appendSample(dst []byte, s *features.Sample) ([]byte, error) {
+	fs := sampleFloats(s)
 	var bits byte
 	for i, f := range fs {
 		if math.IsNaN(f) || math.IsInf(f, 0) {
@@ -91,7 +93,7 @@ func appendSample(dst []byte, s *Sample) ([]byte, error) {
 			dst = binary.BigEndian.AppendUint64(dst, math.Float64bits(f))
 		}
 	}
-	for _, v := range s.ints() {
+	for _, v := range sampleInts(s) {
 		dst = binary.AppendVarint(dst, v)
 	}
 	if bits&bitTimestamp != 0 {
@@ -103,7 +105,7 @@ func appendSample(dst []byte, s *Sample) ([]byte, error) {
 
 // decodeSample decodes one record into s, overwriting every field. It
 // rejects unknown versions, truncation and trailing bytes.
-func decodeSample(b []byte, s *Sample) error {
+func decodeSample(b []byte, s *features.Sample) error {
 	if len(b) < 2 {
 		return errTruncated
 	}
@@ -159,7 +161,7 @@ func decodeSample(b []byte, s *Sample) error {
 	if uint64(len(b)) > l {
 		return fmt.Errorf("%w: %d trailing bytes", errMalformed, uint64(len(b))-l)
 	}
-	*s = Sample{
+	*s = features.Sample{
 		ActualTTFTMs:    fs[2],
 		ActualTPOTMs:    fs[3],
 		PredictedTTFTMs: fs[4],
@@ -198,15 +200,4 @@ func internPodType(b []byte) string {
 		return "decode"
 	}
 	return string(b)
-}
-
-// MarshalBinary returns the store's record encoding of s (versioned; see
-// encoding.go). It fails on non-finite numbers and unrepresentable times.
-func (s *Sample) MarshalBinary() ([]byte, error) {
-	return appendSample(nil, s)
-}
-
-// UnmarshalBinary decodes a record written by MarshalBinary.
-func (s *Sample) UnmarshalBinary(b []byte) error {
-	return decodeSample(b, s)
 }

@@ -91,7 +91,7 @@ func (db *DB) rebucket(root *bolt.Bucket) (int, error) {
 	}
 	var recs []record
 	old := root.Bucket(bucketTrain)
-	var s Sample
+	var s features.Sample
 	err := old.ForEachBucket(func(name []byte) error {
 		c := old.Bucket(name).Cursor()
 		for k, v := c.First(); k != nil; k, v = c.Next() {

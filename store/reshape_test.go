@@ -8,7 +8,7 @@ import (
 )
 
 type storeContent struct {
-	train, holdout [numTargets][]Sample
+	train, holdout [numTargets][]features.Sample
 	gen            [numTargets]uint64
 }
 
@@ -27,7 +27,7 @@ func contentOf(t *testing.T, db *DB) storeContent {
 
 // newestPerBucket is what re-bucketing must keep: per bucket of scheme,
 // the newest capacity samples, in insertion order overall.
-func newestPerBucket(samples []Sample, scheme Scheme, capacity int) []Sample {
+func newestPerBucket(samples []features.Sample, scheme Scheme, capacity int) []features.Sample {
 	kept := make(map[string]int)
 	keep := make([]bool, len(samples))
 	for i := len(samples) - 1; i >= 0; i-- {
@@ -36,7 +36,7 @@ func newestPerBucket(samples []Sample, scheme Scheme, capacity int) []Sample {
 			keep[i] = true
 		}
 	}
-	var out []Sample
+	var out []features.Sample
 	for i, s := range samples {
 		if keep[i] {
 			out = append(out, s)

@@ -14,7 +14,7 @@ import (
 // Bucket is one training bucket's samples, oldest first.
 type Bucket struct {
 	Key     string // e.g. "kv_3_prefix_0"
-	Samples []Sample
+	Samples []features.Sample
 }
 
 // TargetSnapshot is a consistent copy of one target's samples.
@@ -22,14 +22,14 @@ type TargetSnapshot struct {
 	// Generation is the target's generation these samples belong to
 	// (read in the same transaction, unlike a separate Generation call).
 	Generation uint64
-	Buckets    []Bucket // non-empty training buckets, in key order
-	Holdout    []Sample // oldest first
+	Buckets    []Bucket          // non-empty training buckets, in key order
+	Holdout    []features.Sample // oldest first
 }
 
 // Snapshot returns copies of a target's training and holdout samples, read
 // in one transaction. Both are in insertion order, oldest first: train
 // merges the buckets by sequence number.
-func (db *DB) Snapshot(t features.Target) (train, holdout []Sample, err error) {
+func (db *DB) Snapshot(t features.Target) (train, holdout []features.Sample, err error) {
 	r, err := db.read(t)
 	if err != nil {
 		return nil, nil, err
@@ -60,9 +60,9 @@ type targetRead struct {
 	gen     uint64
 	keys    []string
 	bounds  []int
-	train   []Sample
+	train   []features.Sample
 	seqs    []uint64 // seqs[j] is the sequence number of train[j]
-	holdout []Sample
+	holdout []features.Sample
 }
 
 func (db *DB) read(t features.Target) (*targetRead, error) {
@@ -72,9 +72,9 @@ func (db *DB) read(t features.Target) (*targetRead, error) {
 	// Sizes from memory are only capacity hints: the transaction decides.
 	counts := db.Counts()
 	r := &targetRead{
-		train:   make([]Sample, 0, counts.Train(t)),
+		train:   make([]features.Sample, 0, counts.Train(t)),
 		seqs:    make([]uint64, 0, counts.Train(t)),
-		holdout: make([]Sample, 0, counts.Holdout(t)),
+		holdout: make([]features.Sample, 0, counts.Holdout(t)),
 		bounds:  []int{0},
 	}
 	err := db.bolt.View(func(tx *bolt.Tx) error {
@@ -111,7 +111,7 @@ func (db *DB) read(t features.Target) (*targetRead, error) {
 
 // readRecords appends b's samples, oldest first, to dst, and their sequence
 // numbers to seqs unless seqs is nil.
-func readRecords(b *bolt.Bucket, path string, dst []Sample, seqs []uint64) ([]Sample, []uint64, error) {
+func readRecords(b *bolt.Bucket, path string, dst []features.Sample, seqs []uint64) ([]features.Sample, []uint64, error) {
 	c := b.Cursor()
 	for k, v := c.First(); k != nil; k, v = c.Next() {
 		var seq uint64
@@ -128,12 +128,12 @@ func readRecords(b *bolt.Bucket, path string, dst []Sample, seqs []uint64) ([]Sa
 
 // appendRecord decodes the record stored under key k onto dst and returns
 // its sequence number.
-func appendRecord(dst []Sample, k, v []byte, path string) ([]Sample, uint64, error) {
+func appendRecord(dst []features.Sample, k, v []byte, path string) ([]features.Sample, uint64, error) {
 	if len(k) != 8 {
 		return dst, 0, fmt.Errorf("%s: key %x is not a sequence number", path, k)
 	}
 	seq := binary.BigEndian.Uint64(k)
-	dst = append(dst, Sample{})
+	dst = append(dst, features.Sample{})
 	if err := decodeSample(v, &dst[len(dst)-1]); err != nil {
 		return dst, seq, fmt.Errorf("%s key %d: %w", path, seq, err)
 	}
@@ -142,7 +142,7 @@ func appendRecord(dst []Sample, k, v []byte, path string) ([]Sample, uint64, err
 
 // merged returns the training samples in sequence order: a k-way merge of
 // the buckets, each already in order.
-func (r *targetRead) merged() []Sample {
+func (r *targetRead) merged() []features.Sample {
 	k := len(r.keys)
 	if k <= 1 {
 		return r.train
@@ -174,7 +174,7 @@ func (r *targetRead) merged() []Sample {
 	for i := len(heap)/2 - 1; i >= 0; i-- {
 		down(i)
 	}
-	out := make([]Sample, 0, len(r.train))
+	out := make([]features.Sample, 0, len(r.train))
 	for len(heap) > 0 {
 		b := heap[0]
 		out = append(out, r.train[next[b]])
@@ -254,7 +254,7 @@ func (db *DB) Generation(t features.Target) uint64 {
 // buckets, so a cap keeps every bucket represented rather than keeping the
 // newest samples overall. The holdout is read whole. It gives up with
 // ctx's error between buckets once ctx ends.
-func (db *DB) SnapshotNewest(ctx context.Context, t features.Target, maxTrain int) (train, holdout []Sample, err error) {
+func (db *DB) SnapshotNewest(ctx context.Context, t features.Target, maxTrain int) (train, holdout []features.Sample, err error) {
 	if err := ctx.Err(); err != nil {
 		return nil, nil, fmt.Errorf("snapshot: %w", err)
 	}
@@ -306,14 +306,14 @@ func (db *DB) SnapshotNewest(ctx context.Context, t features.Target, maxTrain in
 // oldest first, for views of a model that need no training samples (a
 // full store's holdout is a thousand samples, its training side up to
 // 180,000).
-func (db *DB) SnapshotHoldout(ctx context.Context, t features.Target) ([]Sample, error) {
+func (db *DB) SnapshotHoldout(ctx context.Context, t features.Target) ([]features.Sample, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("snapshot holdout: %w", err)
 	}
 	if err := checkTarget(t); err != nil {
 		return nil, fmt.Errorf("snapshot holdout: %w", err)
 	}
-	var holdout []Sample
+	var holdout []features.Sample
 	err := db.bolt.View(func(tx *bolt.Tx) error {
 		var rerr error
 		holdout, _, rerr = readRecords(tx.Bucket(targetBucket(t)).Bucket(bucketHoldout), fmt.Sprintf("%s/%s", t, bucketHoldout), nil, nil)
@@ -358,7 +358,7 @@ func shareEvenly(counts []int, total int) []int {
 
 // readNewest appends b's newest n samples, oldest first, to dst, and their
 // sequence numbers to seqs.
-func readNewest(b *bolt.Bucket, path string, n int, dst []Sample, seqs []uint64) ([]Sample, []uint64, error) {
+func readNewest(b *bolt.Bucket, path string, n int, dst []features.Sample, seqs []uint64) ([]features.Sample, []uint64, error) {
 	start, seqStart := len(dst), len(seqs)
 	c := b.Cursor()
 	for k, v := c.Last(); k != nil && len(dst)-start < n; k, v = c.Prev() {

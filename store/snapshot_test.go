@@ -14,13 +14,13 @@ func TestSnapshotOrderAndBuckets(t *testing.T) {
 	o := testOptions()
 	o.BucketCapacity = 30 // small, so eviction interleaves with the order
 	db := openTest(t, tempPath(t), o)
-	var added []Sample
+	var added []features.Sample
 	for i := range 6 {
 		batch := testSamples(500, uint64(i), time.Duration(i)*time.Second)
 		mustAdd(t, db, batch)
 		added = append(added, batch...)
 	}
-	byTime := make(map[time.Time]Sample, len(added))
+	byTime := make(map[time.Time]features.Sample, len(added))
 	for _, s := range added {
 		byTime[s.Timestamp] = s
 	}
@@ -35,8 +35,8 @@ func TestSnapshotOrderAndBuckets(t *testing.T) {
 		}
 		// Timestamps grow with insertion in testSamples: insertion order
 		// is timestamp order.
-		for name, ss := range map[string][]Sample{"train": train, "holdout": holdout} {
-			if !slices.IsSortedFunc(ss, func(a, b Sample) int { return a.Timestamp.Compare(b.Timestamp) }) {
+		for name, ss := range map[string][]features.Sample{"train": train, "holdout": holdout} {
+			if !slices.IsSortedFunc(ss, func(a, b features.Sample) int { return a.Timestamp.Compare(b.Timestamp) }) {
 				t.Errorf("%s %s: not oldest first", tg, name)
 			}
 			// Eviction drops samples but never alters one.
@@ -60,7 +60,7 @@ func TestSnapshotOrderAndBuckets(t *testing.T) {
 		}
 		counts := db.BucketCounts(tg)
 		var keys []string
-		var flat []Sample
+		var flat []features.Sample
 		for _, b := range snap.Buckets {
 			keys = append(keys, b.Key)
 			if len(b.Samples) != counts[b.Key] || len(b.Samples) > o.BucketCapacity {
@@ -77,14 +77,14 @@ func TestSnapshotOrderAndBuckets(t *testing.T) {
 			t.Errorf("%s: bucket keys %v not sorted or not the non-empty buckets %v", tg, keys, counts)
 		}
 		// The merged training set is the buckets' samples, re-ordered.
-		slices.SortFunc(flat, func(a, b Sample) int { return a.Timestamp.Compare(b.Timestamp) })
+		slices.SortFunc(flat, func(a, b features.Sample) int { return a.Timestamp.Compare(b.Timestamp) })
 		if !samplesEqual(flat, train) {
 			t.Errorf("%s: merged training set differs from the buckets", tg)
 		}
 		// A caller appending to one bucket must not clobber the next.
 		if len(snap.Buckets) > 1 {
 			first, second := snap.Buckets[0].Samples, snap.Buckets[1].Samples[0]
-			_ = append(first, Sample{})
+			_ = append(first, features.Sample{})
 			if !sampleEqual(&snap.Buckets[1].Samples[0], &second) {
 				t.Errorf("%s: appending to a bucket overwrote the next", tg)
 			}
@@ -234,11 +234,11 @@ func TestSnapshotNewest(t *testing.T) {
 			continue
 		}
 		// Expected: each bucket's newest quota, merged in insertion order.
-		var want []Sample
+		var want []features.Sample
 		for i, q := range shareEvenly(counts, limit) {
 			want = append(want, snap.Buckets[i].Samples[counts[i]-q:]...)
 		}
-		slices.SortFunc(want, func(a, b Sample) int { return a.Timestamp.Compare(b.Timestamp) })
+		slices.SortFunc(want, func(a, b features.Sample) int { return a.Timestamp.Compare(b.Timestamp) })
 		if !samplesEqual(got, want) {
 			t.Errorf("limit %d: got %d samples, want the newest %d of each bucket's share", limit, len(got), len(want))
 		}

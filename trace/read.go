@@ -21,7 +21,6 @@ import (
 	"time"
 
 	"github.com/headroomhq/headroom/features"
-	"github.com/headroomhq/headroom/store"
 )
 
 // entry is one line of an llm-d training-data trace: the fields of the
@@ -60,10 +59,10 @@ func Epoch() time.Time { return time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC) }
 // RFC 3339. A row without a timestamp gets Epoch() plus one millisecond per
 // row before it. A line that breaks a rule fails the whole read with its
 // line number, and so does a trace without entries.
-func Read(r io.Reader) ([]store.Sample, error) {
+func Read(r io.Reader) ([]features.Sample, error) {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 0, 64<<10), 4<<20)
-	var out []store.Sample
+	var out []features.Sample
 	line := 0
 	for sc.Scan() {
 		line++
@@ -91,7 +90,7 @@ func Read(r io.Reader) ([]store.Sample, error) {
 }
 
 // ReadFile is Read on a file.
-func ReadFile(path string) ([]store.Sample, error) {
+func ReadFile(path string) ([]features.Sample, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("read trace: %w", err)
@@ -104,8 +103,8 @@ func ReadFile(path string) ([]store.Sample, error) {
 	return s, nil
 }
 
-func (e *entry) sample(index int) (store.Sample, error) {
-	var s store.Sample
+func (e *entry) sample(index int) (features.Sample, error) {
+	var s features.Sample
 	var err error
 	count := func(name string, p *float64) int64 {
 		if p == nil || err != nil {

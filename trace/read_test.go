@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/headroomhq/headroom/features"
-	"github.com/headroomhq/headroom/store"
 )
 
 // sharedTrace is the shared H200 trace, outside this repository; tests that
@@ -28,7 +27,7 @@ func TestRead(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []store.Sample{
+	want := []features.Sample{
 		{
 			Row: features.Row{KVCachePercentage: 0.25, InputTokenLength: 48, NumRequestWaiting: 2, NumRequestRunning: 7,
 				PrefixCacheScore: 0.5, PrefillTokensInFlight: 64, DecodeTokensInFlight: 3, PodType: "prefill"},
@@ -135,7 +134,7 @@ func TestReadFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := (store.Sample{Row: features.Row{InputTokenLength: 7}, ActualTTFTMs: 12, Timestamp: Epoch()}); len(got) != 1 || got[0] != want {
+	if want := (features.Sample{Row: features.Row{InputTokenLength: 7}, ActualTTFTMs: 12, Timestamp: Epoch()}); len(got) != 1 || got[0] != want {
 		t.Errorf("got %+v, want [%+v]", got, want)
 	}
 
@@ -181,7 +180,7 @@ func TestReadSharedTrace(t *testing.T) {
 		t.Errorf("%d samples from %d lines", len(got), lines)
 	}
 	// Its first line, as recorded.
-	first := store.Sample{Row: features.Row{InputTokenLength: 48}, ActualTTFTMs: 455, Timestamp: Epoch()}
+	first := features.Sample{Row: features.Row{InputTokenLength: 48}, ActualTTFTMs: 455, Timestamp: Epoch()}
 	if got[0] != first {
 		t.Errorf("first sample %+v, want %+v", got[0], first)
 	}

@@ -8,7 +8,6 @@ import (
 
 	"github.com/headroomhq/headroom/features"
 	"github.com/headroomhq/headroom/model"
-	"github.com/headroomhq/headroom/store"
 )
 
 // DriftConfig configures live error tracking and the early retrain it can
@@ -149,7 +148,7 @@ func (r *ring) count() {
 	r.sinceModel++
 }
 
-func countLabelled(samples []store.Sample, t features.Target) int {
+func countLabelled(samples []features.Sample, t features.Target) int {
 	n := 0
 	for i := range samples {
 		if _, ok := samples[i].Label(t); ok {
@@ -242,7 +241,7 @@ func newDriftTracker(cfg DriftConfig, now func() time.Time, metrics *Metrics) *d
 // (nil before the first) and requests an early retrain when a target's
 // live error is well above its holdout error. It returns the targets judged
 // drifting.
-func (d *driftTracker) observe(samples []store.Sample, b *model.Bundle) []features.Target {
+func (d *driftTracker) observe(samples []features.Sample, b *model.Bundle) []features.Target {
 	var drifting []features.Target
 	var buf [64]float64
 	d.mu.Lock()
@@ -373,7 +372,7 @@ func (d *driftTracker) above(r *ring, m *model.TargetModel) bool {
 // predictions it acted on. When a target's live error is well above the
 // holdout error of its model, Run retrains early (DriftConfig); while a
 // target has no model, Run is woken to train its first (coldstart.go).
-func (t *Trainer) ObserveServed(samples []store.Sample) {
+func (t *Trainer) ObserveServed(samples []features.Sample) {
 	var b *model.Bundle
 	if pub := t.current.Load(); pub != nil {
 		b = pub.Bundle

@@ -12,7 +12,6 @@ import (
 
 	"github.com/headroomhq/headroom/features"
 	"github.com/headroomhq/headroom/model"
-	"github.com/headroomhq/headroom/store"
 )
 
 // driftModel is a linear TTFT model predicting 100 ms for every row, with
@@ -42,10 +41,10 @@ func driftModel(t *testing.T) *model.TargetModel {
 
 // ttftSamples returns n TTFT samples with the given actual and, when
 // served > 0, the prediction the router reported.
-func ttftSamples(n int, actual, served float64) []store.Sample {
-	s := make([]store.Sample, n)
+func ttftSamples(n int, actual, served float64) []features.Sample {
+	s := make([]features.Sample, n)
 	for i := range s {
-		s[i] = store.Sample{ActualTTFTMs: actual, PredictedTTFTMs: served}
+		s[i] = features.Sample{ActualTTFTMs: actual, PredictedTTFTMs: served}
 	}
 	return s
 }
@@ -215,9 +214,9 @@ func TestObserveLargeBatchEqualsOneByOne(t *testing.T) {
 	const window = 50
 	m := driftModel(t)
 	b := &model.Bundle{TTFT: m}
-	samples := make([]store.Sample, 0, 230)
+	samples := make([]features.Sample, 0, 230)
 	for i := range 230 {
-		s := store.Sample{ActualTTFTMs: 60 + float64(i%37)*3, PredictedTTFTMs: 90 + float64(i%11)}
+		s := features.Sample{ActualTTFTMs: 60 + float64(i%37)*3, PredictedTTFTMs: 90 + float64(i%11)}
 		if i%7 == 3 {
 			s.ActualTTFTMs, s.ActualTPOTMs = 0, 12 // no TTFT label
 		}

@@ -10,7 +10,6 @@ import (
 
 	"github.com/headroomhq/headroom/features"
 	"github.com/headroomhq/headroom/model"
-	"github.com/headroomhq/headroom/store"
 	"github.com/headroomhq/headroom/xgboost"
 )
 
@@ -107,7 +106,7 @@ type Dataset struct {
 
 // BuildDataset turns labelled samples into feature rows for target t. Samples
 // without a label for t are skipped.
-func BuildDataset(schema features.Schema, t features.Target, samples []store.Sample) Dataset {
+func BuildDataset(schema features.Schema, t features.Target, samples []features.Sample) Dataset {
 	d := Dataset{X: make([][]float64, 0, len(samples)), Y: make([]float64, 0, len(samples))}
 	// One backing array for every row: a full store is 20,000 rows per target.
 	p := schema.Len()

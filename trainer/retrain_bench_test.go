@@ -30,7 +30,7 @@ func fullStore(b *testing.B, dir, scheme string) *store.DB {
 		b.Fatal(err)
 	}
 	g := loadgen.Generator{Seed: 1}
-	samples := make([]store.Sample, 0, 10000)
+	samples := make([]features.Sample, 0, 10000)
 	now := time.Now().UTC()
 	capacity := sch.NumBuckets() * store.DefaultBucketCapacity
 	full := func() bool {
@@ -43,7 +43,7 @@ func fullStore(b *testing.B, dir, scheme string) *store.DB {
 		for range cap(samples) {
 			e := g.Entry(i)
 			i++
-			samples = append(samples, store.Sample{
+			samples = append(samples, features.Sample{
 				Row: features.Row{
 					KVCachePercentage: e.KVCachePercentage, InputTokenLength: e.InputTokenLength,
 					NumRequestWaiting: e.NumRequestWaiting, NumRequestRunning: e.NumRequestRunning,
@@ -151,7 +151,7 @@ func benchmarkFitParts(b *testing.B, name string, db *store.DB, t features.Targe
 		cols = features.DefaultTPOTColumns
 	}
 	schema := features.MustSchema(cols...)
-	var train, holdout []store.Sample
+	var train, holdout []features.Sample
 	b.Run(name+"/snapshot", func(b *testing.B) {
 		loopCPU(b, func() {
 			var err error

@@ -18,15 +18,15 @@ import (
 
 // syntheticSamples returns n TTFT samples whose latency grows with prompt
 // length and load, plus noise.
-func syntheticSamples(rng *rand.Rand, n int) []store.Sample {
-	s := make([]store.Sample, n)
+func syntheticSamples(rng *rand.Rand, n int) []features.Sample {
+	s := make([]features.Sample, n)
 	for i := range s {
 		row := features.Row{
 			KVCachePercentage: rng.Float64() * 0.5, InputTokenLength: int64(rng.IntN(2000) + 10),
 			NumRequestRunning: int64(rng.IntN(30)), NumRequestWaiting: int64(rng.IntN(3)),
 		}
 		ttft := (20 + 0.1*float64(row.InputTokenLength) + 2*float64(row.NumRequestRunning)) * (1 + 0.05*rng.NormFloat64())
-		s[i] = store.Sample{Row: row, ActualTTFTMs: ttft, Timestamp: time.Unix(1_800_000_000+int64(i), 0).UTC()}
+		s[i] = features.Sample{Row: row, ActualTTFTMs: ttft, Timestamp: time.Unix(1_800_000_000+int64(i), 0).UTC()}
 	}
 	return s
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/headroomhq/headroom/eval"
+	"github.com/headroomhq/headroom/features"
 	"github.com/headroomhq/headroom/model"
 	"github.com/headroomhq/headroom/store"
 	"github.com/headroomhq/headroom/trace"
@@ -101,7 +102,7 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		MinSamples:  *minSamples,
 	}
 
-	samples, name := []store.Sample(nil), *tracePath
+	samples, name := []features.Sample(nil), *tracePath
 	if *synthetic {
 		samples = eval.Synthetic(eval.SyntheticOptions{Rows: *synthRows, Seed: *synthSeed})
 		name = fmt.Sprintf("synthetic(rows=%d,seed=%d)", *synthRows, *synthSeed)

@@ -52,8 +52,8 @@ var ledgerEpoch = time.Date(2026, 11, 29, 0, 0, 0, 0, time.UTC)
 
 // ledgerSample is the sample entry id describes. Ids cycle through TTFT-only,
 // TPOT-only and both labels, and through every store bucket.
-func ledgerSample(id int64) store.Sample {
-	s := store.Sample{
+func ledgerSample(id int64) features.Sample {
+	s := features.Sample{
 		Row: features.Row{
 			KVCachePercentage:     float64(id%100) / 100,
 			InputTokenLength:      id,

@@ -1,16 +1,12 @@
-package store
+package features
 
-import (
-	"time"
-
-	"github.com/headroomhq/headroom/features"
-)
+import "time"
 
 // Sample is one observed request: the row the router saw at scheduling time
 // and the latencies it measured. A zero label means "not measured": a sample
 // is a TTFT sample iff ActualTTFTMs > 0 and a TPOT sample iff ActualTPOTMs > 0.
 type Sample struct {
-	Row          features.Row
+	Row          Row
 	ActualTTFTMs float64
 	ActualTPOTMs float64
 	Timestamp    time.Time // observation time, UTC
@@ -21,9 +17,9 @@ type Sample struct {
 }
 
 // Label returns the sample's label for a target, and whether it has one.
-func (s *Sample) Label(t features.Target) (float64, bool) {
+func (s *Sample) Label(t Target) (float64, bool) {
 	v := s.ActualTTFTMs
-	if t == features.TPOT {
+	if t == TPOT {
 		v = s.ActualTPOTMs
 	}
 	return v, v > 0
@@ -31,9 +27,9 @@ func (s *Sample) Label(t features.Target) (float64, bool) {
 
 // Predicted returns the served prediction for a target, and whether the
 // router reported one.
-func (s *Sample) Predicted(t features.Target) (float64, bool) {
+func (s *Sample) Predicted(t Target) (float64, bool) {
 	v := s.PredictedTTFTMs
-	if t == features.TPOT {
+	if t == TPOT {
 		v = s.PredictedTPOTMs
 	}
 	return v, v > 0

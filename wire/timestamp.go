@@ -1,6 +1,24 @@
-package api
+package wire
 
-import "time"
+import (
+	"time"
+
+	"github.com/headroomhq/headroom/internal/jsonscan"
+)
+
+// TimestampLayout is how responses write times: RFC 3339 in UTC with a Z,
+// microsecond precision.
+const TimestampLayout = "2006-01-02T15:04:05.999999Z07:00"
+
+// Timestamp formats t with TimestampLayout.
+func Timestamp(t time.Time) string {
+	return t.UTC().Format(TimestampLayout)
+}
+
+// AppendTimestamp is Timestamp appending to dst, without allocating.
+func AppendTimestamp(dst []byte, t time.Time) []byte {
+	return t.UTC().AppendFormat(dst, TimestampLayout)
+}
 
 // parseTimestamp reads an RFC 3339 date-time: YYYY-MM-DDTHH:MM:SS, an
 // optional fraction of 1 to 9 digits, and Z or a ±HH:MM offset. 't', 'z' and
@@ -135,11 +153,11 @@ func daysIn(year, month int) int {
 
 // timestampValue converts a training entry's timestamp: an RFC 3339 string.
 // The reason for a datetime_parsing error is recomputed when it is reported.
-func timestampValue(t *token) (time.Time, problemCode) {
-	if t.kind != tokString {
+func timestampValue(t *jsonscan.Token) (time.Time, problemCode) {
+	if t.Kind != jsonscan.String {
 		return time.Time{}, probDatetimeType
 	}
-	ts, reason := parseTimestamp(t.text)
+	ts, reason := parseTimestamp(t.Text)
 	if reason != "" {
 		return time.Time{}, probDatetimeParsing
 	}

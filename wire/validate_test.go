@@ -1,17 +1,20 @@
-package api
+package wire
 
 import (
 	"math"
 	"testing"
+
+	"github.com/headroomhq/headroom/internal/jsonscan"
 )
 
 // tokenOf reads one JSON value as the decoders read a field value.
-func tokenOf(t *testing.T, lit string) token {
+func tokenOf(t *testing.T, lit string) jsonscan.Token {
 	t.Helper()
-	s := newScanner([]byte(lit), 64)
-	tok, ok := s.readToken(2)
-	if !ok || !s.finish() {
-		t.Fatalf("token %s: %s at %d", lit, s.errMsg, s.errPos)
+	s := jsonscan.New([]byte(lit), 64)
+	tok, ok := s.ReadToken(2)
+	if !ok || !s.Finish() {
+		pos, reason := s.Err()
+		t.Fatalf("token %s: %s at %d", lit, reason, pos)
 	}
 	return tok
 }

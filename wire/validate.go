@@ -1,6 +1,10 @@
-package api
+package wire
 
-import "math"
+import (
+	"math"
+
+	"github.com/headroomhq/headroom/internal/jsonscan"
+)
 
 // DecodeLimits are the bounds the decoders enforce beyond the reference's
 // schema. A zero field takes its default, so the zero DecodeLimits is
@@ -218,37 +222,37 @@ var (
 // integral floats (200.0, 2e2) and numeric strings, in [0, max].
 // A negative integer comes back with probGreaterEqual so that the caller
 // may clamp it instead.
-func countValue(t *token, max int64) (int64, problemCode) {
+func countValue(t *jsonscan.Token, max int64) (int64, problemCode) {
 	var v int64
-	var st intStatus
-	switch t.kind {
-	case tokNumber:
-		v, st = t.num.toInt()
-		if st == intFractional {
+	var st jsonscan.IntStatus
+	switch t.Kind {
+	case jsonscan.Num:
+		v, st = t.Num.Int()
+		if st == jsonscan.IntFractional {
 			return 0, probIntFromFloat
 		}
-	case tokString:
-		n, _, kind := parseNumericString(t.text)
+	case jsonscan.String:
+		n, _, kind := jsonscan.ParseNumericString(t.Text)
 		switch kind {
-		case notNumeric:
+		case jsonscan.NotNumeric:
 			return 0, probIntParsing
-		case numericNonFinite:
+		case jsonscan.NumericNonFinite:
 			return 0, probFiniteNumber
 		}
-		v, st = n.toInt()
-		if st == intFractional {
+		v, st = n.Int()
+		if st == jsonscan.IntFractional {
 			// pydantic: a string must spell an integer.
 			return 0, probIntParsing
 		}
-	case tokNonFinite:
+	case jsonscan.NonFinite:
 		return 0, probFiniteNumber
 	default:
 		return 0, probIntType
 	}
 	switch {
-	case st == intBelowRange:
+	case st == jsonscan.IntBelowRange:
 		return math.MinInt64, probGreaterEqual
-	case st == intAboveRange || v > max:
+	case st == jsonscan.IntAboveRange || v > max:
 		return 0, probLessEqual
 	case v < 0:
 		return v, probGreaterEqual
@@ -258,33 +262,33 @@ func countValue(t *token, max int64) (int64, problemCode) {
 
 // floatValue converts a token for a number field: JSON numbers, integer
 // literals and numeric strings, finite only. Bounds are the caller's.
-func floatValue(t *token) (float64, problemCode) {
-	switch t.kind {
-	case tokNumber:
-		if f, ok := t.num.toFloat(t.text); ok {
+func floatValue(t *jsonscan.Token) (float64, problemCode) {
+	switch t.Kind {
+	case jsonscan.Num:
+		if f, ok := t.Num.Float(t.Text); ok {
 			return f, noProblem
 		}
 		return 0, probFiniteNumber
-	case tokString:
-		n, lit, kind := parseNumericString(t.text)
+	case jsonscan.String:
+		n, lit, kind := jsonscan.ParseNumericString(t.Text)
 		switch kind {
-		case notNumeric:
+		case jsonscan.NotNumeric:
 			return 0, probFloatParsing
-		case numericNonFinite:
+		case jsonscan.NumericNonFinite:
 			return 0, probFiniteNumber
 		}
-		if f, ok := n.toFloat(lit); ok {
+		if f, ok := n.Float(lit); ok {
 			return f, noProblem
 		}
 		return 0, probFiniteNumber
-	case tokNonFinite:
+	case jsonscan.NonFinite:
 		return 0, probFiniteNumber
 	}
 	return 0, probFloatType
 }
 
 // boundedFloat converts a number that must lie in [0, max].
-func boundedFloat(t *token, max float64) (float64, problemCode) {
+func boundedFloat(t *jsonscan.Token, max float64) (float64, problemCode) {
 	f, code := floatValue(t)
 	switch {
 	case code != noProblem:
@@ -304,20 +308,20 @@ var podLabels = [...]string{"", "prefill", "decode", "both", "monolithic"}
 // podTypeValue converts pod_type: any string, or null for "". last is the
 // previous label decoded in this request, reused when equal (a router sends
 // the same few labels in every row).
-func podTypeValue(t *token, last string) (string, problemCode) {
-	switch t.kind {
-	case tokNull:
+func podTypeValue(t *jsonscan.Token, last string) (string, problemCode) {
+	switch t.Kind {
+	case jsonscan.Null:
 		return "", noProblem
-	case tokString:
+	case jsonscan.String:
 		for _, l := range podLabels {
-			if string(t.text) == l {
+			if string(t.Text) == l {
 				return l, noProblem
 			}
 		}
-		if string(t.text) == last {
+		if string(t.Text) == last {
 			return last, noProblem
 		}
-		return string(t.text), noProblem
+		return string(t.Text), noProblem
 	}
 	return "", probStringType
 }

@@ -1,4 +1,6 @@
-package api
+package wire
+
+import "github.com/headroomhq/headroom/internal/jsonscan"
 
 // FlushRequest is the body of POST /flush (spec §3.2). Every flag defaults
 // to true: an empty body flushes everything, as in the reference.
@@ -24,11 +26,11 @@ func (dec Decoder) DecodeFlushRequest(body []byte) (FlushRequest, []FieldError) 
 	req := FlushRequest{FlushTrainingData: true, FlushTestData: true, FlushMetrics: true}
 	d := dec.newEntryDecoder(body, false)
 	s := &d.s
-	s.skipSpace()
-	if s.pos == len(body) {
+	s.SkipSpace()
+	if s.AtEnd() {
 		return req, nil
 	}
-	if s.peek() != '{' {
+	if s.Peek() != '{' {
 		errs := d.notAnObject(topLevel.loc(""))
 		if errs[0].Type == "missing" { // null: no body
 			return req, nil
@@ -36,8 +38,8 @@ func (dec Decoder) DecodeFlushRequest(body []byte) (FlushRequest, []FieldError) 
 		return FlushRequest{}, errs
 	}
 	var seen [4]bool
-	for more := s.open(1); more && !s.failed(); more = s.next('}') {
-		key, ok := s.readKey()
+	for more := s.Open(1); more && !s.Failed(); more = s.Next('}') {
+		key, ok := s.ReadKey()
 		if !ok {
 			break
 		}
@@ -53,16 +55,16 @@ func (dec Decoder) DecodeFlushRequest(body []byte) (FlushRequest, []FieldError) 
 			field = 3
 		}
 		if field < 0 {
-			s.skipValue(2)
+			s.SkipValue(2)
 			continue
 		}
 		name := [...]string{"flush_training_data", "flush_test_data", "flush_metrics", "reason"}[field]
-		t, ok := s.readToken(2)
+		t, ok := s.ReadToken(2)
 		if !ok {
 			break
 		}
 		if seen[field] {
-			d.report(problem{code: probDuplicateKey, reason: name}, topLevel, name, t.start, t.end)
+			d.report(problem{code: probDuplicateKey, reason: name}, topLevel, name, t.Start, t.End)
 			continue
 		}
 		seen[field] = true
@@ -78,14 +80,14 @@ func (dec Decoder) DecodeFlushRequest(body []byte) (FlushRequest, []FieldError) 
 			req.Reason, code = optionalString(&t)
 		}
 		if code != noProblem {
-			d.report(problem{code: code}, topLevel, name, t.start, t.end)
+			d.report(problem{code: code}, topLevel, name, t.Start, t.End)
 		}
 	}
-	if !s.failed() {
-		s.finish()
+	if !s.Failed() {
+		s.Finish()
 	}
-	if s.failed() {
-		return FlushRequest{}, []FieldError{jsonInvalid(s.errPos, s.errMsg)}
+	if s.Failed() {
+		return FlushRequest{}, []FieldError{jsonInvalid(s.Err())}
 	}
 	if d.errCount > 0 {
 		return FlushRequest{}, d.errs
@@ -94,25 +96,25 @@ func (dec Decoder) DecodeFlushRequest(body []byte) (FlushRequest, []FieldError) 
 }
 
 // boolValue converts a flag the way pydantic's lax mode does.
-func boolValue(t *token) (bool, problemCode) {
-	switch t.kind {
-	case tokBool:
-		return t.truth, noProblem
-	case tokNumber:
-		if v, st := t.num.toInt(); st == intOK && (v == 0 || v == 1) {
+func boolValue(t *jsonscan.Token) (bool, problemCode) {
+	switch t.Kind {
+	case jsonscan.Bool:
+		return t.Truth, noProblem
+	case jsonscan.Num:
+		if v, st := t.Num.Int(); st == jsonscan.IntOK && (v == 0 || v == 1) {
 			return v == 1, noProblem
 		}
 		return false, probBoolParsing
-	case tokNonFinite:
+	case jsonscan.NonFinite:
 		return false, probBoolParsing
-	case tokString:
+	case jsonscan.String:
 		for _, w := range [...]string{"true", "yes", "on", "1"} {
-			if len(t.text) == len(w) && hasPrefixFold(t.text, w) {
+			if len(t.Text) == len(w) && jsonscan.HasPrefixFold(t.Text, w) {
 				return true, noProblem
 			}
 		}
 		for _, w := range [...]string{"false", "no", "off", "0"} {
-			if len(t.text) == len(w) && hasPrefixFold(t.text, w) {
+			if len(t.Text) == len(w) && jsonscan.HasPrefixFold(t.Text, w) {
 				return false, noProblem
 			}
 		}
@@ -122,12 +124,12 @@ func boolValue(t *token) (bool, problemCode) {
 }
 
 // optionalString converts a string-or-null field.
-func optionalString(t *token) (*string, problemCode) {
-	switch t.kind {
-	case tokNull:
+func optionalString(t *jsonscan.Token) (*string, problemCode) {
+	switch t.Kind {
+	case jsonscan.Null:
 		return nil, noProblem
-	case tokString:
-		v := string(t.text)
+	case jsonscan.String:
+		v := string(t.Text)
 		return &v, noProblem
 	}
 	return nil, probStringType

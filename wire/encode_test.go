@@ -1,4 +1,4 @@
-package api
+package wire
 
 import (
 	"encoding/json"
@@ -16,8 +16,8 @@ import (
 func TestAppendBulkResponse(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
 	now := time.Date(2026, 8, 10, 12, 0, 0, 500000000, time.UTC)
-	meta := predictionMeta{predictedAt: appendTimestamp(nil, now), objective: "quantile",
-		quantile: appendFloat(nil, 0.9), lastLoad: timestamp(now.Add(-time.Minute))}
+	meta := PredictionMeta{PredictedAt: AppendTimestamp(nil, now), Objective: "quantile",
+		Quantile: AppendFloat(nil, 0.9), LastLoad: Timestamp(now.Add(-time.Minute))}
 	for _, n := range []int{1, 2*parallelEncodeRows - 1, 2 * parallelEncodeRows, 3*parallelEncodeRows + 5, 10000} {
 		t.Run(fmt.Sprint(n), func(t *testing.T) {
 			preds := make([]predictor.Prediction, n)
@@ -26,7 +26,7 @@ func TestAppendBulkResponse(t *testing.T) {
 				preds[i] = predictor.Prediction{TTFTMs: v, TPOTMs: v / 7, TTFTBounds: [2]float64{v / 2, v * 2},
 					TPOTBounds: [2]float64{v / 14, v / 3}, TTFTUncertainty: 0.3, TPOTUncertainty: r.Float64()}
 			}
-			got := appendBulkResponse(nil, preds, &meta, 1.25)
+			got := AppendBulkResponse(nil, preds, &meta, 1.25)
 			want := append(appendPredictionList([]byte(`{"predictions":[`), preds, &meta),
 				fmt.Sprintf(`],"total_requests":%d,"successful_predictions":%d,"failed_predictions":0,"processing_time_ms":1.25}`, n, n)...)
 			if string(got) != string(want) {

@@ -1,4 +1,4 @@
-package api
+package wire
 
 import (
 	"encoding/json"
@@ -14,7 +14,6 @@ import (
 	"unicode/utf8"
 
 	"github.com/headroomhq/headroom/features"
-	"github.com/headroomhq/headroom/store"
 )
 
 // kv is one member of a test object, its value as raw JSON.
@@ -28,7 +27,7 @@ var (
 	baseEntryFields = append(append([]kv(nil), baseRowFields...), kv{"actual_ttft_ms", "253"}, kv{"actual_tpot_ms", "0"})
 	baseRow         = features.Row{KVCachePercentage: 0.5, InputTokenLength: 512, NumRequestWaiting: 1,
 		NumRequestRunning: 2, NumTokensGenerated: 1, PrefixCacheScore: 0.25}
-	baseSample = store.Sample{Row: baseRow, ActualTTFTMs: 253}
+	baseSample = features.Sample{Row: baseRow, ActualTTFTMs: 253}
 )
 
 // object renders fields as a JSON object with key set to lit: replaced if
@@ -81,7 +80,7 @@ type fieldCase struct {
 	typ        string // expected error type; "" when accepted
 	input      any    // expected error input; nil: not checked
 	ctx        map[string]any
-	want       func(*store.Sample)
+	want       func(*features.Sample)
 	rows       bool // applies to prediction rows
 	entries    bool // applies to training entries
 }
@@ -96,8 +95,10 @@ func entriesOnly(c fieldCase) fieldCase {
 var wholeObject = struct{}{} // marker: the input is the enclosing object
 
 func fieldCases() []fieldCase {
-	setTokens := func(v int64) func(*store.Sample) { return func(s *store.Sample) { s.Row.InputTokenLength = v } }
-	setKV := func(v float64) func(*store.Sample) { return func(s *store.Sample) { s.Row.KVCachePercentage = v } }
+	setTokens := func(v int64) func(*features.Sample) { return func(s *features.Sample) { s.Row.InputTokenLength = v } }
+	setKV := func(v float64) func(*features.Sample) {
+		return func(s *features.Sample) { s.Row.KVCachePercentage = v }
+	}
 	cases := []fieldCase{
 		// Integer fields.
 		both(fieldCase{field: "input_token_length", lit: "200", want: setTokens(200)}),
@@ -154,35 +155,35 @@ func fieldCases() []fieldCase {
 		both(fieldCase{field: "prefix_cache_score", lit: "", typ: "missing", input: wholeObject}),
 
 		// pod_type: any string or null.
-		both(fieldCase{field: "pod_type", lit: `"prefill"`, want: func(s *store.Sample) { s.Row.PodType = "prefill" }}),
-		both(fieldCase{field: "pod_type", lit: `"monolithic"`, want: func(s *store.Sample) { s.Row.PodType = "monolithic" }}),
-		both(fieldCase{field: "pod_type", lit: `"r\u00f4le \"x\""`, want: func(s *store.Sample) { s.Row.PodType = `rôle "x"` }}),
-		both(fieldCase{field: "pod_type", lit: "null", want: func(*store.Sample) {}}),
+		both(fieldCase{field: "pod_type", lit: `"prefill"`, want: func(s *features.Sample) { s.Row.PodType = "prefill" }}),
+		both(fieldCase{field: "pod_type", lit: `"monolithic"`, want: func(s *features.Sample) { s.Row.PodType = "monolithic" }}),
+		both(fieldCase{field: "pod_type", lit: `"r\u00f4le \"x\""`, want: func(s *features.Sample) { s.Row.PodType = `rôle "x"` }}),
+		both(fieldCase{field: "pod_type", lit: "null", want: func(*features.Sample) {}}),
 		both(fieldCase{field: "pod_type", lit: "7", typ: "string_type", input: int64(7)}),
 
 		// Optional integers: absent or null means 0.
-		both(fieldCase{field: "prefill_tokens_in_flight", lit: "4809", want: func(s *store.Sample) { s.Row.PrefillTokensInFlight = 4809 }}),
-		both(fieldCase{field: "prefill_tokens_in_flight", lit: "null", want: func(*store.Sample) {}}),
+		both(fieldCase{field: "prefill_tokens_in_flight", lit: "4809", want: func(s *features.Sample) { s.Row.PrefillTokensInFlight = 4809 }}),
+		both(fieldCase{field: "prefill_tokens_in_flight", lit: "null", want: func(*features.Sample) {}}),
 		both(fieldCase{field: "prefill_tokens_in_flight", lit: "-1", typ: "greater_than_equal", input: int64(-1)}),
 		both(fieldCase{field: "decode_tokens_in_flight", lit: "-5", typ: "greater_than_equal"}),
 		both(fieldCase{field: "decode_tokens_in_flight", lit: "1.5", typ: "int_from_float"}),
 		both(fieldCase{field: "encoder_input_size", lit: "-1", typ: "greater_than_equal"}),
 		// The client checks matched <= input; the server does not.
-		both(fieldCase{field: "encoder_matched_size", lit: "3", want: func(s *store.Sample) { s.Row.EncoderMatchedSize = 3 }}),
+		both(fieldCase{field: "encoder_matched_size", lit: "3", want: func(s *features.Sample) { s.Row.EncoderMatchedSize = 3 }}),
 
 		// Unknown fields are ignored whatever they hold.
-		both(fieldCase{field: "future_field", lit: `{"a":[1,{"b":null}],"c":"\u00e9"}`, want: func(*store.Sample) {}}),
-		both(fieldCase{field: "future_number", lit: "NaN", want: func(*store.Sample) {}}),
-		both(fieldCase{field: "Kv_Cache_Percentage", lit: "7", want: func(*store.Sample) {}}),
+		both(fieldCase{field: "future_field", lit: `{"a":[1,{"b":null}],"c":"\u00e9"}`, want: func(*features.Sample) {}}),
+		both(fieldCase{field: "future_number", lit: "NaN", want: func(*features.Sample) {}}),
+		both(fieldCase{field: "Kv_Cache_Percentage", lit: "7", want: func(*features.Sample) {}}),
 
 		// Training fields are unknown in a prediction row.
-		rowsOnly(fieldCase{field: "actual_ttft_ms", lit: "NaN", want: func(*store.Sample) {}}),
-		rowsOnly(fieldCase{field: "timestamp", lit: "5", want: func(*store.Sample) {}}),
+		rowsOnly(fieldCase{field: "actual_ttft_ms", lit: "NaN", want: func(*features.Sample) {}}),
+		rowsOnly(fieldCase{field: "timestamp", lit: "5", want: func(*features.Sample) {}}),
 
 		// Labels.
-		entriesOnly(fieldCase{field: "actual_ttft_ms", lit: "253.5", want: func(s *store.Sample) { s.ActualTTFTMs = 253.5 }}),
-		entriesOnly(fieldCase{field: "actual_tpot_ms", lit: `"11.7"`, want: func(s *store.Sample) { s.ActualTPOTMs = 11.7 }}),
-		entriesOnly(fieldCase{field: "actual_ttft_ms", lit: "3600000", want: func(s *store.Sample) { s.ActualTTFTMs = 3.6e6 }}),
+		entriesOnly(fieldCase{field: "actual_ttft_ms", lit: "253.5", want: func(s *features.Sample) { s.ActualTTFTMs = 253.5 }}),
+		entriesOnly(fieldCase{field: "actual_tpot_ms", lit: `"11.7"`, want: func(s *features.Sample) { s.ActualTPOTMs = 11.7 }}),
+		entriesOnly(fieldCase{field: "actual_ttft_ms", lit: "3600000", want: func(s *features.Sample) { s.ActualTTFTMs = 3.6e6 }}),
 		entriesOnly(fieldCase{field: "actual_ttft_ms", lit: "3600001", typ: "less_than_equal", ctx: map[string]any{"le": 3.6e6}}),
 		entriesOnly(fieldCase{field: "actual_tpot_ms", lit: "-0.5", typ: "greater_than_equal"}),
 		entriesOnly(fieldCase{field: "actual_ttft_ms", lit: "Infinity", typ: "finite_number", input: "Infinity"}),
@@ -190,23 +191,23 @@ func fieldCases() []fieldCase {
 		entriesOnly(fieldCase{field: "actual_ttft_ms", lit: "1e400", typ: "finite_number"}),
 		entriesOnly(fieldCase{field: "actual_ttft_ms", lit: "null", typ: "float_type"}),
 		entriesOnly(fieldCase{field: "actual_tpot_ms", lit: "", typ: "missing", input: wholeObject}),
-		entriesOnly(fieldCase{field: "predicted_ttft_ms", lit: "84.2", want: func(s *store.Sample) { s.PredictedTTFTMs = 84.2 }}),
-		entriesOnly(fieldCase{field: "predicted_tpot_ms", lit: "1e300", want: func(s *store.Sample) { s.PredictedTPOTMs = 1e300 }}),
-		entriesOnly(fieldCase{field: "predicted_tpot_ms", lit: "null", want: func(*store.Sample) {}}),
+		entriesOnly(fieldCase{field: "predicted_ttft_ms", lit: "84.2", want: func(s *features.Sample) { s.PredictedTTFTMs = 84.2 }}),
+		entriesOnly(fieldCase{field: "predicted_tpot_ms", lit: "1e300", want: func(s *features.Sample) { s.PredictedTPOTMs = 1e300 }}),
+		entriesOnly(fieldCase{field: "predicted_tpot_ms", lit: "null", want: func(*features.Sample) {}}),
 		entriesOnly(fieldCase{field: "predicted_ttft_ms", lit: "-1", typ: "greater_than_equal"}),
 		entriesOnly(fieldCase{field: "predicted_ttft_ms", lit: "-Infinity", typ: "finite_number"}),
 
 		// Timestamps.
-		entriesOnly(fieldCase{field: "timestamp", lit: `"2026-11-29T15:42:36.709963272Z"`, want: func(s *store.Sample) {
+		entriesOnly(fieldCase{field: "timestamp", lit: `"2026-11-29T15:42:36.709963272Z"`, want: func(s *features.Sample) {
 			s.Timestamp = time.Date(2026, 11, 29, 15, 42, 36, 709963272, time.UTC)
 		}}),
-		entriesOnly(fieldCase{field: "timestamp", lit: `"2026-11-29T16:42:36+01:00"`, want: func(s *store.Sample) {
+		entriesOnly(fieldCase{field: "timestamp", lit: `"2026-11-29T16:42:36+01:00"`, want: func(s *features.Sample) {
 			s.Timestamp = time.Date(2026, 11, 29, 15, 42, 36, 0, time.UTC)
 		}}),
-		entriesOnly(fieldCase{field: "timestamp", lit: `"2026-11-29T15:42:36"`, want: func(s *store.Sample) {
+		entriesOnly(fieldCase{field: "timestamp", lit: `"2026-11-29T15:42:36"`, want: func(s *features.Sample) {
 			s.Timestamp = time.Date(2026, 11, 29, 15, 42, 36, 0, time.UTC)
 		}}),
-		entriesOnly(fieldCase{field: "timestamp", lit: "null", want: func(*store.Sample) {}}),
+		entriesOnly(fieldCase{field: "timestamp", lit: "null", want: func(*features.Sample) {}}),
 		entriesOnly(fieldCase{field: "timestamp", lit: `"not a time"`, typ: "datetime_parsing", input: "not a time"}),
 		entriesOnly(fieldCase{field: "timestamp", lit: "1764430956", typ: "datetime_type"}),
 	}
@@ -663,7 +664,7 @@ func TestDecodeSamplesMixed(t *testing.T) {
 	unlabelled := baseSample
 	unlabelled.ActualTTFTMs = 0
 	// Entries without any label are returned: the store discards them.
-	if want := []store.Sample{baseSample, unlabelled, decode}; !reflect.DeepEqual(samples, want) {
+	if want := []features.Sample{baseSample, unlabelled, decode}; !reflect.DeepEqual(samples, want) {
 		t.Errorf("samples %+v\nwant %+v", samples, want)
 	}
 	wantRejected := []struct {
@@ -728,7 +729,7 @@ func TestGoldenBodies(t *testing.T) {
  "num_tokens_generated":0,"actual_ttft_ms":253,"actual_tpot_ms":0,"prefix_cache_score":0.6573,
  "encoder_input_size":0,"encoder_matched_size":0,"prefill_tokens_in_flight":4809,"decode_tokens_in_flight":0,
  "timestamp":"2026-11-29T15:42:36.709963272Z"}`
-	wantSample := store.Sample{
+	wantSample := features.Sample{
 		Row: features.Row{KVCachePercentage: 0.3252, InputTokenLength: 963, NumRequestWaiting: 5, NumRequestRunning: 2,
 			PrefixCacheScore: 0.6573, PrefillTokensInFlight: 4809},
 		ActualTTFTMs: 253,
@@ -744,7 +745,7 @@ func TestGoldenBodies(t *testing.T) {
 		`{"kv_cache_percentage": 0, "input_token_length": 48, "num_request_waiting": 0, "num_request_running": 0, "num_tokens_generated": 0, "actual_ttft_ms": 455, "actual_tpot_ms": 0, "prefix_cache_score": 0, "prefill_tokens_in_flight": 0, "decode_tokens_in_flight": 0}`,
 		`{"kv_cache_percentage": 0.002251238180999593, "input_token_length": 17, "num_request_waiting": 0, "num_request_running": 3, "num_tokens_generated": 0, "actual_ttft_ms": 48, "actual_tpot_ms": 0, "prefix_cache_score": 0, "prefill_tokens_in_flight": 0, "decode_tokens_in_flight": 0}`,
 	}
-	wantTrace := []store.Sample{
+	wantTrace := []features.Sample{
 		{Row: features.Row{InputTokenLength: 48}, ActualTTFTMs: 455},
 		{Row: features.Row{KVCachePercentage: 0.002251238180999593, InputTokenLength: 17, NumRequestRunning: 3}, ActualTTFTMs: 48},
 	}
@@ -816,8 +817,8 @@ func (r refRow) row() features.Row {
 	return row
 }
 
-func (e refEntry) sample() store.Sample {
-	s := store.Sample{Row: e.row(), ActualTTFTMs: e.ActualTTFTMs, ActualTPOTMs: e.ActualTPOTMs}
+func (e refEntry) sample() features.Sample {
+	s := features.Sample{Row: e.row(), ActualTTFTMs: e.ActualTTFTMs, ActualTPOTMs: e.ActualTPOTMs}
 	if e.Timestamp != nil {
 		s.Timestamp = e.Timestamp.UTC()
 	}
@@ -920,7 +921,7 @@ func TestEquivalenceWithEncodingJSON(t *testing.T) {
 	for range batches {
 		var rowBodies, entryBodies []string
 		var wantRows []features.Row
-		var wantSamples []store.Sample
+		var wantSamples []features.Sample
 		for range perBatch {
 			e := randomEntry(r)
 			rowJSON, err := json.Marshal(e.refRow)

@@ -1,4 +1,4 @@
-package api
+package wire
 
 import (
 	"encoding/json"
@@ -96,7 +96,7 @@ func benchEntries(n int) []byte {
 
 func benchmarkBulk(b *testing.B, n int) {
 	body := benchRows(n)
-	b.Run("api", func(b *testing.B) {
+	b.Run("wire", func(b *testing.B) {
 		rows := make([]features.Row, 0, n)
 		b.SetBytes(int64(len(body)))
 		b.ReportAllocs()
@@ -130,7 +130,7 @@ func BenchmarkDecodeBulk10000(b *testing.B) { benchmarkBulk(b, 10000) }
 
 func BenchmarkDecodeSamples1000(b *testing.B) {
 	body := benchEntries(1000)
-	b.Run("api", func(b *testing.B) {
+	b.Run("wire", func(b *testing.B) {
 		b.SetBytes(int64(len(body)))
 		b.ReportAllocs()
 		for b.Loop() {

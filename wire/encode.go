@@ -1,4 +1,4 @@
-package api
+package wire
 
 import (
 	"bytes"
@@ -8,24 +8,35 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/headroomhq/headroom/internal/bufpool"
 	"github.com/headroomhq/headroom/predictor"
 )
 
 // The prediction responses are written by hand: they are the hot path's
 // output, their shape is fixed, and appending into a pooled buffer costs a
-// fraction of reflection-based encoding (see BenchmarkEncodeBulk).
+// fraction of reflection-based encoding (see BenchmarkEncodeBulk in package api).
 
-// predictionMeta holds the fields every prediction object repeats, already
+// ModelType is the model type reported wherever llm-d's router reads one:
+// its client refuses types it does not know, and Headroom's trees are
+// XGBoost's. The linear part is described in /model/info.
+const ModelType = "xgboost"
+
+// BytesPerPrediction bounds the size of one encoded prediction object
+// (typically 400-440 bytes; longer only with unusually long numbers), for
+// sizing output buffers so that they do not grow by doubling.
+const BytesPerPrediction = 512
+
+// PredictionMeta holds the fields every prediction object repeats, already
 // encoded once per response rather than once per prediction.
-type predictionMeta struct {
-	predictedAt []byte // RFC 3339 with Z
-	objective   string
-	quantile    []byte // a JSON number
-	lastLoad    string // RFC 3339 with Z
+type PredictionMeta struct {
+	PredictedAt []byte // AppendTimestamp's form
+	Objective   string
+	Quantile    []byte // a JSON number (AppendFloat)
+	LastLoad    string // Timestamp's form
 }
 
-// appendBulkResponse writes a /predict/bulk[/strict] success body.
-func appendBulkResponse(dst []byte, preds []predictor.Prediction, meta *predictionMeta, processingMs float64) []byte {
+// AppendBulkResponse writes a /predict/bulk[/strict] success body.
+func AppendBulkResponse(dst []byte, preds []predictor.Prediction, meta *PredictionMeta, processingMs float64) []byte {
 	dst = append(dst, `{"predictions":[`...)
 	dst = appendPredictions(dst, preds, meta)
 	dst = append(dst, `],"total_requests":`...)
@@ -33,7 +44,7 @@ func appendBulkResponse(dst []byte, preds []predictor.Prediction, meta *predicti
 	dst = append(dst, `,"successful_predictions":`...)
 	dst = strconv.AppendInt(dst, int64(len(preds)), 10)
 	dst = append(dst, `,"failed_predictions":0,"processing_time_ms":`...)
-	dst = appendFloat(dst, processingMs)
+	dst = AppendFloat(dst, processingMs)
 	return append(dst, '}')
 }
 
@@ -44,7 +55,7 @@ const parallelEncodeRows = 2048
 
 // appendPredictions writes the prediction objects, comma-separated. Large
 // batches are encoded in shares on GOMAXPROCS goroutines and joined.
-func appendPredictions(dst []byte, preds []predictor.Prediction, meta *predictionMeta) []byte {
+func appendPredictions(dst []byte, preds []predictor.Prediction, meta *PredictionMeta) []byte {
 	workers := min(runtime.GOMAXPROCS(0), len(preds)/parallelEncodeRows)
 	if workers <= 1 {
 		return appendPredictionList(dst, preds, meta)
@@ -55,7 +66,7 @@ func appendPredictions(dst []byte, preds []predictor.Prediction, meta *predictio
 // appendPredictionsParallel is appendPredictions over workers goroutines.
 // It takes its own copy of the meta: what goroutines share escapes to the
 // heap, and the caller's meta lives on its stack.
-func appendPredictionsParallel(dst []byte, preds []predictor.Prediction, meta *predictionMeta, workers int) []byte {
+func appendPredictionsParallel(dst []byte, preds []predictor.Prediction, meta *PredictionMeta, workers int) []byte {
 	share := (len(preds) + workers - 1) / workers
 	parts := make([]*[]byte, 0, workers-1)
 	for lo := share; lo < len(preds); lo += share {
@@ -66,7 +77,7 @@ func appendPredictionsParallel(dst []byte, preds []predictor.Prediction, meta *p
 		lo := (w + 1) * share
 		hi := min(lo+share, len(preds))
 		wg.Go(func() {
-			b := partPool.get((hi-lo)*bytesPerPrediction + 1)
+			b := partPool.Get((hi-lo)*BytesPerPrediction + 1)
 			*b = appendPredictionList(append(*b, ','), preds[lo:hi], meta)
 			parts[w] = b
 		})
@@ -75,7 +86,7 @@ func appendPredictionsParallel(dst []byte, preds []predictor.Prediction, meta *p
 	wg.Wait()
 	for _, p := range parts {
 		dst = append(dst, *p...)
-		partPool.put(p)
+		partPool.Put(p)
 	}
 	return dst
 }
@@ -84,64 +95,64 @@ func appendPredictionsParallel(dst []byte, preds []predictor.Prediction, meta *p
 // MB each for 10,000 rows on two cores): allocated afresh, they were most of
 // what a large request allocated, and so of the garbage collections that
 // slowed some large requests.
-var partPool = newBufferPool[byte](256<<10, 32<<20)
+var partPool = bufpool.New[byte](256<<10, 32<<20)
 
 // clone returns a copy of m that shares no memory with it. Even the
 // strings are copied: escape analysis does not tell fields apart, so
 // keeping any of m's pointers would move all of m's buffers to the heap.
-func (m *predictionMeta) clone() *predictionMeta {
-	return &predictionMeta{
-		predictedAt: bytes.Clone(m.predictedAt),
-		objective:   strings.Clone(m.objective),
-		quantile:    bytes.Clone(m.quantile),
-		lastLoad:    strings.Clone(m.lastLoad),
+func (m *PredictionMeta) clone() *PredictionMeta {
+	return &PredictionMeta{
+		PredictedAt: bytes.Clone(m.PredictedAt),
+		Objective:   strings.Clone(m.Objective),
+		Quantile:    bytes.Clone(m.Quantile),
+		LastLoad:    strings.Clone(m.LastLoad),
 	}
 }
 
 // appendPredictionList writes preds, comma-separated.
-func appendPredictionList(dst []byte, preds []predictor.Prediction, meta *predictionMeta) []byte {
+func appendPredictionList(dst []byte, preds []predictor.Prediction, meta *PredictionMeta) []byte {
 	for i := range preds {
 		if i > 0 {
 			dst = append(dst, ',')
 		}
-		dst = appendPrediction(dst, &preds[i], meta)
+		dst = AppendPrediction(dst, &preds[i], meta)
 	}
 	return dst
 }
 
-// appendPrediction writes one prediction object.
-func appendPrediction(dst []byte, p *predictor.Prediction, meta *predictionMeta) []byte {
+// AppendPrediction writes one prediction object.
+func AppendPrediction(dst []byte, p *predictor.Prediction, meta *PredictionMeta) []byte {
 	dst = append(dst, `{"ttft_ms":`...)
-	dst = appendFloat(dst, p.TTFTMs)
+	dst = AppendFloat(dst, p.TTFTMs)
 	dst = append(dst, `,"tpot_ms":`...)
-	dst = appendFloat(dst, p.TPOTMs)
+	dst = AppendFloat(dst, p.TPOTMs)
 	dst = append(dst, `,"ttft_uncertainty":`...)
-	dst = appendFloat(dst, p.TTFTUncertainty)
+	dst = AppendFloat(dst, p.TTFTUncertainty)
 	dst = append(dst, `,"tpot_uncertainty":`...)
-	dst = appendFloat(dst, p.TPOTUncertainty)
+	dst = AppendFloat(dst, p.TPOTUncertainty)
 	dst = append(dst, `,"ttft_prediction_bounds":[`...)
-	dst = appendFloat(dst, p.TTFTBounds[0])
+	dst = AppendFloat(dst, p.TTFTBounds[0])
 	dst = append(dst, ',')
-	dst = appendFloat(dst, p.TTFTBounds[1])
+	dst = AppendFloat(dst, p.TTFTBounds[1])
 	dst = append(dst, `],"tpot_prediction_bounds":[`...)
-	dst = appendFloat(dst, p.TPOTBounds[0])
+	dst = AppendFloat(dst, p.TPOTBounds[0])
 	dst = append(dst, ',')
-	dst = appendFloat(dst, p.TPOTBounds[1])
+	dst = AppendFloat(dst, p.TPOTBounds[1])
 	dst = append(dst, `],"predicted_at":"`...)
-	dst = append(dst, meta.predictedAt...)
-	dst = append(dst, `","model_type":"`+modelTypeXGBoost+`","objective_type":"`...)
-	dst = append(dst, meta.objective...)
+	dst = append(dst, meta.PredictedAt...)
+	dst = append(dst, `","model_type":"`+ModelType+`","objective_type":"`...)
+	dst = append(dst, meta.Objective...)
 	dst = append(dst, `","quantile":`...)
-	dst = append(dst, meta.quantile...)
+	dst = append(dst, meta.Quantile...)
 	dst = append(dst, `,"last_model_load":"`...)
-	dst = append(dst, meta.lastLoad...)
+	dst = append(dst, meta.LastLoad...)
 	return append(dst, `"}`...)
 }
 
-// appendFloat writes the shortest JSON number that reads back as v; a
+// AppendFloat writes the shortest JSON number that reads back as v; a
 // non-finite value, which the models never produce, is written as 0 rather
 // than as invalid JSON.
-func appendFloat(dst []byte, v float64) []byte {
+func AppendFloat(dst []byte, v float64) []byte {
 	if math.IsNaN(v) || math.IsInf(v, 0) {
 		return append(dst, '0')
 	}

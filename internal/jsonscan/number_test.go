@@ -1,4 +1,4 @@
-package api
+package jsonscan
 
 import (
 	"math"
@@ -8,11 +8,11 @@ import (
 	"testing"
 )
 
-func lexAll(t *testing.T, lit string) numLit {
+func lexAll(t *testing.T, lit string) Number {
 	t.Helper()
-	n, end, ok, at, reason := lexNumber([]byte(lit), 0)
+	n, end, ok, at, reason := LexNumber([]byte(lit), 0)
 	if !ok || end != len(lit) {
-		t.Fatalf("lexNumber(%q) = end %d ok %v (error at %d: %s), want the whole literal", lit, end, ok, at, reason)
+		t.Fatalf("LexNumber(%q) = end %d ok %v (error at %d: %s), want the whole literal", lit, end, ok, at, reason)
 	}
 	return n
 }
@@ -21,47 +21,47 @@ func TestToInt(t *testing.T) {
 	tests := []struct {
 		lit  string
 		want int64
-		st   intStatus
+		st   IntStatus
 	}{
-		{"0", 0, intOK},
-		{"-0", 0, intOK},
-		{"200", 200, intOK},
-		{"200.0", 200, intOK},
-		{"200.000000000000000000000000000", 200, intOK},
-		{"2e2", 200, intOK},
-		{"2E+2", 200, intOK},
-		{"20000e-2", 200, intOK},
-		{"1.5e1", 15, intOK},
-		{"0.0", 0, intOK},
-		{"0e999999999999", 0, intOK},
-		{"-1", -1, intOK},
-		{"9223372036854775807", math.MaxInt64, intOK},
-		{"-9223372036854775808", math.MinInt64, intOK},
-		{"9223372036854775807.0", math.MaxInt64, intOK},
-		{"9.223372036854775807e18", math.MaxInt64, intOK},
+		{"0", 0, IntOK},
+		{"-0", 0, IntOK},
+		{"200", 200, IntOK},
+		{"200.0", 200, IntOK},
+		{"200.000000000000000000000000000", 200, IntOK},
+		{"2e2", 200, IntOK},
+		{"2E+2", 200, IntOK},
+		{"20000e-2", 200, IntOK},
+		{"1.5e1", 15, IntOK},
+		{"0.0", 0, IntOK},
+		{"0e999999999999", 0, IntOK},
+		{"-1", -1, IntOK},
+		{"9223372036854775807", math.MaxInt64, IntOK},
+		{"-9223372036854775808", math.MinInt64, IntOK},
+		{"9223372036854775807.0", math.MaxInt64, IntOK},
+		{"9.223372036854775807e18", math.MaxInt64, IntOK},
 		// 19 significant digits, the 20th dropped but zero.
-		{"12345678901234567890e-1", 1234567890123456789, intOK},
-		{"1234567890123456789.0", 1234567890123456789, intOK},
-		{"200.5", 0, intFractional},
-		{"0.5", 0, intFractional},
-		{"-0.5", 0, intFractional},
-		{"1e-1", 0, intFractional},
-		{"1e-999999999999", 0, intFractional},
-		{"12345678901234567890123e-10", 0, intFractional},
-		{"1234567890123456789.5", 0, intFractional},
+		{"12345678901234567890e-1", 1234567890123456789, IntOK},
+		{"1234567890123456789.0", 1234567890123456789, IntOK},
+		{"200.5", 0, IntFractional},
+		{"0.5", 0, IntFractional},
+		{"-0.5", 0, IntFractional},
+		{"1e-1", 0, IntFractional},
+		{"1e-999999999999", 0, IntFractional},
+		{"12345678901234567890123e-10", 0, IntFractional},
+		{"1234567890123456789.5", 0, IntFractional},
 		// Exactness: a float64 would round this to an integer.
-		{"9007199254740993.5", 0, intFractional},
-		{"9223372036854775808", 0, intAboveRange},
-		{"-9223372036854775809", 0, intBelowRange},
-		{"1e19", 0, intAboveRange},
-		{"1e400", 0, intAboveRange},
-		{"-1e400", 0, intBelowRange},
-		{"100000000000000000000000000000", 0, intAboveRange},
-		{"123456789012345678901.5", 0, intAboveRange},
+		{"9007199254740993.5", 0, IntFractional},
+		{"9223372036854775808", 0, IntAboveRange},
+		{"-9223372036854775809", 0, IntBelowRange},
+		{"1e19", 0, IntAboveRange},
+		{"1e400", 0, IntAboveRange},
+		{"-1e400", 0, IntBelowRange},
+		{"100000000000000000000000000000", 0, IntAboveRange},
+		{"123456789012345678901.5", 0, IntAboveRange},
 	}
 	for _, tt := range tests {
-		got, st := lexAll(t, tt.lit).toInt()
-		if st != tt.st || st == intOK && got != tt.want {
+		got, st := lexAll(t, tt.lit).Int()
+		if st != tt.st || st == IntOK && got != tt.want {
 			t.Errorf("toInt(%s) = %d, status %d; want %d, status %d", tt.lit, got, st, tt.want, tt.st)
 		}
 	}
@@ -81,7 +81,7 @@ func TestToFloatMatchesStrconv(t *testing.T) {
 	}
 	for _, lit := range fixed {
 		n := lexAll(t, lit)
-		got, finite := n.toFloat([]byte(lit))
+		got, finite := n.Float([]byte(lit))
 		want, err := strconv.ParseFloat(lit, 64)
 		if math.IsInf(want, 0) {
 			if finite {
@@ -131,14 +131,14 @@ func randomLiteral(r *rand.Rand) string {
 
 func TestLexNumberRejects(t *testing.T) {
 	for _, lit := range []string{"-", "", ".5", "1.", "1.e5", "1e", "1e+", "-x", "+1"} {
-		if _, _, ok, _, _ := lexNumber([]byte(lit), 0); ok {
-			t.Errorf("lexNumber(%q) accepted", lit)
+		if _, _, ok, _, _ := LexNumber([]byte(lit), 0); ok {
+			t.Errorf("LexNumber(%q) accepted", lit)
 		}
 	}
 	// A valid prefix ends the literal; the caller judges what follows.
 	for lit, end := range map[string]int{"01": 1, "1x": 1, "-0.5e3,": 6, "12 ": 2} {
-		if _, got, ok, _, _ := lexNumber([]byte(lit), 0); !ok || got != end {
-			t.Errorf("lexNumber(%q) end = %d, %v; want %d", lit, got, ok, end)
+		if _, got, ok, _, _ := LexNumber([]byte(lit), 0); !ok || got != end {
+			t.Errorf("LexNumber(%q) end = %d, %v; want %d", lit, got, ok, end)
 		}
 	}
 }
@@ -148,8 +148,8 @@ func TestNonFiniteLen(t *testing.T) {
 		"NaN": 3, "nan": 3, "-nan": 4, "Infinity": 8, "-Infinity": 9, "+Infinity": 9, "inf": 3,
 		"-INF": 4, "+inf": 4, "INFINITY,": 8, "Infinite": 3, "null": 0, "1": 0, "-1": 0, "": 0, "+": 0, "in": 0,
 	} {
-		if got := nonFiniteLen([]byte(in)); got != want {
-			t.Errorf("nonFiniteLen(%q) = %d, want %d", in, got, want)
+		if got := NonFiniteLen([]byte(in)); got != want {
+			t.Errorf("NonFiniteLen(%q) = %d, want %d", in, got, want)
 		}
 	}
 }
@@ -157,26 +157,26 @@ func TestNonFiniteLen(t *testing.T) {
 func TestParseNumericString(t *testing.T) {
 	tests := []struct {
 		in   string
-		kind numericStringKind
+		kind NumericKind
 	}{
-		{"200", numericFinite},
-		{" 200 ", numericFinite},
-		{"-1.5e3", numericFinite},
-		{"NaN", numericNonFinite},
-		{" -Infinity", numericNonFinite},
-		{"inf", numericNonFinite},
-		{"", notNumeric},
-		{"   ", notNumeric},
-		{"abc", notNumeric},
-		{"200abc", notNumeric},
-		{"0x10", notNumeric},
-		{"1_000", notNumeric},
-		{"+5", notNumeric},
-		{"NaNa", notNumeric},
+		{"200", NumericFinite},
+		{" 200 ", NumericFinite},
+		{"-1.5e3", NumericFinite},
+		{"NaN", NumericNonFinite},
+		{" -Infinity", NumericNonFinite},
+		{"inf", NumericNonFinite},
+		{"", NotNumeric},
+		{"   ", NotNumeric},
+		{"abc", NotNumeric},
+		{"200abc", NotNumeric},
+		{"0x10", NotNumeric},
+		{"1_000", NotNumeric},
+		{"+5", NotNumeric},
+		{"NaNa", NotNumeric},
 	}
 	for _, tt := range tests {
-		if _, _, kind := parseNumericString([]byte(tt.in)); kind != tt.kind {
-			t.Errorf("parseNumericString(%q) kind = %d, want %d", tt.in, kind, tt.kind)
+		if _, _, kind := ParseNumericString([]byte(tt.in)); kind != tt.kind {
+			t.Errorf("ParseNumericString(%q) kind = %d, want %d", tt.in, kind, tt.kind)
 		}
 	}
 }

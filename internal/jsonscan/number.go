@@ -1,11 +1,11 @@
-package api
+package jsonscan
 
 import (
 	"math"
 	"strconv"
 )
 
-// numLit is a JSON number literal reduced to a decimal significand and
+// Number is a JSON number literal reduced to a decimal significand and
 // exponent while it is scanned, so that integer fields are checked exactly
 // (200.0 and 2e2 are integers, 9007199254740993.0 is not rounded first) and
 // short decimals convert to float64 without strconv.
@@ -13,7 +13,7 @@ import (
 // The value is ±(mant + δ) × 10^exp, where mant holds the first 19
 // significant digits and 0 ≤ δ < 1 stands for the digits after them;
 // δ > 0 exactly when droppedNonZero.
-type numLit struct {
+type Number struct {
 	mant           uint64
 	exp            int
 	neg            bool
@@ -28,11 +28,11 @@ const maxSigDigits = 19
 // classification right while keeping arithmetic on exp from overflowing.
 const exponentClamp = 1 << 30
 
-// lexNumber reads a JSON number starting at b[i]. It returns the literal's
+// LexNumber reads a JSON number starting at b[i]. It returns the literal's
 // end, or ok false with the offset and reason of the first bad byte. A valid
 // literal may be followed by anything: the caller decides whether that is
 // a delimiter.
-func lexNumber(b []byte, i int) (n numLit, end int, ok bool, errAt int, reason string) {
+func LexNumber(b []byte, i int) (n Number, end int, ok bool, errAt int, reason string) {
 	if i < len(b) && b[i] == '-' {
 		n.neg = true
 		i++
@@ -98,25 +98,25 @@ func lexNumber(b []byte, i int) (n numLit, end int, ok bool, errAt int, reason s
 	return n, i, true, 0, ""
 }
 
-// intStatus classifies a literal read as an integer.
-type intStatus uint8
+// IntStatus classifies a literal read as an integer.
+type IntStatus uint8
 
 const (
-	intOK         intStatus = iota
-	intFractional           // has a non-zero fractional part
-	intAboveRange           // an integer above math.MaxInt64
-	intBelowRange           // an integer below math.MinInt64
+	IntOK         IntStatus = iota
+	IntFractional           // has a non-zero fractional part
+	IntAboveRange           // an integer above math.MaxInt64
+	IntBelowRange           // an integer below math.MinInt64
 )
 
 // toInt returns the literal's exact integer value when it has one that fits
 // in an int64.
-func (n numLit) toInt() (int64, intStatus) {
-	outOfRange := intAboveRange
+func (n Number) Int() (int64, IntStatus) {
+	outOfRange := IntAboveRange
 	if n.neg {
-		outOfRange = intBelowRange
+		outOfRange = IntBelowRange
 	}
 	if n.mant == 0 {
-		return 0, intOK // droppedNonZero needs 19 digits in mant first
+		return 0, IntOK // droppedNonZero needs 19 digits in mant first
 	}
 	m, exp := n.mant, n.exp
 	if n.droppedNonZero {
@@ -125,14 +125,14 @@ func (n numLit) toInt() (int64, intStatus) {
 		if exp > 0 {
 			return 0, outOfRange
 		}
-		return 0, intFractional
+		return 0, IntFractional
 	}
 	for exp < 0 && m%10 == 0 {
 		m /= 10
 		exp++
 	}
 	if exp < 0 {
-		return 0, intFractional
+		return 0, IntFractional
 	}
 	if exp > maxSigDigits {
 		return 0, outOfRange
@@ -147,12 +147,12 @@ func (n numLit) toInt() (int64, intStatus) {
 		if m > 1<<63 {
 			return 0, outOfRange
 		}
-		return int64(-m), intOK // -(1<<63) wraps to MinInt64, as wanted
+		return int64(-m), IntOK // -(1<<63) wraps to MinInt64, as wanted
 	}
 	if m > math.MaxInt64 {
 		return 0, outOfRange
 	}
-	return int64(m), intOK
+	return int64(m), IntOK
 }
 
 // pow10 holds the powers of ten that float64 represents exactly.
@@ -166,7 +166,7 @@ var pow10 = [...]float64{1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10,
 // When the significand and the power of ten are both exact in float64, one
 // IEEE multiplication or division rounds correctly (Clinger's fast path):
 // the result equals strconv's, which serves every other literal.
-func (n numLit) toFloat(lit []byte) (float64, bool) {
+func (n Number) Float(lit []byte) (float64, bool) {
 	if n.mant == 0 && !n.droppedNonZero {
 		return 0, true
 	}
@@ -184,7 +184,7 @@ func (n numLit) toFloat(lit []byte) (float64, bool) {
 	}
 	f, err := strconv.ParseFloat(string(lit), 64)
 	if err != nil || math.IsInf(f, 0) || math.IsNaN(f) {
-		// lexNumber accepted lit, so the only possible error is overflow
+		// LexNumber accepted lit, so the only possible error is overflow
 		// to an infinity (underflow rounds to zero without error).
 		return 0, false
 	}
@@ -194,27 +194,27 @@ func (n numLit) toFloat(lit []byte) (float64, bool) {
 	return f, true
 }
 
-// nonFiniteLen returns the length of a non-finite spelling at the start of
+// NonFiniteLen returns the length of a non-finite spelling at the start of
 // b: an optional sign and "nan", "inf" or "infinity" in any case, as Python
 // and strconv spell them; 0 when there is none. JSON has no such values,
 // but Python clients emit them, and a field-level "finite_number" error is
 // clearer than "invalid JSON".
-func nonFiniteLen(b []byte) int {
+func NonFiniteLen(b []byte) int {
 	i := 0
 	if i < len(b) && (b[i] == '+' || b[i] == '-') {
 		i++
 	}
 	for _, word := range [...]string{"infinity", "inf", "nan"} {
-		if hasPrefixFold(b[i:], word) {
+		if HasPrefixFold(b[i:], word) {
 			return i + len(word)
 		}
 	}
 	return 0
 }
 
-// hasPrefixFold reports whether b starts with word, which is lower-case
+// HasPrefixFold reports whether b starts with word, which is lower-case
 // ASCII, ignoring the case of ASCII letters only.
-func hasPrefixFold(b []byte, word string) bool {
+func HasPrefixFold(b []byte, word string) bool {
 	if len(b) < len(word) {
 		return false
 	}
@@ -233,37 +233,37 @@ func hasPrefixFold(b []byte, word string) bool {
 // numericString classifies the content of a JSON string given for a number
 // field (pydantic's lax mode accepts "200"): a JSON number literal with
 // optional surrounding ASCII space, or a non-finite spelling.
-type numericStringKind uint8
+type NumericKind uint8
 
 const (
-	notNumeric numericStringKind = iota
-	numericFinite
-	numericNonFinite
+	NotNumeric NumericKind = iota
+	NumericFinite
+	NumericNonFinite
 )
 
-func parseNumericString(s []byte) (n numLit, lit []byte, kind numericStringKind) {
-	s = trimSpace(s)
+func ParseNumericString(s []byte) (n Number, lit []byte, kind NumericKind) {
+	s = TrimSpace(s)
 	if len(s) == 0 {
-		return n, nil, notNumeric
+		return n, nil, NotNumeric
 	}
-	if l := nonFiniteLen(s); l > 0 && l == len(s) {
-		return n, s, numericNonFinite
+	if l := NonFiniteLen(s); l > 0 && l == len(s) {
+		return n, s, NumericNonFinite
 	}
-	n, end, ok, _, _ := lexNumber(s, 0)
+	n, end, ok, _, _ := LexNumber(s, 0)
 	if !ok || end != len(s) {
-		return n, nil, notNumeric
+		return n, nil, NotNumeric
 	}
-	return n, s, numericFinite
+	return n, s, NumericFinite
 }
 
-func trimSpace(s []byte) []byte {
-	for len(s) > 0 && isSpace(s[0]) {
+func TrimSpace(s []byte) []byte {
+	for len(s) > 0 && IsSpace(s[0]) {
 		s = s[1:]
 	}
-	for len(s) > 0 && isSpace(s[len(s)-1]) {
+	for len(s) > 0 && IsSpace(s[len(s)-1]) {
 		s = s[:len(s)-1]
 	}
 	return s
 }
 
-func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
+func IsSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }

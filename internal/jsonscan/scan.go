@@ -1,4 +1,9 @@
-package api
+// Package jsonscan is the JSON reader under llm-d's wire format (package
+// wire): a scanner over one JSON text in memory and a lexer that reduces
+// number literals to an exact decimal form, so that the decoders can check
+// integer fields exactly and report errors field by field without building
+// generic values.
+package jsonscan
 
 import (
 	"encoding/binary"
@@ -7,19 +12,19 @@ import (
 	"unicode/utf8"
 )
 
-// scanner reads one JSON text from memory. It exists because the prediction
+// Scanner reads one JSON text from memory. It exists because the prediction
 // hot path decodes tens to thousands of flat rows per request and
 // encoding/json's reflection, interface boxing and per-value allocations
 // cost more than the prediction itself.
 //
-// It accepts RFC 8259 JSON, plus the non-finite spellings of nonFiniteLen
+// It accepts RFC 8259 JSON, plus the non-finite spellings of NonFiniteLen
 // as number-like tokens so that they fail validation with a field-level
 // error instead of failing the whole body. It refuses what encoding/json
 // lets through: invalid UTF-8 in strings and nesting deeper than maxDepth.
 //
-// After the first syntax error every method fails fast, and errPos/errMsg
-// describe that first error.
-type scanner struct {
+// After the first syntax error every method fails fast, and Err describes
+// that first error.
+type Scanner struct {
 	data     []byte
 	pos      int
 	maxDepth int
@@ -27,111 +32,166 @@ type scanner struct {
 	errMsg   string
 	buf      []byte // unescaped string content; valid until the next string read
 
-	sawNonFinite bool // a non-finite token was read: the data is not strict JSON
+	sawNonFinite bool // a non-finite Token was read: the data is not strict JSON
 }
 
-func newScanner(data []byte, maxDepth int) scanner {
-	return scanner{data: data, maxDepth: maxDepth}
+// New returns a scanner at the start of data that refuses nesting deeper
+// than maxDepth.
+func New(data []byte, maxDepth int) Scanner {
+	return Scanner{data: data, maxDepth: maxDepth}
 }
 
-// fail records the first syntax error, at pos, and returns false.
-func (s *scanner) fail(pos int, msg string) bool {
+// Pos is the offset of the next byte to read.
+func (s *Scanner) Pos() int { return s.pos }
+
+// AtEnd reports whether every byte has been read.
+func (s *Scanner) AtEnd() bool { return s.pos == len(s.data) }
+
+// Err returns the offset and reason of the first syntax error, if Failed.
+func (s *Scanner) Err() (pos int, reason string) { return s.errPos, s.errMsg }
+
+// SawNonFinite reports whether a non-finite token (NaN, Infinity, ...) was
+// read: such data is not strict JSON, though the scanner accepted it.
+func (s *Scanner) SawNonFinite() bool { return s.sawNonFinite }
+
+// Echo returns the generic value of data[start:end], an extent the scanner
+// has already validated, for an error's echo of the offending input.
+func (s *Scanner) Echo(start, end int) any { return echo(s.data, start, end, s.maxDepth) }
+
+// PeekNumber lexes the number literal at the read position without
+// consuming it; a caller that takes the value consumes it with
+// Advance(len(lit)). It is the decoders' fast path for plain numbers.
+func (s *Scanner) PeekNumber() (n Number, lit []byte, ok bool) {
+	n, end, ok, _, _ := LexNumber(s.data, s.pos)
+	if !ok {
+		return n, nil, false
+	}
+	return n, s.data[s.pos:end], true
+}
+
+// Advance consumes n bytes that the caller has already examined.
+func (s *Scanner) Advance(n int) { s.pos += n }
+
+// MatchKey consumes the object key at the read position, and the colon
+// after it, if the key's raw bytes are exactly name, and reports whether it
+// did. name must need no escapes (a schema's field name), so comparing raw
+// bytes is exact. Decoders use it to confirm a predicted key with one
+// comparison; a key followed by something other than a colon is a syntax
+// error, reported as by ReadKey.
+func (s *Scanner) MatchKey(name string) bool {
+	end := s.pos + 1 + len(name) // the closing quote, if name is right
+	if end+1 >= len(s.data) || s.data[s.pos] != '"' || s.data[end] != '"' || string(s.data[s.pos+1:end]) != name {
+		return false
+	}
+	if s.data[end+1] == ':' {
+		s.pos = end + 2
+		return true
+	}
+	s.pos = end + 1
+	s.SkipSpace()
+	if s.Peek() != ':' {
+		return s.Fail(s.pos, "Expecting ':' delimiter")
+	}
+	s.pos++
+	return true
+}
+
+// Fail records the first syntax error, at pos, and returns false.
+func (s *Scanner) Fail(pos int, msg string) bool {
 	if s.errMsg == "" {
 		s.errPos, s.errMsg = pos, msg
 	}
 	return false
 }
 
-func (s *scanner) failed() bool { return s.errMsg != "" }
+func (s *Scanner) Failed() bool { return s.errMsg != "" }
 
-func (s *scanner) skipSpace() {
+func (s *Scanner) SkipSpace() {
 	// Bodies written by encoders have no white space: one comparison
 	// settles the common case.
-	for s.pos < len(s.data) && s.data[s.pos] <= ' ' && isSpace(s.data[s.pos]) {
+	for s.pos < len(s.data) && s.data[s.pos] <= ' ' && IsSpace(s.data[s.pos]) {
 		s.pos++
 	}
 }
 
-// peek returns the next byte, or 0 at the end of the data.
-func (s *scanner) peek() byte {
+// Peek returns the next byte, or 0 at the end of the data.
+func (s *Scanner) Peek() byte {
 	if s.pos < len(s.data) {
 		return s.data[s.pos]
 	}
 	return 0
 }
 
-// finish checks that only white space follows the top-level value.
-func (s *scanner) finish() bool {
-	s.skipSpace()
+// Finish checks that only white space follows the top-level value.
+func (s *Scanner) Finish() bool {
+	s.SkipSpace()
 	if s.pos != len(s.data) {
-		return s.fail(s.pos, "Extra data")
+		return s.Fail(s.pos, "Extra data")
 	}
 	return true
 }
 
 // Object and array traversal. A loop over an object reads
 //
-//	more := s.openObject(depth)
-//	for more {
-//		key := s.readKey()   // the key, then the ':'
+//	for more := s.Open(depth); more; more = s.Next('}') {
+//		key, ok := s.ReadKey() // the key, then the ':'
 //		... read or skip the value ...
-//		more = s.nextMember('}')
 //	}
 //
-// and every step reports failure through s.failed(), so callers only test
+// and every step reports failure through s.Failed(), so callers only test
 // once per member.
 
-// open consumes an opening bracket at s.pos, checks the nesting depth and
+// Open consumes the opening bracket at the read position, checks the nesting depth and
 // reports whether the container has any element.
-func (s *scanner) open(depth int) bool {
+func (s *Scanner) Open(depth int) bool {
 	if depth > s.maxDepth {
-		return s.fail(s.pos, "Maximum nesting depth exceeded")
+		return s.Fail(s.pos, "Maximum nesting depth exceeded")
 	}
 	close := byte('}')
 	if s.data[s.pos] == '[' {
 		close = ']'
 	}
 	s.pos++
-	s.skipSpace()
-	if s.peek() == close {
+	s.SkipSpace()
+	if s.Peek() == close {
 		s.pos++
 		return false
 	}
 	return true
 }
 
-// readKey reads an object key and the colon after it. The key is only
+// ReadKey reads an object key and the colon after it. The key is only
 // valid until the next string read.
-func (s *scanner) readKey() ([]byte, bool) {
-	if s.peek() != '"' {
-		return nil, s.fail(s.pos, "Expecting property name enclosed in double quotes")
+func (s *Scanner) ReadKey() ([]byte, bool) {
+	if s.Peek() != '"' {
+		return nil, s.Fail(s.pos, "Expecting property name enclosed in double quotes")
 	}
 	key, ok := s.readString(true)
 	if !ok {
 		return nil, false
 	}
-	s.skipSpace()
-	if s.peek() != ':' {
-		return nil, s.fail(s.pos, "Expecting ':' delimiter")
+	s.SkipSpace()
+	if s.Peek() != ':' {
+		return nil, s.Fail(s.pos, "Expecting ':' delimiter")
 	}
 	s.pos++
 	return key, true
 }
 
-// next consumes the separator after a member or element: it returns true
+// Next consumes the separator after a member or element: it returns true
 // after a comma, false after the closing bracket or on a syntax error.
-func (s *scanner) next(close byte) bool {
-	s.skipSpace()
-	switch s.peek() {
+func (s *Scanner) Next(close byte) bool {
+	s.SkipSpace()
+	switch s.Peek() {
 	case ',':
 		s.pos++
-		s.skipSpace()
+		s.SkipSpace()
 		return true
 	case close:
 		s.pos++
 		return false
 	}
-	return s.fail(s.pos, "Expecting ',' delimiter")
+	return s.Fail(s.pos, "Expecting ',' delimiter")
 }
 
 // strPlain marks the string bytes that need no attention: printable ASCII
@@ -174,7 +234,7 @@ func plainPrefix(b []byte) int {
 // its content. Content without escapes is a sub-slice of the data; escaped
 // content is unescaped into s.buf, unless keep is false (the caller only
 // skips the string). Invalid UTF-8 and control characters are errors.
-func (s *scanner) readString(keep bool) ([]byte, bool) {
+func (s *Scanner) readString(keep bool) ([]byte, bool) {
 	start := s.pos + 1
 	i := start + plainPrefix(s.data[start:])
 	for i < len(s.data) && strPlain[s.data[i]] {
@@ -187,13 +247,13 @@ func (s *scanner) readString(keep bool) ([]byte, bool) {
 	return s.readStringSlow(start, i, keep)
 }
 
-func (s *scanner) readStringSlow(start, i int, keep bool) ([]byte, bool) {
+func (s *Scanner) readStringSlow(start, i int, keep bool) ([]byte, bool) {
 	data := s.data
 	out := s.buf[:0]
 	unescaped := false // out holds the content so far
 	for {
 		if i >= len(data) {
-			return nil, s.fail(start-1, "Unterminated string starting at")
+			return nil, s.Fail(start-1, "Unterminated string starting at")
 		}
 		c := data[i]
 		switch {
@@ -218,7 +278,7 @@ func (s *scanner) readStringSlow(start, i int, keep bool) ([]byte, bool) {
 			}
 			i += n
 		case c < 0x20:
-			return nil, s.fail(i, "Invalid control character at")
+			return nil, s.Fail(i, "Invalid control character at")
 		case c < utf8.RuneSelf:
 			if unescaped {
 				out = append(out, c)
@@ -227,7 +287,7 @@ func (s *scanner) readStringSlow(start, i int, keep bool) ([]byte, bool) {
 		default:
 			r, n := utf8.DecodeRune(data[i:])
 			if r == utf8.RuneError && n == 1 {
-				return nil, s.fail(i, "Invalid UTF-8 in string")
+				return nil, s.Fail(i, "Invalid UTF-8 in string")
 			}
 			if unescaped {
 				out = append(out, data[i:i+n]...)
@@ -241,10 +301,10 @@ func (s *scanner) readStringSlow(start, i int, keep bool) ([]byte, bool) {
 // the rune and the sequence's length. A UTF-16 surrogate pair in two \u
 // escapes is one rune; a lone surrogate becomes U+FFFD, as encoding/json
 // does.
-func (s *scanner) unescape(i int) (rune, int, bool) {
+func (s *Scanner) unescape(i int) (rune, int, bool) {
 	data := s.data
 	if i+1 >= len(data) {
-		return 0, 0, s.fail(i, "Invalid \\escape")
+		return 0, 0, s.Fail(i, "Invalid \\escape")
 	}
 	switch data[i+1] {
 	case '"', '\\', '/':
@@ -262,7 +322,7 @@ func (s *scanner) unescape(i int) (rune, int, bool) {
 	case 'u':
 		r, ok := hex4(data, i+2)
 		if !ok {
-			return 0, 0, s.fail(i, "Invalid \\uXXXX escape")
+			return 0, 0, s.Fail(i, "Invalid \\uXXXX escape")
 		}
 		if !utf16.IsSurrogate(r) {
 			return r, 6, true
@@ -276,7 +336,7 @@ func (s *scanner) unescape(i int) (rune, int, bool) {
 		}
 		return utf8.RuneError, 6, true
 	}
-	return 0, 0, s.fail(i, "Invalid \\escape")
+	return 0, 0, s.Fail(i, "Invalid \\escape")
 }
 
 func hex4(data []byte, i int) (rune, bool) {
@@ -300,36 +360,36 @@ func hex4(data []byte, i int) (rune, bool) {
 	return r, true
 }
 
-// tokenKind is the JSON type of a value read by readToken.
-type tokenKind uint8
+// Kind is the JSON type of a value read by ReadToken.
+type Kind uint8
 
 const (
-	tokNull tokenKind = iota
-	tokBool
-	tokNumber
-	tokNonFinite
-	tokString
-	tokObject
-	tokArray
+	Null Kind = iota
+	Bool
+	Num
+	NonFinite
+	String
+	Object
+	Array
 )
 
-// token is one value. Containers are skipped (validated, not built): no
-// field of the schema is a container, so they are only ever type errors.
-type token struct {
-	kind       tokenKind
-	truth      bool   // tokBool
-	start, end int    // the value's extent in the data, for echoing it in errors
-	text       []byte // tokString: content (valid until the next string read); tokNumber, tokNonFinite: literal
-	num        numLit // tokNumber
+// Token is one value. Containers are skipped (validated, not built): no
+// field of llm-d's schema is a container, so they are only ever type errors.
+type Token struct {
+	Kind       Kind
+	Truth      bool   // Bool
+	Start, End int    // the value's extent in the data, for echoing it in errors
+	Text       []byte // String: content (valid until the next string read); Num, NonFinite: literal
+	Num        Number // Num
 }
 
-// readToken reads the value at s.pos (after white space) at the given
+// ReadToken reads the value at s.pos (after white space) at the given
 // nesting depth.
-func (s *scanner) readToken(depth int) (token, bool) {
-	s.skipSpace()
-	t := token{start: s.pos}
+func (s *Scanner) ReadToken(depth int) (Token, bool) {
+	s.SkipSpace()
+	t := Token{Start: s.pos}
 	if s.pos >= len(s.data) {
-		return t, s.fail(s.pos, "Expecting value")
+		return t, s.Fail(s.pos, "Expecting value")
 	}
 	switch c := s.data[s.pos]; c {
 	case '"':
@@ -337,76 +397,76 @@ func (s *scanner) readToken(depth int) (token, bool) {
 		if !ok {
 			return t, false
 		}
-		t.kind, t.text = tokString, text
+		t.Kind, t.Text = String, text
 	case '{', '[':
-		t.kind = tokObject
+		t.Kind = Object
 		if c == '[' {
-			t.kind = tokArray
+			t.Kind = Array
 		}
-		if !s.skipValue(depth) {
+		if !s.SkipValue(depth) {
 			return t, false
 		}
 	case 't':
 		if !s.literal("true") {
 			return t, false
 		}
-		t.kind, t.truth = tokBool, true
+		t.Kind, t.Truth = Bool, true
 	case 'f':
 		if !s.literal("false") {
 			return t, false
 		}
-		t.kind = tokBool
+		t.Kind = Bool
 	default:
 		if c == 'n' && len(s.data)-s.pos >= 4 && string(s.data[s.pos:s.pos+4]) == "null" {
 			s.pos += 4
-			t.kind = tokNull
+			t.Kind = Null
 			break
 		}
 		if c == '-' || c >= '0' && c <= '9' {
-			if n, end, ok, _, _ := lexNumber(s.data, s.pos); ok {
-				t.kind, t.num, t.text = tokNumber, n, s.data[s.pos:end]
+			if n, end, ok, _, _ := LexNumber(s.data, s.pos); ok {
+				t.Kind, t.Num, t.Text = Num, n, s.data[s.pos:end]
 				s.pos = end
 				break
 			}
 		}
-		if l := nonFiniteLen(s.data[s.pos:]); l > 0 {
-			t.kind, t.text = tokNonFinite, s.data[s.pos:s.pos+l]
+		if l := NonFiniteLen(s.data[s.pos:]); l > 0 {
+			t.Kind, t.Text = NonFinite, s.data[s.pos:s.pos+l]
 			s.pos += l
 			s.sawNonFinite = true
 			break
 		}
 		if c == '-' || c >= '0' && c <= '9' {
-			_, _, _, at, reason := lexNumber(s.data, s.pos)
-			return t, s.fail(at, reason)
+			_, _, _, at, reason := LexNumber(s.data, s.pos)
+			return t, s.Fail(at, reason)
 		}
-		return t, s.fail(s.pos, "Expecting value")
+		return t, s.Fail(s.pos, "Expecting value")
 	}
-	t.end = s.pos
+	t.End = s.pos
 	return t, true
 }
 
-func (s *scanner) literal(word string) bool {
+func (s *Scanner) literal(word string) bool {
 	if len(s.data)-s.pos < len(word) || string(s.data[s.pos:s.pos+len(word)]) != word {
-		return s.fail(s.pos, "Expecting value")
+		return s.Fail(s.pos, "Expecting value")
 	}
 	s.pos += len(word)
 	return true
 }
 
-// skipValue validates and skips the value at s.pos (after white space),
+// SkipValue validates and skips the value at s.pos (after white space),
 // at the given nesting depth.
-func (s *scanner) skipValue(depth int) bool {
-	s.skipSpace()
-	switch s.peek() {
+func (s *Scanner) SkipValue(depth int) bool {
+	s.SkipSpace()
+	switch s.Peek() {
 	case '{':
-		for more := s.open(depth); more; more = s.next('}') {
-			if _, ok := s.readKey(); !ok || !s.skipValue(depth+1) {
+		for more := s.Open(depth); more; more = s.Next('}') {
+			if _, ok := s.ReadKey(); !ok || !s.SkipValue(depth+1) {
 				return false
 			}
 		}
 	case '[':
-		for more := s.open(depth); more; more = s.next(']') {
-			if !s.skipValue(depth + 1) {
+		for more := s.Open(depth); more; more = s.Next(']') {
+			if !s.SkipValue(depth + 1) {
 				return false
 			}
 		}
@@ -414,75 +474,75 @@ func (s *scanner) skipValue(depth int) bool {
 		_, ok := s.readString(false)
 		return ok
 	default:
-		_, ok := s.readToken(depth)
+		_, ok := s.ReadToken(depth)
 		return ok
 	}
-	return !s.failed()
+	return !s.Failed()
 }
 
-// anyValue reads the value at s.pos as a generic Go value that
+// AnyValue reads the value at s.pos as a generic Go value that
 // encoding/json can encode: maps, slices, strings, bools, nil, int64 for
 // integer literals that fit, float64 for other finite numbers, and the
 // literal as a string for anything else (overflowing and non-finite
 // numbers). A key repeated in one object keeps its last value.
-func (s *scanner) anyValue(depth int) (any, bool) {
-	s.skipSpace()
-	switch s.peek() {
+func (s *Scanner) AnyValue(depth int) (any, bool) {
+	s.SkipSpace()
+	switch s.Peek() {
 	case '{':
 		m := map[string]any{}
-		for more := s.open(depth); more; more = s.next('}') {
-			key, ok := s.readKey()
+		for more := s.Open(depth); more; more = s.Next('}') {
+			key, ok := s.ReadKey()
 			if !ok {
 				return nil, false
 			}
 			k := string(key)
-			v, ok := s.anyValue(depth + 1)
+			v, ok := s.AnyValue(depth + 1)
 			if !ok {
 				return nil, false
 			}
 			m[k] = v
 		}
-		return m, !s.failed()
+		return m, !s.Failed()
 	case '[':
 		l := []any{}
-		for more := s.open(depth); more; more = s.next(']') {
-			v, ok := s.anyValue(depth + 1)
+		for more := s.Open(depth); more; more = s.Next(']') {
+			v, ok := s.AnyValue(depth + 1)
 			if !ok {
 				return nil, false
 			}
 			l = append(l, v)
 		}
-		return l, !s.failed()
+		return l, !s.Failed()
 	}
-	t, ok := s.readToken(depth)
+	t, ok := s.ReadToken(depth)
 	if !ok {
 		return nil, false
 	}
 	return scalarValue(t), true
 }
 
-// scalarValue is the generic value of a scalar token.
-func scalarValue(t token) any {
-	switch t.kind {
-	case tokBool:
-		return t.truth
-	case tokString:
-		return string(t.text)
-	case tokNumber:
-		return numberValue(t.num, t.text)
-	case tokNonFinite:
-		return string(t.text)
+// scalarValue is the generic value of a scalar Token.
+func scalarValue(t Token) any {
+	switch t.Kind {
+	case Bool:
+		return t.Truth
+	case String:
+		return string(t.Text)
+	case Num:
+		return numberValue(t.Num, t.Text)
+	case NonFinite:
+		return string(t.Text)
 	}
 	return nil
 }
 
-func numberValue(n numLit, lit []byte) any {
+func numberValue(n Number, lit []byte) any {
 	if isIntegerLiteral(lit) {
-		if v, st := n.toInt(); st == intOK {
+		if v, st := n.Int(); st == IntOK {
 			return v
 		}
 	}
-	if f, ok := n.toFloat(lit); ok {
+	if f, ok := n.Float(lit); ok {
 		return f
 	}
 	return string(lit)
@@ -513,8 +573,8 @@ func echo(data []byte, start, end, maxDepth int) any {
 		}
 		return string(data[start:cut]) + "... (" + strconv.Itoa(end-start) + " bytes, truncated)"
 	}
-	sub := newScanner(data[start:end], maxDepth)
-	v, ok := sub.anyValue(1)
+	sub := New(data[start:end], maxDepth)
+	v, ok := sub.AnyValue(1)
 	if !ok {
 		return nil // unreachable: the extent was validated when it was read
 	}

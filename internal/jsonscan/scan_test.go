@@ -1,4 +1,4 @@
-package api
+package jsonscan
 
 import (
 	"encoding/json"
@@ -11,10 +11,10 @@ import (
 )
 
 // scanAll validates data as one JSON text the way the decoders do.
-func scanAll(data []byte, maxDepth int) scanner {
-	s := newScanner(data, maxDepth)
-	if s.skipValue(1) {
-		s.finish()
+func scanAll(data []byte, maxDepth int) Scanner {
+	s := New(data, maxDepth)
+	if s.SkipValue(1) {
+		s.Finish()
 	}
 	return s
 }
@@ -57,7 +57,7 @@ func TestScannerValidity(t *testing.T) {
 	}
 	for _, tt := range tests {
 		s := scanAll([]byte(tt.in), 64)
-		if got := !s.failed(); got != tt.valid {
+		if got := !s.Failed(); got != tt.valid {
 			t.Errorf("%q: valid = %v, want %v (error %q at %d)", tt.in, got, tt.valid, s.errMsg, s.errPos)
 			continue
 		}
@@ -74,12 +74,12 @@ func TestScannerValidity(t *testing.T) {
 func TestScannerNonFiniteTokens(t *testing.T) {
 	for _, in := range []string{`NaN`, `[Infinity, -Infinity, nan, +inf]`, `{"x": -INF}`} {
 		s := scanAll([]byte(in), 64)
-		if s.failed() || !s.sawNonFinite {
-			t.Errorf("%q: failed %v (%s), sawNonFinite %v; want accepted as non-finite", in, s.failed(), s.errMsg, s.sawNonFinite)
+		if s.Failed() || !s.sawNonFinite {
+			t.Errorf("%q: failed %v (%s), sawNonFinite %v; want accepted as non-finite", in, s.Failed(), s.errMsg, s.sawNonFinite)
 		}
 	}
 	for _, in := range []string{`Infinitx`, `[NaNa]`, `-Infinity1`} {
-		if s := scanAll([]byte(in), 64); !s.failed() {
+		if s := scanAll([]byte(in), 64); !s.Failed() {
 			t.Errorf("%q accepted", in)
 		}
 	}
@@ -90,15 +90,15 @@ func TestScannerDepth(t *testing.T) {
 		return []byte(strings.Repeat(`{"a":[`, n) + strings.Repeat(`]}`, n))
 	}
 	// n levels of {"a":[ ... ]} are 2n containers deep.
-	if s := scanAll(nested(32), 64); s.failed() {
+	if s := scanAll(nested(32), 64); s.Failed() {
 		t.Errorf("depth 64 refused: %s", s.errMsg)
 	}
 	s := scanAll(nested(33), 64)
-	if !s.failed() || !strings.Contains(s.errMsg, "depth") {
+	if !s.Failed() || !strings.Contains(s.errMsg, "depth") {
 		t.Errorf("depth 66: error %q, want a depth error", s.errMsg)
 	}
 	// Far past any stack a recursive decoder could survive without a limit.
-	if s := scanAll(nested(1_000_000), 64); !s.failed() {
+	if s := scanAll(nested(1_000_000), 64); !s.Failed() {
 		t.Error("depth 2e6 accepted")
 	}
 }
@@ -119,7 +119,7 @@ func TestReadStringUnescapes(t *testing.T) {
 		`"mixed é and \u00e9 and \n"`: "mixed é and é and \n",
 	}
 	for in, want := range tests {
-		s := newScanner([]byte(in), 64)
+		s := New([]byte(in), 64)
 		got, ok := s.readString(true)
 		if !ok || string(got) != want {
 			t.Errorf("readString(%s) = %q, %v (%s); want %q", in, got, ok, s.errMsg, want)
@@ -134,8 +134,8 @@ func TestReadStringUnescapes(t *testing.T) {
 func TestAnyValueIsEncodable(t *testing.T) {
 	in := `{"i": 200, "f": 0.5, "big": 1e400, "neg": -1e400, "huge": 123456789012345678901234,
 		"nan": NaN, "inf": -Infinity, "s": "x", "b": true, "n": null, "l": [1, {"k": []}], "dup": 1, "dup": 2}`
-	s := newScanner([]byte(in), 64)
-	v, ok := s.anyValue(1)
+	s := New([]byte(in), 64)
+	v, ok := s.AnyValue(1)
 	if !ok {
 		t.Fatalf("anyValue: %s at %d", s.errMsg, s.errPos)
 	}

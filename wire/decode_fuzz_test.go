@@ -1,4 +1,4 @@
-package api
+package wire
 
 import (
 	"bytes"
@@ -12,7 +12,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/headroomhq/headroom/features"
-	"github.com/headroomhq/headroom/store"
+	"github.com/headroomhq/headroom/internal/jsonscan"
 )
 
 // The fuzz targets check properties that hold for every input:
@@ -80,8 +80,11 @@ func checkJSONVerdict(t *testing.T, body []byte, errs []FieldError) {
 		t.Fatalf("valid JSON %q reported invalid: %+v", body, errs)
 	}
 	if !strict && !invalid && len(bytes.TrimSpace(body)) > 0 {
-		s := scanAll(body, DefaultDecodeLimits().MaxDepth)
-		if s.failed() || !s.sawNonFinite {
+		s := jsonscan.New(body, DefaultDecodeLimits().MaxDepth)
+		if s.SkipValue(1) {
+			s.Finish()
+		}
+		if s.Failed() || !s.SawNonFinite() {
 			t.Fatalf("invalid JSON %q accepted as JSON: %+v", body, errs)
 		}
 	}
@@ -129,7 +132,7 @@ func checkRow(t *testing.T, r features.Row, maxCount int64) {
 	}
 }
 
-func checkSample(t *testing.T, s store.Sample) {
+func checkSample(t *testing.T, s features.Sample) {
 	t.Helper()
 	lim := DefaultDecodeLimits()
 	checkRow(t, s.Row, lim.MaxSampleCount)
@@ -167,8 +170,8 @@ func oracle(body []byte) any {
 
 // oracleEntry converts a generic object as the decoders must, reporting
 // false when it cannot judge a value.
-func oracleEntry(m map[string]any, training bool) (store.Sample, bool) {
-	var s store.Sample
+func oracleEntry(m map[string]any, training bool) (features.Sample, bool) {
+	var s features.Sample
 	num := func(v any) (string, bool) {
 		switch x := v.(type) {
 		case json.Number:
@@ -382,32 +385,6 @@ func FuzzDecodeFlush(f *testing.F) {
 		checkJSONVerdict(t, body, errs)
 		if len(errs) > 0 && req != (FlushRequest{}) {
 			t.Fatalf("rejected body returned %+v", req)
-		}
-	})
-}
-
-// FuzzScan compares the scanner's verdict with encoding/json's on any
-// input, in strict terms (no non-finite literals).
-func FuzzScan(f *testing.F) {
-	fuzzSeeds(f)
-	f.Fuzz(func(t *testing.T, body []byte) {
-		s := scanAll(body, 10000) // encoding/json's own depth limit
-		want := json.Valid(body) && utf8.Valid(body)
-		switch {
-		case s.sawNonFinite && want:
-			t.Fatalf("scanner read a non-finite literal in valid JSON %q", body)
-		case !s.sawNonFinite && s.failed() == want:
-			t.Fatalf("scanner says valid=%v (%s at %d), encoding/json %v, for %q", !s.failed(), s.errMsg, s.errPos, want, body)
-		}
-		if !s.failed() {
-			sc := newScanner(body, 10000)
-			v, ok := sc.anyValue(1)
-			if !ok {
-				t.Fatalf("anyValue failed on scanned body %q", body)
-			}
-			if _, err := json.Marshal(v); err != nil {
-				t.Fatalf("anyValue(%q) not encodable: %v", body, err)
-			}
 		}
 	})
 }

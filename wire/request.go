@@ -1,0 +1,126 @@
+package wire
+
+import (
+	"encoding/json"
+	"strconv"
+	"time"
+
+	"github.com/headroomhq/headroom/features"
+)
+
+// The request encoders write what llm-d's router sends: its field order,
+// every field of a text request, numbers as the shortest literal that reads
+// back exactly. Tools that play the router (loadgen, the demo) and tests
+// use them, so the bodies Headroom is measured on are the bodies it serves.
+
+// rowOrder is the order in which the router's client writes a row's fields.
+var rowOrder = [...]fieldID{
+	fKVCache, fInputTokens, fWaiting, fRunning, fGenerated, fPrefixScore, fPodType,
+	fEncoderInput, fEncoderMatched, fPrefillInFlight, fDecodeInFlight,
+}
+
+// AppendPredictRequest appends the body of POST /predict/bulk/strict,
+// {"requests":[row, ...]}.
+func AppendPredictRequest(dst []byte, rows []features.Row) []byte {
+	dst = append(dst, `{"requests":[`...)
+	for i := range rows {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = AppendRow(dst, &rows[i])
+	}
+	return append(dst, "]}"...)
+}
+
+// AppendTrainingRequest appends the body of POST /add_training_data_bulk,
+// {"entries":[entry, ...]}.
+func AppendTrainingRequest(dst []byte, samples []features.Sample) []byte {
+	dst = append(dst, `{"entries":[`...)
+	for i := range samples {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = AppendEntry(dst, &samples[i])
+	}
+	return append(dst, "]}"...)
+}
+
+// AppendRow appends one prediction row as a JSON object. pod_type is left
+// out when empty, as the router leaves it out for a monolithic pod.
+func AppendRow(dst []byte, r *features.Row) []byte {
+	dst = appendRowFields(append(dst, '{'), r)
+	return append(dst, '}')
+}
+
+// AppendEntry appends one training entry (one line of an llm-d trace): the
+// row, both labels (0 meaning not measured), and the timestamp and served
+// predictions when the sample has them.
+func AppendEntry(dst []byte, s *features.Sample) []byte {
+	dst = appendRowFields(append(dst, '{'), &s.Row)
+	dst = appendFloatField(dst, fActualTTFT, s.ActualTTFTMs)
+	dst = appendFloatField(dst, fActualTPOT, s.ActualTPOTMs)
+	if s.PredictedTTFTMs > 0 {
+		dst = appendFloatField(dst, fPredictedTTFT, s.PredictedTTFTMs)
+	}
+	if s.PredictedTPOTMs > 0 {
+		dst = appendFloatField(dst, fPredictedTPOT, s.PredictedTPOTMs)
+	}
+	if !s.Timestamp.IsZero() {
+		dst = appendKey(dst, fTimestamp)
+		dst = append(dst, '"')
+		dst = s.Timestamp.UTC().AppendFormat(dst, time.RFC3339Nano)
+		dst = append(dst, '"')
+	}
+	return append(dst, '}')
+}
+
+// appendRowFields writes the row's members, comma-separated, after an
+// opening brace.
+func appendRowFields(dst []byte, r *features.Row) []byte {
+	for _, f := range rowOrder {
+		switch f {
+		case fPodType:
+			if r.PodType != "" {
+				dst = appendKey(dst, f)
+				dst = appendString(dst, r.PodType)
+			}
+		case fKVCache:
+			dst = appendFloatField(dst, f, r.KVCachePercentage)
+		case fPrefixScore:
+			dst = appendFloatField(dst, f, r.PrefixCacheScore)
+		default:
+			dst = appendKey(dst, f)
+			dst = strconv.AppendInt(dst, *intField(f, r), 10)
+		}
+	}
+	return dst
+}
+
+// appendKey writes `"name":`, after a comma unless the object has just
+// opened.
+func appendKey(dst []byte, f fieldID) []byte {
+	if len(dst) > 0 && dst[len(dst)-1] != '{' {
+		dst = append(dst, ',')
+	}
+	dst = append(dst, '"')
+	dst = append(dst, fieldNames[f]...)
+	return append(dst, `":`...)
+}
+
+func appendFloatField(dst []byte, f fieldID, v float64) []byte {
+	return AppendFloat(appendKey(dst, f), v)
+}
+
+// appendString writes s as a JSON string. Role labels are plain ASCII and
+// are written as they are; anything else goes through encoding/json.
+func appendString(dst []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x80 || c == '"' || c == '\\' {
+			q, _ := json.Marshal(s) // a string always marshals
+			return append(dst, q...)
+		}
+	}
+	dst = append(dst, '"')
+	dst = append(dst, s...)
+	return append(dst, '"')
+}
