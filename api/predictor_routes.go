@@ -187,7 +187,7 @@ func (s *predictorServer) bulk(c *gin.Context) {
 		errs := make([]rowError, len(rows))
 		nulls := make([]any, len(rows))
 		for i := range rows {
-			errs[i] = rowError{Index: i, Error: "Batch prediction error: 503: Models not ready", Request: rowEcho(&rows[i])}
+			errs[i] = rowError{Index: i, Error: "Batch prediction error: 503: Models not ready", Request: wire.RowObject(&rows[i])}
 		}
 		c.JSON(http.StatusOK, gin.H{
 			"predictions": nulls, "errors": errs, "total_requests": len(rows),
@@ -363,17 +363,4 @@ func (s *predictorServer) root(c *gin.Context) {
 
 func msSince(start, now time.Time) float64 {
 	return float64(now.Sub(start).Nanoseconds()) / 1e6
-}
-
-// rowEcho is a row as the reference echoes it in /predict/bulk errors:
-// every field, defaults filled.
-func rowEcho(r *features.Row) map[string]any {
-	return map[string]any{
-		"kv_cache_percentage": r.KVCachePercentage, "input_token_length": r.InputTokenLength,
-		"num_request_waiting": r.NumRequestWaiting, "num_request_running": r.NumRequestRunning,
-		"num_tokens_generated": r.NumTokensGenerated, "prefix_cache_score": r.PrefixCacheScore,
-		"pod_type": r.PodType, "prefill_tokens_in_flight": r.PrefillTokensInFlight,
-		"decode_tokens_in_flight": r.DecodeTokensInFlight, "encoder_input_size": r.EncoderInputSize,
-		"encoder_matched_size": r.EncoderMatchedSize,
-	}
 }

@@ -11,10 +11,12 @@ import (
 	"strings"
 
 	"github.com/headroomhq/headroom/features"
+	"github.com/headroomhq/headroom/wire"
 )
 
-// Client speaks to Headroom the way llm-d's router does: the wire contract
-// only (llmd-compat.md §2), no shared Go types with the servers, so the demo
+// Client speaks to Headroom the way llm-d's router does: over HTTP, with
+// bodies in the router's shape written by package wire's request encoders
+// (which a round-trip test holds to the servers' decoders), so the demo
 // exercises the same decoding a real router's requests go through.
 type Client struct {
 	TrainerURL   string // e.g. http://127.0.0.1:8000
@@ -26,36 +28,11 @@ type Client struct {
 // then falls back to its composite scorer.
 var ErrNotReady = errors.New("predictor: models not ready")
 
-// PredictRow is one row of POST /predict/bulk/strict (spec §2.4), with
-// every field llm-d's router sends for a text request.
-type PredictRow struct {
-	KVCachePercentage     float64 `json:"kv_cache_percentage"`
-	InputTokenLength      int64   `json:"input_token_length"`
-	NumRequestWaiting     int64   `json:"num_request_waiting"`
-	NumRequestRunning     int64   `json:"num_request_running"`
-	NumTokensGenerated    int64   `json:"num_tokens_generated"`
-	PrefixCacheScore      float64 `json:"prefix_cache_score"`
-	PrefillTokensInFlight int64   `json:"prefill_tokens_in_flight"`
-	DecodeTokensInFlight  int64   `json:"decode_tokens_in_flight"`
-	EncoderInputSize      int64   `json:"encoder_input_size"`
-	EncoderMatchedSize    int64   `json:"encoder_matched_size"`
-}
-
 // predictRow is the row the router sends for a candidate: its dispatch-time
 // features with num_tokens_generated 1, as llm-d always sends (§2.4).
-func predictRow(r features.Row) PredictRow {
-	return PredictRow{
-		KVCachePercentage:     r.KVCachePercentage,
-		InputTokenLength:      r.InputTokenLength,
-		NumRequestWaiting:     r.NumRequestWaiting,
-		NumRequestRunning:     r.NumRequestRunning,
-		NumTokensGenerated:    1,
-		PrefixCacheScore:      r.PrefixCacheScore,
-		PrefillTokensInFlight: r.PrefillTokensInFlight,
-		DecodeTokensInFlight:  r.DecodeTokensInFlight,
-		EncoderInputSize:      r.EncoderInputSize,
-		EncoderMatchedSize:    r.EncoderMatchedSize,
-	}
+func predictRow(r features.Row) features.Row {
+	r.NumTokensGenerated = 1
+	return r
 }
 
 // Prediction is the part of a prediction the router acts on.
@@ -64,22 +41,13 @@ type Prediction struct {
 	TPOTMs float64 `json:"tpot_ms"`
 }
 
-// TrainingEntry is one entry of POST /add_training_data_bulk (spec §2.10):
-// a row plus the measured labels, 0 meaning "not measured".
-type TrainingEntry struct {
-	PredictRow
-	ActualTTFTMs float64 `json:"actual_ttft_ms"`
-	ActualTPOTMs float64 `json:"actual_tpot_ms"`
-	Timestamp    string  `json:"timestamp,omitempty"`
-}
-
 // Predict asks POST /predict/bulk/strict for one prediction per row, in
 // order. It returns ErrNotReady (wrapped) on 503.
-func (c *Client) Predict(ctx context.Context, rows []PredictRow) ([]Prediction, error) {
+func (c *Client) Predict(ctx context.Context, rows []features.Row) ([]Prediction, error) {
 	var resp struct {
 		Predictions []Prediction `json:"predictions"`
 	}
-	if err := c.post(ctx, c.PredictorURL+"/predict/bulk/strict", map[string]any{"requests": rows}, http.StatusOK, &resp); err != nil {
+	if err := c.post(ctx, c.PredictorURL+"/predict/bulk/strict", wire.AppendPredictRequest(nil, rows), http.StatusOK, &resp); err != nil {
 		return nil, err
 	}
 	if len(resp.Predictions) != len(rows) {
@@ -91,11 +59,11 @@ func (c *Client) Predict(ctx context.Context, rows []PredictRow) ([]Prediction, 
 // AddTrainingData posts entries to POST /add_training_data_bulk and
 // returns how many the trainer accepted. Headroom acknowledges only what
 // it stored durably, so a nil error means the samples are in.
-func (c *Client) AddTrainingData(ctx context.Context, entries []TrainingEntry) (int, error) {
+func (c *Client) AddTrainingData(ctx context.Context, entries []features.Sample) (int, error) {
 	var resp struct {
 		Accepted int `json:"accepted"`
 	}
-	if err := c.post(ctx, c.TrainerURL+"/add_training_data_bulk", map[string]any{"entries": entries}, http.StatusAccepted, &resp); err != nil {
+	if err := c.post(ctx, c.TrainerURL+"/add_training_data_bulk", wire.AppendTrainingRequest(nil, entries), http.StatusAccepted, &resp); err != nil {
 		return 0, err
 	}
 	return resp.Accepted, nil
@@ -131,12 +99,8 @@ func (c *Client) ModelInfo(ctx context.Context) (ModelInfo, error) {
 	return info, c.do(req, http.StatusOK, &info)
 }
 
-func (c *Client) post(ctx context.Context, url string, body any, want int, out any) error {
-	data, err := json.Marshal(body)
-	if err != nil {
-		return fmt.Errorf("encode %s: %w", url, err)
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(data))
+func (c *Client) post(ctx context.Context, url string, body []byte, want int, out any) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
 	if err != nil {
 		return fmt.Errorf("post %s: %w", url, err)
 	}

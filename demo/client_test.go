@@ -8,15 +8,14 @@ import (
 	"testing"
 
 	"github.com/headroomhq/headroom/features"
+	"github.com/headroomhq/headroom/wire"
 )
 
 func TestPredictRowIsWhatTheRouterSends(t *testing.T) {
 	r := features.Row{KVCachePercentage: 0.25, InputTokenLength: 900, NumRequestWaiting: 2, NumRequestRunning: 7,
 		PrefixCacheScore: 0.5, PrefillTokensInFlight: 1200}
-	data, err := json.Marshal(predictRow(r))
-	if err != nil {
-		t.Fatal(err)
-	}
+	row := predictRow(r)
+	data := wire.AppendRow(nil, &row)
 	var got map[string]any
 	if err := json.Unmarshal(data, &got); err != nil {
 		t.Fatal(err)
@@ -40,9 +39,9 @@ func TestPredictRowIsWhatTheRouterSends(t *testing.T) {
 func TestClientAgainstTheService(t *testing.T) {
 	_, client := startTestService(t, true)
 	ctx := context.Background()
-	row := PredictRow{KVCachePercentage: 0.1, InputTokenLength: 500, NumTokensGenerated: 1}
+	row := features.Row{KVCachePercentage: 0.1, InputTokenLength: 500, NumTokensGenerated: 1}
 
-	if _, err := client.Predict(ctx, []PredictRow{row}); !errors.Is(err, ErrNotReady) {
+	if _, err := client.Predict(ctx, []features.Row{row}); !errors.Is(err, ErrNotReady) {
 		t.Errorf("predict before any model: %v, want ErrNotReady", err)
 	}
 	info, err := client.ModelInfo(ctx)
@@ -50,9 +49,9 @@ func TestClientAgainstTheService(t *testing.T) {
 		t.Errorf("model info before any model: %+v, %v", info, err)
 	}
 
-	n, err := client.AddTrainingData(ctx, []TrainingEntry{
-		{PredictRow: row, ActualTTFTMs: 80},
-		{PredictRow: row, ActualTPOTMs: 21.5},
+	n, err := client.AddTrainingData(ctx, []features.Sample{
+		{Row: row, ActualTTFTMs: 80},
+		{Row: row, ActualTPOTMs: 21.5},
 	})
 	if err != nil || n != 2 {
 		t.Errorf("add training data: accepted %d, %v", n, err)
@@ -60,11 +59,11 @@ func TestClientAgainstTheService(t *testing.T) {
 	// The trainer refuses an impossible row, and the client says why.
 	bad := row
 	bad.KVCachePercentage = 2
-	_, err = client.AddTrainingData(ctx, []TrainingEntry{{PredictRow: bad, ActualTTFTMs: 80}})
+	_, err = client.AddTrainingData(ctx, []features.Sample{{Row: bad, ActualTTFTMs: 80}})
 	if err == nil || !strings.Contains(err.Error(), "422") {
 		t.Errorf("invalid entry: %v, want a 422", err)
 	}
-	if _, err := client.Predict(ctx, []PredictRow{bad}); err == nil || errors.Is(err, ErrNotReady) {
+	if _, err := client.Predict(ctx, []features.Row{bad}); err == nil || errors.Is(err, ErrNotReady) {
 		t.Errorf("predict an invalid row: %v, want a validation error", err)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"math"
 	"time"
 
+	"github.com/headroomhq/headroom/features"
 	"github.com/headroomhq/headroom/sim"
 )
 
@@ -17,7 +18,7 @@ import (
 // with the traffic) nor the live error (it is measured on whatever the
 // router chose) can give.
 type Probe struct {
-	rows       []PredictRow
+	rows       []features.Row
 	ttft, tpot []float64 // labels; tpot is 0 for one-token answers
 }
 

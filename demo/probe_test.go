@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/headroomhq/headroom/features"
 	"github.com/headroomhq/headroom/sim"
 )
 
@@ -47,12 +48,12 @@ func TestProbe(t *testing.T) {
 	}
 	// Train on the probe itself: the error must then be small, and it is
 	// the error of the served predictions against the probe's labels.
-	var entries []TrainingEntry
+	var entries []features.Sample
 	for i, r := range p.rows {
 		r.NumTokensGenerated = 0
-		entries = append(entries, TrainingEntry{PredictRow: r, ActualTTFTMs: p.ttft[i]})
+		entries = append(entries, features.Sample{Row: r, ActualTTFTMs: p.ttft[i]})
 		if p.tpot[i] > 0 {
-			entries = append(entries, TrainingEntry{PredictRow: r, ActualTPOTMs: p.tpot[i]})
+			entries = append(entries, features.Sample{Row: r, ActualTPOTMs: p.tpot[i]})
 		}
 	}
 	if _, err := client.AddTrainingData(ctx, entries); err != nil {

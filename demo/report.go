@@ -6,6 +6,7 @@ import (
 	"math"
 	"time"
 
+	"github.com/headroomhq/headroom/features"
 	"github.com/headroomhq/headroom/sim"
 )
 
@@ -13,13 +14,13 @@ import (
 // request's first token: the chosen server's dispatch-time row, the TTFT in
 // whole milliseconds (truncated, as the router measures it), actual_tpot_ms 0
 // and num_tokens_generated 0 (spec §4.2).
-func TTFTEntry(o *sim.Outcome, at time.Time) TrainingEntry {
+func TTFTEntry(o *sim.Outcome, at time.Time) features.Sample {
 	row := predictRow(o.Row)
 	row.NumTokensGenerated = 0
-	return TrainingEntry{
-		PredictRow:   row,
+	return features.Sample{
+		Row:          row,
 		ActualTTFTMs: math.Trunc(float64(o.TTFT()) / float64(time.Millisecond)),
-		Timestamp:    at.UTC().Format(time.RFC3339Nano),
+		Timestamp:    at,
 	}
 }
 
@@ -27,17 +28,17 @@ func TTFTEntry(o *sim.Outcome, at time.Time) TrainingEntry {
 // the answer had more than one token: (e2e − ttft)/(tokens − 1) in
 // milliseconds, actual_ttft_ms 0, num_tokens_generated 0 and, as llm-d
 // does, prefix_cache_score 0 (spec §4.2). ok is false for a one-token answer.
-func TPOTEntry(o *sim.Outcome, at time.Time) (TrainingEntry, bool) {
+func TPOTEntry(o *sim.Outcome, at time.Time) (features.Sample, bool) {
 	if o.Request.OutputTokens < 2 {
-		return TrainingEntry{}, false
+		return features.Sample{}, false
 	}
 	row := predictRow(o.Row)
 	row.NumTokensGenerated = 0
 	row.PrefixCacheScore = 0
-	return TrainingEntry{
-		PredictRow:   row,
+	return features.Sample{
+		Row:          row,
 		ActualTPOTMs: float64(o.TPOT()) / float64(time.Millisecond),
-		Timestamp:    at.UTC().Format(time.RFC3339Nano),
+		Timestamp:    at,
 	}, true
 }
 
@@ -45,7 +46,7 @@ func TPOTEntry(o *sim.Outcome, at time.Time) (TrainingEntry, bool) {
 // client does once per flush interval.
 type Reporter struct {
 	client  *Client
-	pending []TrainingEntry
+	pending []features.Sample
 	sent    int // entries the trainer accepted
 }
 
@@ -53,7 +54,7 @@ type Reporter struct {
 func NewReporter(c *Client) *Reporter { return &Reporter{client: c} }
 
 // Add buffers one entry.
-func (r *Reporter) Add(e TrainingEntry) { r.pending = append(r.pending, e) }
+func (r *Reporter) Add(e features.Sample) { r.pending = append(r.pending, e) }
 
 // Sent is the number of entries the trainer has accepted so far.
 func (r *Reporter) Sent() int { return r.sent }

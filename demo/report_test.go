@@ -3,10 +3,12 @@ package demo
 import (
 	"context"
 	"math"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/headroomhq/headroom/sim"
+	"github.com/headroomhq/headroom/wire"
 )
 
 // outcomes runs reqs on a one-server fleet and returns their outcomes.
@@ -41,14 +43,14 @@ func TestEntriesAreTheRoutersSamples(t *testing.T) {
 	if e.ActualTTFTMs != math.Trunc(ms(first.TTFT())) || e.ActualTTFTMs != float64(int(ms(first.TTFT()))) {
 		t.Errorf("TTFT label %v, want %v truncated to whole ms", e.ActualTTFTMs, ms(first.TTFT()))
 	}
-	if e.ActualTPOTMs != 0 || e.NumTokensGenerated != 0 || e.InputTokenLength != 100 {
+	if e.ActualTPOTMs != 0 || e.Row.NumTokensGenerated != 0 || e.Row.InputTokenLength != 100 {
 		t.Errorf("TTFT entry %+v: want actual_tpot_ms 0, num_tokens_generated 0, the prompt's length", e)
 	}
-	if e.Timestamp != "2026-01-01T00:00:01.0000005Z" {
-		t.Errorf("timestamp %q", e.Timestamp)
+	if body := string(wire.AppendEntry(nil, &e)); !strings.Contains(body, `"timestamp":"2026-01-01T00:00:01.0000005Z"`) {
+		t.Errorf("entry sent as %s, want the report time in RFC 3339 UTC", body)
 	}
 	tp, ok := TPOTEntry(first, at)
-	if !ok || math.Abs(tp.ActualTPOTMs-ms(first.TPOT())) > 1e-9 || tp.ActualTTFTMs != 0 || tp.NumTokensGenerated != 0 {
+	if !ok || math.Abs(tp.ActualTPOTMs-ms(first.TPOT())) > 1e-9 || tp.ActualTTFTMs != 0 || tp.Row.NumTokensGenerated != 0 {
 		t.Errorf("TPOT entry %+v (ok %v), want actual_tpot_ms %v", tp, ok, ms(first.TPOT()))
 	}
 
@@ -56,12 +58,12 @@ func TestEntriesAreTheRoutersSamples(t *testing.T) {
 	// token; the third found the first's prompt cached. Their entries say
 	// so; a one-token answer has no TPOT entry.
 	e = TTFTEntry(outs[1], at)
-	if e.NumRequestRunning != 1 || e.PrefillTokensInFlight != 100 || e.PrefixCacheScore != 0 {
+	if e.Row.NumRequestRunning != 1 || e.Row.PrefillTokensInFlight != 100 || e.Row.PrefixCacheScore != 0 {
 		t.Errorf("second TTFT entry %+v: want one request and its 100 prompt tokens in flight, nothing cached", e)
 	}
 	second := outs[2]
 	e = TTFTEntry(second, at)
-	if e.PrefixCacheScore != 1 || e.NumRequestRunning != 1 || e.PrefillTokensInFlight != 0 {
+	if e.Row.PrefixCacheScore != 1 || e.Row.NumRequestRunning != 1 || e.Row.PrefillTokensInFlight != 0 {
 		t.Errorf("third TTFT entry %+v: want its whole prompt cached, one request in flight", e)
 	}
 	if _, ok := TPOTEntry(second, at); ok {
@@ -74,7 +76,7 @@ func TestEntriesAreTheRoutersSamples(t *testing.T) {
 	r2.OutputTokens = 5
 	o2 := *second
 	o2.Request = &r2
-	if tp, ok := TPOTEntry(&o2, at); !ok || tp.PrefixCacheScore != 0 || tp.NumRequestRunning != 1 {
+	if tp, ok := TPOTEntry(&o2, at); !ok || tp.Row.PrefixCacheScore != 0 || tp.Row.NumRequestRunning != 1 {
 		t.Errorf("TPOT entry %+v: want prefix_cache_score 0 and the dispatch-time counts", tp)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"math"
 	"time"
 
+	"github.com/headroomhq/headroom/features"
 	"github.com/headroomhq/headroom/sim"
 )
 
@@ -148,7 +149,7 @@ type PredictedRouter struct {
 	Fallback sim.Router    // nil means sim.DefaultLoadPrefix()
 
 	ctx  context.Context
-	rows []PredictRow
+	rows []features.Row
 	last []Prediction // for the last routed request; nil when it fell back
 
 	Stats RouterStats

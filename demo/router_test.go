@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/headroomhq/headroom/features"
 	"github.com/headroomhq/headroom/sim"
 )
 
@@ -151,15 +152,15 @@ func TestPredictedRouter(t *testing.T) {
 
 	// TTFT: 40 ms plus 0.13 ms per uncached prompt token plus 1 ms per
 	// request in flight, as a prefill-bound server behaves.
-	var entries []TrainingEntry
+	var entries []features.Sample
 	for i := range 300 {
-		row := PredictRow{
+		row := features.Row{
 			KVCachePercentage: float64(i%10) / 20, InputTokenLength: int64(200 + 37*i%3500),
 			NumRequestRunning: int64(i % 9), PrefixCacheScore: float64(i%5) / 5,
 		}
 		ttft := 40 + 0.13*float64(row.InputTokenLength)*(1-row.PrefixCacheScore) + float64(row.NumRequestRunning)
-		entries = append(entries, TrainingEntry{PredictRow: row, ActualTTFTMs: math.Trunc(ttft)},
-			TrainingEntry{PredictRow: row, ActualTPOTMs: 20 + float64(row.NumRequestRunning)/4})
+		entries = append(entries, features.Sample{Row: row, ActualTTFTMs: math.Trunc(ttft)},
+			features.Sample{Row: row, ActualTPOTMs: 20 + float64(row.NumRequestRunning)/4})
 	}
 	if _, err := client.AddTrainingData(context.Background(), entries); err != nil {
 		t.Fatal(err)

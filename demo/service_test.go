@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/gin-gonic/gin"
+
+	"github.com/headroomhq/headroom/features"
 )
 
 func TestMain(m *testing.M) {
@@ -39,11 +41,11 @@ func TestServiceRetrainPublishesToThePredictor(t *testing.T) {
 	if ok, err := svc.Retrain(ctx); err != nil || ok {
 		t.Fatalf("retrain without samples: new bundle %v, error %v", ok, err)
 	}
-	var entries []TrainingEntry
+	var entries []features.Sample
 	for i := range 40 {
-		row := PredictRow{InputTokenLength: int64(100 + 10*i), NumRequestRunning: int64(i % 4)}
-		entries = append(entries, TrainingEntry{PredictRow: row, ActualTTFTMs: float64(50 + i)},
-			TrainingEntry{PredictRow: row, ActualTPOTMs: 20 + float64(i%7)})
+		row := features.Row{InputTokenLength: int64(100 + 10*i), NumRequestRunning: int64(i % 4)}
+		entries = append(entries, features.Sample{Row: row, ActualTTFTMs: float64(50 + i)},
+			features.Sample{Row: row, ActualTPOTMs: 20 + float64(i%7)})
 	}
 	if _, err := client.AddTrainingData(ctx, entries); err != nil {
 		t.Fatal(err)
@@ -53,7 +55,7 @@ func TestServiceRetrainPublishesToThePredictor(t *testing.T) {
 		t.Fatalf("retrain: new bundle %v, error %v", ok, err)
 	}
 	// The predictor serves it: it pulled the bundle over HTTP.
-	p, err := client.Predict(ctx, []PredictRow{{InputTokenLength: 300, NumTokensGenerated: 1}})
+	p, err := client.Predict(ctx, []features.Row{{InputTokenLength: 300, NumTokensGenerated: 1}})
 	if err != nil || len(p) != 1 || !(p[0].TTFTMs > 0) || !(p[0].TPOTMs > 0) {
 		t.Fatalf("predict after retrain: %+v, %v", p, err)
 	}

@@ -1,111 +1,42 @@
 package loadgen
 
 import (
-	"encoding/json"
-	"io"
 	"math"
 	"math/rand/v2"
-	"strconv"
 
 	"github.com/headroomhq/headroom/features"
-	"github.com/headroomhq/headroom/trace"
+	"github.com/headroomhq/headroom/wire"
 )
 
-// Entry is one row of load: what the router knows about an endpoint when it
-// asks for a prediction and, for ingestion, the latencies it then measured.
-// The JSON names are llm-d's (spec §2.4, §2.10); ReadTrace fills entries
-// from a trace the router recorded.
-type Entry struct {
-	KVCachePercentage     float64 `json:"kv_cache_percentage"`
-	InputTokenLength      int64   `json:"input_token_length"`
-	NumRequestWaiting     int64   `json:"num_request_waiting"`
-	NumRequestRunning     int64   `json:"num_request_running"`
-	NumTokensGenerated    int64   `json:"num_tokens_generated"`
-	PrefixCacheScore      float64 `json:"prefix_cache_score"`
-	PodType               string  `json:"pod_type"`
-	EncoderInputSize      int64   `json:"encoder_input_size"`
-	EncoderMatchedSize    int64   `json:"encoder_matched_size"`
-	PrefillTokensInFlight int64   `json:"prefill_tokens_in_flight"`
-	DecodeTokensInFlight  int64   `json:"decode_tokens_in_flight"`
-	ActualTTFTMs          float64 `json:"actual_ttft_ms"`
-	ActualTPOTMs          float64 `json:"actual_tpot_ms"`
-}
-
-// Source yields the entry with a given index. Implementations are
-// deterministic and safe for concurrent use, so a run is repeatable and
-// workers can build bodies without coordination.
+// Source yields the sample with a given index: what the router knows about
+// an endpoint when it asks for a prediction and, for ingestion, the
+// latencies it then measured. Implementations are deterministic and safe
+// for concurrent use, so a run is repeatable and workers can build bodies
+// without coordination.
 type Source interface {
-	Entry(i int64) Entry
+	Sample(i int64) features.Sample
 }
 
-// Trace replays recorded entries in order, wrapping around at the end.
-type Trace []Entry
+// Trace replays recorded samples (read with package trace) in order,
+// wrapping around at the end.
+type Trace []features.Sample
 
-// Entry returns t[i mod len(t)].
-func (t Trace) Entry(i int64) Entry { return t[i%int64(len(t))] }
+// Sample returns t[i mod len(t)].
+func (t Trace) Sample(i int64) features.Sample { return t[i%int64(len(t))] }
 
-// ReadTrace reads an llm-d JSONL trace with package trace, which holds
-// every line to its rules (a line without input_token_length, a negative
-// or fractional count, a fraction outside [0, 1] or a negative latency
-// fails the read with its line number), and keeps each sample's Entry
-// fields. Predictions and timestamps are dropped.
-func ReadTrace(r io.Reader) (Trace, error) {
-	samples, err := trace.Read(r)
-	if err != nil {
-		return nil, err
-	}
-	return traceOf(samples), nil
-}
-
-// ReadTraceFile is ReadTrace on a file.
-func ReadTraceFile(path string) (Trace, error) {
-	samples, err := trace.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
-	return traceOf(samples), nil
-}
-
-func traceOf(samples []features.Sample) Trace {
-	t := make(Trace, len(samples))
-	for i, s := range samples {
-		t[i] = entryOf(s)
-	}
-	return t
-}
-
-// entryOf is the entry of a sample read from a trace.
-func entryOf(s features.Sample) Entry {
-	return Entry{
-		KVCachePercentage:     s.Row.KVCachePercentage,
-		InputTokenLength:      s.Row.InputTokenLength,
-		NumRequestWaiting:     s.Row.NumRequestWaiting,
-		NumRequestRunning:     s.Row.NumRequestRunning,
-		NumTokensGenerated:    s.Row.NumTokensGenerated,
-		PrefixCacheScore:      s.Row.PrefixCacheScore,
-		PodType:               s.Row.PodType,
-		EncoderInputSize:      s.Row.EncoderInputSize,
-		EncoderMatchedSize:    s.Row.EncoderMatchedSize,
-		PrefillTokensInFlight: s.Row.PrefillTokensInFlight,
-		DecodeTokensInFlight:  s.Row.DecodeTokensInFlight,
-		ActualTTFTMs:          s.ActualTTFTMs,
-		ActualTPOTMs:          s.ActualTPOTMs,
-	}
-}
-
-// Generator makes synthetic entries: a chat-like mix of prompt lengths on
+// Generator makes synthetic samples: a chat-like mix of prompt lengths on
 // servers at every KV-cache and prefix-cache level, so ingestion spreads
 // over all of the store's KV × prefix buckets. Labels follow a plausible
 // latency shape with noise, with enough structure that trained models grow
-// real trees. Entry i is a pure function of (Seed, i).
+// real trees. Sample i is a pure function of (Seed, i).
 type Generator struct {
 	Seed uint64
 }
 
-// Entry returns the i-th synthetic entry. Like the router's own load-test
-// client, labels cycle: a TTFT-only entry, a TPOT-only entry, then one with
-// both.
-func (g Generator) Entry(i int64) Entry {
+// Sample returns the i-th synthetic sample. Like the router's own load-test
+// client, labels cycle: a TTFT-only sample, a TPOT-only sample, then one
+// with both.
+func (g Generator) Sample(i int64) features.Sample {
 	var p rand.PCG
 	p.Seed(g.Seed, uint64(i))
 	u := func() float64 { return float64(p.Uint64()>>11) / (1 << 53) }
@@ -137,16 +68,18 @@ func (g Generator) Entry(i int64) Entry {
 	if running > 32 {
 		tpot *= 1.25
 	}
-	e := Entry{
-		KVCachePercentage:     kv,
-		InputTokenLength:      input,
-		NumRequestWaiting:     waiting,
-		NumRequestRunning:     running,
-		PrefixCacheScore:      prefix,
-		PrefillTokensInFlight: prefillTIF,
-		DecodeTokensInFlight:  decodeTIF,
-		ActualTTFTMs:          ttft * noise(0.15),
-		ActualTPOTMs:          tpot * noise(0.08),
+	e := features.Sample{
+		Row: features.Row{
+			KVCachePercentage:     kv,
+			InputTokenLength:      input,
+			NumRequestWaiting:     waiting,
+			NumRequestRunning:     running,
+			PrefixCacheScore:      prefix,
+			PrefillTokensInFlight: prefillTIF,
+			DecodeTokensInFlight:  decodeTIF,
+		},
+		ActualTTFTMs: ttft * noise(0.15),
+		ActualTPOTMs: tpot * noise(0.08),
 	}
 	switch i % 3 {
 	case 0:
@@ -157,70 +90,34 @@ func (g Generator) Entry(i int64) Entry {
 	return e
 }
 
-// AppendPredictBody appends {"requests":[...]} with entries first ..
-// first+n-1 of src, written as the router's client writes rows (spec §2.5:
-// its field order, no labels).
+// AppendPredictBody appends {"requests":[...]} with the rows of samples
+// first .. first+n-1 of src, written as the router's client writes them
+// (package wire: its field order, no labels).
 func AppendPredictBody(dst []byte, src Source, first int64, n int) []byte {
 	dst = append(dst, `{"requests":[`...)
 	for k := range n {
 		if k > 0 {
 			dst = append(dst, ',')
 		}
-		e := src.Entry(first + int64(k))
-		dst = appendRow(dst, &e)
-		dst = append(dst, '}')
+		s := src.Sample(first + int64(k))
+		dst = wire.AppendRow(dst, &s.Row)
 	}
 	return append(dst, "]}"...)
 }
 
-// AppendIngestBody appends {"entries":[...]} with entries first ..
-// first+n-1 of src and their labels, for /add_training_data_bulk.
+// AppendIngestBody appends {"entries":[...]} with samples first ..
+// first+n-1 of src, for /add_training_data_bulk: each row with its labels
+// only, as the router reports a finished request. A trace's timestamps and
+// served predictions are left out; the trainer stamps what it receives.
 func AppendIngestBody(dst []byte, src Source, first int64, n int) []byte {
 	dst = append(dst, `{"entries":[`...)
 	for k := range n {
 		if k > 0 {
 			dst = append(dst, ',')
 		}
-		e := src.Entry(first + int64(k))
-		dst = appendRow(dst, &e)
-		dst = append(dst, `,"actual_ttft_ms":`...)
-		dst = appendFloat(dst, e.ActualTTFTMs)
-		dst = append(dst, `,"actual_tpot_ms":`...)
-		dst = appendFloat(dst, e.ActualTPOTMs)
-		dst = append(dst, '}')
+		s := src.Sample(first + int64(k))
+		labelled := features.Sample{Row: s.Row, ActualTTFTMs: s.ActualTTFTMs, ActualTPOTMs: s.ActualTPOTMs}
+		dst = wire.AppendEntry(dst, &labelled)
 	}
 	return append(dst, "]}"...)
-}
-
-// appendRow writes an entry's row fields as an unterminated object.
-func appendRow(dst []byte, e *Entry) []byte {
-	dst = append(dst, `{"kv_cache_percentage":`...)
-	dst = appendFloat(dst, e.KVCachePercentage)
-	dst = append(dst, `,"input_token_length":`...)
-	dst = strconv.AppendInt(dst, e.InputTokenLength, 10)
-	dst = append(dst, `,"num_request_waiting":`...)
-	dst = strconv.AppendInt(dst, e.NumRequestWaiting, 10)
-	dst = append(dst, `,"num_request_running":`...)
-	dst = strconv.AppendInt(dst, e.NumRequestRunning, 10)
-	dst = append(dst, `,"num_tokens_generated":`...)
-	dst = strconv.AppendInt(dst, e.NumTokensGenerated, 10)
-	dst = append(dst, `,"prefix_cache_score":`...)
-	dst = appendFloat(dst, e.PrefixCacheScore)
-	if e.PodType != "" {
-		dst = append(dst, `,"pod_type":`...)
-		q, _ := json.Marshal(e.PodType) // a string always marshals
-		dst = append(dst, q...)
-	}
-	dst = append(dst, `,"encoder_input_size":`...)
-	dst = strconv.AppendInt(dst, e.EncoderInputSize, 10)
-	dst = append(dst, `,"encoder_matched_size":`...)
-	dst = strconv.AppendInt(dst, e.EncoderMatchedSize, 10)
-	dst = append(dst, `,"prefill_tokens_in_flight":`...)
-	dst = strconv.AppendInt(dst, e.PrefillTokensInFlight, 10)
-	dst = append(dst, `,"decode_tokens_in_flight":`...)
-	return strconv.AppendInt(dst, e.DecodeTokensInFlight, 10)
-}
-
-func appendFloat(dst []byte, v float64) []byte {
-	return strconv.AppendFloat(dst, v, 'g', -1, 64)
 }

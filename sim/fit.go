@@ -11,51 +11,6 @@ import (
 	"github.com/headroomhq/headroom/trace"
 )
 
-// TraceRow is one line of an llm-d training trace: the router's view of the
-// chosen server at dispatch and one measured label (the other is 0). Its
-// JSON names are llm-d's, so rows encoded with encoding/json (whole numbers
-// in the count fields) read back with ReadTrace.
-type TraceRow struct {
-	KVCachePercentage     float64 `json:"kv_cache_percentage"`
-	InputTokenLength      float64 `json:"input_token_length"`
-	NumRequestWaiting     float64 `json:"num_request_waiting"`
-	NumRequestRunning     float64 `json:"num_request_running"`
-	PrefixCacheScore      float64 `json:"prefix_cache_score"`
-	PrefillTokensInFlight float64 `json:"prefill_tokens_in_flight"`
-	ActualTTFTMs          float64 `json:"actual_ttft_ms"`
-	ActualTPOTMs          float64 `json:"actual_tpot_ms"`
-}
-
-// ReadTrace reads a JSONL trace in llm-d's training-entry format with
-// package trace, which fails on any line that breaks its rules (a missing
-// input_token_length, a negative or fractional count, a fraction outside
-// [0, 1], a negative latency) and on a trace without entries.
-func ReadTrace(path string) ([]TraceRow, error) {
-	samples, err := trace.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
-	rows := make([]TraceRow, len(samples))
-	for i, s := range samples {
-		rows[i] = rowOf(s)
-	}
-	return rows, nil
-}
-
-// rowOf is the TraceRow of a sample read from a trace.
-func rowOf(s features.Sample) TraceRow {
-	return TraceRow{
-		KVCachePercentage:     s.Row.KVCachePercentage,
-		InputTokenLength:      float64(s.Row.InputTokenLength),
-		NumRequestWaiting:     float64(s.Row.NumRequestWaiting),
-		NumRequestRunning:     float64(s.Row.NumRequestRunning),
-		PrefixCacheScore:      s.Row.PrefixCacheScore,
-		PrefillTokensInFlight: float64(s.Row.PrefillTokensInFlight),
-		ActualTTFTMs:          s.ActualTTFTMs,
-		ActualTPOTMs:          s.ActualTPOTMs,
-	}
-}
-
 // Regression is one fitted linear relation and how well it fits the rows it
 // was fitted on.
 type Regression struct {
@@ -106,23 +61,23 @@ type CostFit struct {
 // the trace the context of the other running requests is unknown and a
 // request's own prompt has no measurable effect on its TPOT.
 func FitCostModel(tracePath string) (CostFit, error) {
-	rows, err := ReadTrace(tracePath)
+	samples, err := trace.ReadFile(tracePath)
 	if err != nil {
 		return CostFit{}, err
 	}
 	var tpotX [][]float64
 	var tpotY, ttftY []float64
-	var ttftRows []TraceRow
+	var ttftRows []features.Row
 	ctx := 0.0
-	for _, r := range rows {
-		if r.ActualTPOTMs > 0 {
-			tpotX = append(tpotX, []float64{1, r.NumRequestRunning})
-			tpotY = append(tpotY, r.ActualTPOTMs)
-			ctx += r.InputTokenLength
+	for _, s := range samples {
+		if s.ActualTPOTMs > 0 {
+			tpotX = append(tpotX, []float64{1, float64(s.Row.NumRequestRunning)})
+			tpotY = append(tpotY, s.ActualTPOTMs)
+			ctx += float64(s.Row.InputTokenLength)
 		}
-		if r.ActualTTFTMs > 0 && r.NumRequestWaiting == 0 {
-			ttftRows = append(ttftRows, r)
-			ttftY = append(ttftY, r.ActualTTFTMs)
+		if s.ActualTTFTMs > 0 && s.Row.NumRequestWaiting == 0 {
+			ttftRows = append(ttftRows, s.Row)
+			ttftY = append(ttftY, s.ActualTTFTMs)
 		}
 	}
 	if len(tpotY) < 10 || len(ttftY) < 10 {
@@ -143,7 +98,7 @@ func FitCostModel(tracePath string) (CostFit, error) {
 	fitTTFT := func(knee int) (CostModel, Regression, error) {
 		X := make([][]float64, len(ttftRows))
 		for i, r := range ttftRows {
-			X[i] = []float64{1, max(0, r.InputTokenLength-float64(knee)), r.NumRequestRunning}
+			X[i] = []float64{1, max(0, float64(r.InputTokenLength-int64(knee))), float64(r.NumRequestRunning)}
 		}
 		reg, err := medianRegression("actual_ttft_ms",
 			[]string{"1", fmt.Sprintf("max(0, input_token_length - %d)", knee), "num_request_running"}, X, ttftY)

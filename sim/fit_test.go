@@ -6,9 +6,11 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
-	"slices"
-	"strings"
 	"testing"
+
+	"github.com/headroomhq/headroom/features"
+	"github.com/headroomhq/headroom/trace"
+	"github.com/headroomhq/headroom/wire"
 )
 
 // tracePath is the shared H200 trace, outside this repository; tests that
@@ -33,7 +35,7 @@ func writeSyntheticTrace(t *testing.T, m CostModel, meanPrompt float64) string {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	enc := json.NewEncoder(f)
+	var line []byte
 	for i := range 4000 {
 		running := float64(rng.IntN(30))
 		prompt := math.Round(1 + rng.ExpFloat64()*meanPrompt)
@@ -41,15 +43,16 @@ func writeSyntheticTrace(t *testing.T, m CostModel, meanPrompt float64) string {
 		if i%100 == 0 {
 			noise = 3000 // a stall
 		}
-		row := TraceRow{InputTokenLength: prompt, NumRequestRunning: running}
+		s := features.Sample{Row: features.Row{InputTokenLength: int64(prompt), NumRequestRunning: int64(running)}}
 		if i%2 == 0 {
 			ctx := m.ContextTokenMs * prompt
-			row.ActualTPOTMs = m.StepMs + m.DecodeSeqMs*(running+1) + ctx*(running+1) + noise/10
+			s.ActualTPOTMs = m.StepMs + m.DecodeSeqMs*(running+1) + ctx*(running+1) + noise/10
 		} else {
-			row.ActualTTFTMs = m.FrontendMs + m.StepMs +
+			s.ActualTTFTMs = m.FrontendMs + m.StepMs +
 				m.PrefillTokenMs*max(0, prompt-float64(m.PrefillFreeTokens)) + 0.3*running + noise
 		}
-		if err := enc.Encode(row); err != nil {
+		line = append(wire.AppendEntry(line[:0], &s), '\n')
+		if _, err := f.Write(line); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -86,56 +89,6 @@ func TestFitCostModelRecoversKnownModel(t *testing.T) {
 	}
 	if fit.Linear.PrefillFreeTokens != 0 {
 		t.Errorf("linear variant has a knee of %d", fit.Linear.PrefillFreeTokens)
-	}
-}
-
-// TraceRows written with encoding/json read back unchanged, and a row the
-// trace reader's rules reject fails the read with its line.
-func TestReadTraceRoundTrip(t *testing.T) {
-	rows := []TraceRow{
-		{KVCachePercentage: 0.25, InputTokenLength: 48, NumRequestWaiting: 2, NumRequestRunning: 7,
-			PrefixCacheScore: 0.5, PrefillTokensInFlight: 64, ActualTTFTMs: 455.5},
-		{InputTokenLength: 1, NumRequestRunning: 3, ActualTPOTMs: 19.5},
-	}
-	dir := t.TempDir()
-	write := func(name string, rows []TraceRow) string {
-		path := filepath.Join(dir, name)
-		f, err := os.Create(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer f.Close()
-		enc := json.NewEncoder(f)
-		for _, r := range rows {
-			if err := enc.Encode(r); err != nil {
-				t.Fatal(err)
-			}
-		}
-		return path
-	}
-	got, err := ReadTrace(write("good.jsonl", rows))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !slices.Equal(got, rows) {
-		t.Errorf("read back %+v, want %+v", got, rows)
-	}
-	for _, tc := range []struct {
-		name string
-		row  TraceRow
-		want string
-	}{
-		{"fractional prompt", TraceRow{InputTokenLength: 4.5}, "line 2: input_token_length is 4.5"},
-		{"negative running", TraceRow{InputTokenLength: 4, NumRequestRunning: -1}, "line 2: num_request_running is -1"},
-		{"kv above 1", TraceRow{InputTokenLength: 4, KVCachePercentage: 1.5}, "line 2: kv_cache_percentage is 1.5"},
-		{"negative latency", TraceRow{InputTokenLength: 4, ActualTTFTMs: -1}, "line 2: actual_ttft_ms is -1"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			_, err := ReadTrace(write(tc.name+".jsonl", []TraceRow{rows[0], tc.row}))
-			if err == nil || !strings.Contains(err.Error(), tc.want) {
-				t.Fatalf("err %v, want it to mention %q", err, tc.want)
-			}
-		})
 	}
 }
 
@@ -182,16 +135,16 @@ func TestDefaultCostModelIsTheFit(t *testing.T) {
 	}
 	// Why context_token_ms is a prior: a request's own prompt length adds
 	// nothing measurable to its TPOT.
-	rows, err := ReadTrace(tracePath)
+	samples, err := trace.ReadFile(tracePath)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var X [][]float64
 	var y []float64
-	for _, r := range rows {
-		if r.ActualTPOTMs > 0 {
-			X = append(X, []float64{1, r.NumRequestRunning, r.InputTokenLength})
-			y = append(y, r.ActualTPOTMs)
+	for _, s := range samples {
+		if s.ActualTPOTMs > 0 {
+			X = append(X, []float64{1, float64(s.Row.NumRequestRunning), float64(s.Row.InputTokenLength)})
+			y = append(y, s.ActualTPOTMs)
 		}
 	}
 	withPrompt, err := medianRegression("actual_tpot_ms", []string{"1", "running", "input_token_length"}, X, y)

@@ -7,8 +7,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/headroomhq/headroom/features"
 	"github.com/headroomhq/headroom/sim"
 	"github.com/headroomhq/headroom/sim/workload"
+	"github.com/headroomhq/headroom/trace"
 )
 
 const tracePath = "../../shared/data/traces/sharegpt-h200.jsonl"
@@ -38,20 +40,14 @@ func traceLoad(t *testing.T, seed uint64) []*sim.Request {
 
 // simRows runs the trace's load and returns rows in the trace's format,
 // labels truncated to whole milliseconds as llm-d's router does.
-func simRows(t *testing.T, reqs []*sim.Request, cost sim.CostModel) []sim.TraceRow {
+func simRows(t *testing.T, reqs []*sim.Request, cost sim.CostModel) []features.Sample {
 	t.Helper()
 	cfg := sim.DefaultConfig()
 	cfg.PrefixCaching = false
 	cfg.Cost = cost
-	var rows []sim.TraceRow
-	row := func(o *sim.Outcome) sim.TraceRow {
-		return sim.TraceRow{
-			KVCachePercentage:     o.Row.KVCachePercentage,
-			InputTokenLength:      float64(o.Row.InputTokenLength),
-			NumRequestWaiting:     float64(o.Row.NumRequestWaiting),
-			NumRequestRunning:     float64(o.Row.NumRequestRunning),
-			PrefillTokensInFlight: float64(o.Row.PrefillTokensInFlight),
-		}
+	var rows []features.Sample
+	row := func(o *sim.Outcome) features.Sample {
+		return features.Sample{Row: o.Row}
 	}
 	f, err := sim.NewFleet(cfg, sim.FleetOptions{
 		Router: sim.LeastQueue{},
@@ -89,22 +85,22 @@ type rowStats struct {
 	ttftByPrompt [6]float64
 }
 
-func statsOf(rows []sim.TraceRow) rowStats {
+func statsOf(rows []features.Sample) rowStats {
 	var ttft, tpot []float64
 	var bins [6][]float64
 	running, kv := 0.0, 0.0
 	for _, r := range rows {
-		kv += r.KVCachePercentage
+		kv += r.Row.KVCachePercentage
 		if r.ActualTTFTMs > 0 {
 			ttft = append(ttft, r.ActualTTFTMs)
-			if b := int(r.InputTokenLength) / 200; b < len(bins) {
+			if b := int(r.Row.InputTokenLength) / 200; b < len(bins) {
 				bins[b] = append(bins[b], r.ActualTTFTMs)
 			}
 		}
 		if r.ActualTPOTMs > 0 {
 			tpot = append(tpot, r.ActualTPOTMs)
 		}
-		running += r.NumRequestRunning
+		running += float64(r.Row.NumRequestRunning)
 	}
 	median := func(v []float64) float64 {
 		slices.Sort(v)
@@ -129,7 +125,7 @@ func statsOf(rows []sim.TraceRow) rowStats {
 // TestSimulatedTraceLoad -v ./sim` prints the comparison, for the fitted
 // model and for its purely linear variant.
 func TestSimulatedTraceLoadResemblesTrace(t *testing.T) {
-	traceRows, err := sim.ReadTrace(tracePath)
+	traceRows, err := trace.ReadFile(tracePath)
 	if err != nil {
 		t.Skipf("shared trace not available: %v", err)
 	}

@@ -2,6 +2,7 @@ package trace
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -15,37 +16,81 @@ import (
 // need it skip when it is absent.
 const sharedTrace = "../../shared/data/traces/sharegpt-h200.jsonl"
 
-func TestRead(t *testing.T) {
-	in := `{"kv_cache_percentage": 0.25, "input_token_length": 48, "num_request_waiting": 2, "num_request_running": 7, "num_tokens_generated": 0, "actual_ttft_ms": 455, "actual_tpot_ms": 0, "prefix_cache_score": 0.5, "prefill_tokens_in_flight": 64, "decode_tokens_in_flight": 3, "pod_type": "prefill", "predicted_ttft_ms": 400, "extra_field": "ignored"}
+// entry is a trace line with every required field, the given fields
+// (name, JSON value pairs) replacing or added to them; a value of "" drops
+// the field.
+func entry(fields ...string) string {
+	names := []string{"kv_cache_percentage", "input_token_length", "num_request_waiting", "num_request_running",
+		"num_tokens_generated", "prefix_cache_score", "actual_ttft_ms", "actual_tpot_ms"}
+	values := map[string]string{"kv_cache_percentage": "0.25", "input_token_length": "48", "num_request_waiting": "2",
+		"num_request_running": "7", "num_tokens_generated": "0", "prefix_cache_score": "0.5", "actual_ttft_ms": "455",
+		"actual_tpot_ms": "0"}
+	for i := 0; i+1 < len(fields); i += 2 {
+		if _, ok := values[fields[i]]; !ok {
+			names = append(names, fields[i])
+		}
+		values[fields[i]] = fields[i+1]
+	}
+	var b strings.Builder
+	b.WriteString("{")
+	for _, n := range names {
+		if values[n] == "" {
+			continue
+		}
+		if b.Len() > 1 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "%q: %s", n, values[n])
+	}
+	b.WriteString("}")
+	return b.String()
+}
 
-{"input_token_length": 88, "actual_tpot_ms": 19.5, "pod_type": null, "timestamp": "2026-03-01T10:00:00.5Z"}
+func TestRead(t *testing.T) {
+	in := entry("prefill_tokens_in_flight", "64", "decode_tokens_in_flight", "3", "pod_type", `"prefill"`,
+		"predicted_ttft_ms", "400", "extra_field", `"ignored"`) + `
+
+` + entry("input_token_length", "88", "actual_ttft_ms", "0", "actual_tpot_ms", "19.5", "pod_type", "null",
+		"timestamp", `"2026-03-01T10:00:00.5Z"`) + `
    
-{"input_token_length": 1e3, "num_tokens_generated": 12, "encoder_input_size": 2, "encoder_matched_size": 1, "actual_ttft_ms": 30, "actual_tpot_ms": 7.25, "predicted_tpot_ms": 8, "kv_cache_percentage": null, "timestamp": "2026-03-01T12:00:00+02:00"}
-{"input_token_length": 0, "kv_cache_percentage": 1, "prefix_cache_score": 1, "timestamp": ""}
+` + entry("input_token_length", "1e3", "num_request_running", `"3"`, "num_tokens_generated", "12",
+		"encoder_input_size", "2", "encoder_matched_size", "1", "actual_ttft_ms", "30", "actual_tpot_ms", "7.25",
+		"predicted_tpot_ms", "8", "timestamp", `"2026-03-01T12:00:00+02:00"`) + `
+` + entry("input_token_length", "0", "kv_cache_percentage", "1", "prefix_cache_score", "1", "actual_ttft_ms", "0",
+		"timestamp", "null") + `
 `
 	got, err := Read(strings.NewReader(in))
 	if err != nil {
 		t.Fatal(err)
 	}
+	row := features.Row{KVCachePercentage: 0.25, InputTokenLength: 48, NumRequestWaiting: 2, NumRequestRunning: 7,
+		PrefixCacheScore: 0.5}
+	with := func(edit func(r *features.Row)) features.Row { r := row; edit(&r); return r }
 	want := []features.Sample{
 		{
-			Row: features.Row{KVCachePercentage: 0.25, InputTokenLength: 48, NumRequestWaiting: 2, NumRequestRunning: 7,
-				PrefixCacheScore: 0.5, PrefillTokensInFlight: 64, DecodeTokensInFlight: 3, PodType: "prefill"},
+			Row: with(func(r *features.Row) {
+				r.PrefillTokensInFlight, r.DecodeTokensInFlight, r.PodType = 64, 3, "prefill"
+			}),
 			ActualTTFTMs: 455, PredictedTTFTMs: 400, Timestamp: Epoch(),
 		},
 		{
-			Row:          features.Row{InputTokenLength: 88},
+			Row:          with(func(r *features.Row) { r.InputTokenLength = 88 }),
 			ActualTPOTMs: 19.5, Timestamp: time.Date(2026, 3, 1, 10, 0, 0, 5e8, time.UTC),
 		},
 		{
-			Row: features.Row{InputTokenLength: 1000, NumTokensGenerated: 12, EncoderInputSize: 2, EncoderMatchedSize: 1},
+			// What the service accepts, a trace may hold: integral floats
+			// and numeric strings for counts.
+			Row: with(func(r *features.Row) {
+				r.InputTokenLength, r.NumRequestRunning, r.NumTokensGenerated = 1000, 3, 12
+				r.EncoderInputSize, r.EncoderMatchedSize = 2, 1
+			}),
 			// An offset is kept as the instant, in UTC.
 			ActualTTFTMs: 30, ActualTPOTMs: 7.25, PredictedTPOTMs: 8, Timestamp: time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC),
 		},
 		{
 			// The fourth entry, not the sixth line: blank lines take no
-			// millisecond. An empty timestamp counts as none.
-			Row:       features.Row{KVCachePercentage: 1, PrefixCacheScore: 1},
+			// millisecond. A null timestamp counts as none.
+			Row:       with(func(r *features.Row) { r.InputTokenLength, r.KVCachePercentage, r.PrefixCacheScore = 0, 1, 1 }),
 			Timestamp: Epoch().Add(3 * time.Millisecond),
 		},
 	}
@@ -73,39 +118,43 @@ func TestRead(t *testing.T) {
 	}
 }
 
+// A line is held to the rules of the service's training bodies (package
+// wire), and a bad one is reported with its line number and first field.
 func TestReadRejects(t *testing.T) {
 	tests := []struct {
 		name, in, want string
 	}{
 		{"empty", "", "no entries"},
 		{"only blank lines", "\n  \n\t\n", "no entries"},
-		{"not json", `{"input_token_length": 4}` + "\nnope\n", "line 2"},
-		{"not an object", `[1, 2]`, "line 1"},
-		{"string for a number", `{"input_token_length": "4"}`, "line 1"},
-		{"number for pod type", `{"input_token_length": 4, "pod_type": 3}`, "line 1"},
-		{"no prompt length", `{"actual_ttft_ms": 3}`, "input_token_length is missing"},
-		{"null prompt length", `{"input_token_length": null}`, "input_token_length is missing"},
-		{"line of the bad entry", `{"input_token_length": 4}` + "\n\n" + `{"actual_ttft_ms": 3}`, "trace line 3: input_token_length is missing"},
-		{"negative count", `{"input_token_length": -4}`, "input_token_length is -4, want a non-negative integer"},
-		{"fractional count", `{"input_token_length": 4.5}`, "input_token_length is 4.5"},
-		{"huge count", `{"input_token_length": 1e15}`, "input_token_length is 1e+15"},
-		{"negative waiting", `{"input_token_length": 4, "num_request_waiting": -1}`, "num_request_waiting is -1"},
-		{"fractional running", `{"input_token_length": 4, "num_request_running": 0.5}`, "num_request_running is 0.5"},
-		{"fractional generated", `{"input_token_length": 4, "num_tokens_generated": 2.5}`, "num_tokens_generated is 2.5"},
-		{"negative prefill in flight", `{"input_token_length": 4, "prefill_tokens_in_flight": -64}`, "prefill_tokens_in_flight is -64"},
-		{"negative decode in flight", `{"input_token_length": 4, "decode_tokens_in_flight": -3}`, "decode_tokens_in_flight is -3"},
-		{"fractional encoder input", `{"input_token_length": 4, "encoder_input_size": 1.5}`, "encoder_input_size is 1.5"},
-		{"negative encoder matched", `{"input_token_length": 4, "encoder_matched_size": -2}`, "encoder_matched_size is -2"},
-		{"kv above 1", `{"input_token_length": 4, "kv_cache_percentage": 1.5}`, "kv_cache_percentage is 1.5, want a number in [0, 1]"},
-		{"kv below 0", `{"input_token_length": 4, "kv_cache_percentage": -0.1}`, "kv_cache_percentage is -0.1"},
-		{"prefix above 1", `{"input_token_length": 4, "prefix_cache_score": 2}`, "prefix_cache_score is 2"},
-		{"negative ttft", `{"input_token_length": 4, "actual_ttft_ms": -1}`, "actual_ttft_ms is -1, want a non-negative number"},
-		{"negative tpot", `{"input_token_length": 4, "actual_tpot_ms": -0.5}`, "actual_tpot_ms is -0.5"},
-		{"negative predicted ttft", `{"input_token_length": 4, "predicted_ttft_ms": -2}`, "predicted_ttft_ms is -2"},
-		{"negative predicted tpot", `{"input_token_length": 4, "predicted_tpot_ms": -3}`, "predicted_tpot_ms is -3"},
-		{"bad timestamp", `{"input_token_length": 4, "timestamp": "yesterday"}`, `timestamp "yesterday"`},
-		{"timestamp without zone", `{"input_token_length": 4, "timestamp": "2026-03-01T10:00:00"}`, "timestamp"},
-		{"line too long", `{"input_token_length": 4}` + "\n" + strings.Repeat(" ", 5<<20), "trace line 2"},
+		{"not json", entry() + "\nnope\n", "trace line 2: JSON decode error at byte 0"},
+		{"not an object", `[1, 2]`, "trace line 1: body: Input should be a valid dictionary"},
+		{"word for a number", entry("input_token_length", `"four"`), "input_token_length: Input should be a valid integer"},
+		{"number for pod type", entry("pod_type", "3"), "pod_type: Input should be a valid string"},
+		{"no prompt length", entry("input_token_length", ""), "trace line 1: input_token_length: Field required"},
+		{"no queue length", entry("num_request_waiting", ""), "num_request_waiting: Field required"},
+		{"no label field", entry("actual_tpot_ms", ""), "actual_tpot_ms: Field required"},
+		{"null prompt length", entry("input_token_length", "null"), "input_token_length: Input should be a valid integer"},
+		{"line of the bad entry", entry() + "\n\n" + entry("input_token_length", ""), "trace line 3: input_token_length: Field required"},
+		{"negative count", entry("input_token_length", "-4"), "input_token_length: Input should be greater than or equal to 0"},
+		{"fractional count", entry("input_token_length", "4.5"), "input_token_length: Input should be a valid integer, got a number with a fractional part"},
+		{"huge count", entry("input_token_length", "1e15"), "input_token_length: Input should be less than or equal to 100000000"},
+		// The service's ceiling on a stored count, not a looser one of the
+		// trace reader's own.
+		{"count above the sample ceiling", entry("prefill_tokens_in_flight", "100000001"), "prefill_tokens_in_flight: Input should be less than or equal to 100000000"},
+		{"fractional running", entry("num_request_running", "0.5"), "num_request_running: Input should be a valid integer"},
+		{"negative decode in flight", entry("decode_tokens_in_flight", "-3"), "decode_tokens_in_flight: Input should be greater than or equal to 0"},
+		{"fractional encoder input", entry("encoder_input_size", "1.5"), "encoder_input_size: Input should be a valid integer"},
+		{"kv above 1", entry("kv_cache_percentage", "1.5"), "kv_cache_percentage: Input should be less than or equal to 1"},
+		{"prefix below 0", entry("prefix_cache_score", "-0.1"), "prefix_cache_score: Input should be greater than or equal to 0"},
+		{"negative ttft", entry("actual_ttft_ms", "-1"), "actual_ttft_ms: Input should be greater than or equal to 0"},
+		{"ttft over an hour", entry("actual_ttft_ms", "3600001"), "actual_ttft_ms: Input should be less than or equal to 3600000"},
+		{"non-finite tpot", entry("actual_tpot_ms", "NaN"), "actual_tpot_ms: Input should be a finite number"},
+		{"negative predicted tpot", entry("predicted_tpot_ms", "-3"), "predicted_tpot_ms: Input should be greater than or equal to 0"},
+		{"bad timestamp", entry("timestamp", `"yesterday"`), "timestamp: Input should be a valid datetime"},
+		{"empty timestamp", entry("timestamp", `""`), "timestamp: Input should be a valid datetime"},
+		{"repeated field", `{"input_token_length": 4, ` + entry()[1:], "input_token_length: Key \"input_token_length\" appears more than once"},
+		{"several faults", entry("kv_cache_percentage", "2", "actual_ttft_ms", "-1"), "kv_cache_percentage: Input should be less than or equal to 1 (and 1 more error)"},
+		{"line too long", entry() + "\n" + strings.Repeat(" ", 5<<20), "trace line 2"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -124,17 +173,18 @@ func TestReadFile(t *testing.T) {
 	dir := t.TempDir()
 	good := filepath.Join(dir, "good.jsonl")
 	bad := filepath.Join(dir, "bad.jsonl")
-	if err := os.WriteFile(good, []byte(`{"input_token_length": 7, "actual_ttft_ms": 12}`+"\n"), 0o644); err != nil {
+	if err := os.WriteFile(good, []byte(entry("actual_ttft_ms", "12")+"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(bad, []byte(`{"input_token_length": 7}`+"\n"+`{"input_token_length": -7}`+"\n"), 0o644); err != nil {
+	if err := os.WriteFile(bad, []byte(entry()+"\n"+entry("input_token_length", "-7")+"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	got, err := ReadFile(good)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := (features.Sample{Row: features.Row{InputTokenLength: 7}, ActualTTFTMs: 12, Timestamp: Epoch()}); len(got) != 1 || got[0] != want {
+	if want := (features.Sample{Row: features.Row{KVCachePercentage: 0.25, InputTokenLength: 48, NumRequestWaiting: 2,
+		NumRequestRunning: 7, PrefixCacheScore: 0.5}, ActualTTFTMs: 12, Timestamp: Epoch()}); len(got) != 1 || got[0] != want {
 		t.Errorf("got %+v, want [%+v]", got, want)
 	}
 
@@ -143,7 +193,7 @@ func TestReadFile(t *testing.T) {
 		want       []string
 	}{
 		{"missing", filepath.Join(dir, "none.jsonl"), []string{"read trace", "none.jsonl"}},
-		{"bad line", bad, []string{"read trace " + bad + ": trace line 2: input_token_length is -7"}},
+		{"bad line", bad, []string{"read trace " + bad + ": trace line 2: input_token_length: Input should be greater than or equal to 0"}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := ReadFile(tt.path)

@@ -41,17 +41,10 @@ func fullStore(b *testing.B, dir, scheme string) *store.DB {
 	// fill than the rest (prompt bands the generator rarely draws).
 	for i := int64(0); i < 60*int64(capacity) && !full(); {
 		for range cap(samples) {
-			e := g.Entry(i)
+			s := g.Sample(i)
 			i++
-			samples = append(samples, features.Sample{
-				Row: features.Row{
-					KVCachePercentage: e.KVCachePercentage, InputTokenLength: e.InputTokenLength,
-					NumRequestWaiting: e.NumRequestWaiting, NumRequestRunning: e.NumRequestRunning,
-					PrefixCacheScore: e.PrefixCacheScore, PrefillTokensInFlight: e.PrefillTokensInFlight,
-					DecodeTokensInFlight: e.DecodeTokensInFlight,
-				},
-				ActualTTFTMs: e.ActualTTFTMs, ActualTPOTMs: e.ActualTPOTMs, Timestamp: now,
-			})
+			s.Timestamp = now
+			samples = append(samples, s)
 		}
 		if _, err := db.Add(samples); err != nil {
 			b.Fatal(err)

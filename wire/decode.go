@@ -59,6 +59,12 @@ func DecodePredictRequest(body []byte) (features.Row, []FieldError) {
 	return Decoder{}.DecodePredictRequest(body)
 }
 
+// DecodeEntry decodes one training entry (a trace line) with the default
+// limits; see Decoder.DecodeEntry.
+func DecodeEntry(body []byte) (features.Sample, []FieldError) {
+	return Decoder{}.DecodeEntry(body)
+}
+
 // DecodeBulkPredictRequest decodes {"requests": [row, ...]} with the default
 // limits; see Decoder.DecodeBulkPredictRequest.
 func DecodeBulkPredictRequest(body []byte, maxRows int, clampNegativeInFlight bool, dst []features.Row) ([]features.Row, int, []FieldError) {
@@ -80,23 +86,37 @@ func DecodeTrainingBulk(body []byte, maxEntries int) ([]features.Sample, []Rejec
 // DecodePredictRequest decodes POST /predict: one row as the top-level
 // object. Negative token-in-flight values are errors here (spec §2.4).
 func (dec Decoder) DecodePredictRequest(body []byte) (features.Row, []FieldError) {
-	d := dec.newEntryDecoder(body, false)
+	sample, errs := dec.decodeOne(body, false)
+	return sample.Row, errs
+}
+
+// DecodeEntry decodes one training entry given as the top-level object,
+// by the rules of every training body: a line of an llm-d trace. A trace
+// the service would refuse a line of is refused the same way, so what an
+// offline replay learns from is what the service would have stored.
+func (dec Decoder) DecodeEntry(body []byte) (features.Sample, []FieldError) {
+	return dec.decodeOne(body, true)
+}
+
+// decodeOne decodes a body that is one row or one entry.
+func (dec Decoder) decodeOne(body []byte, training bool) (features.Sample, []FieldError) {
+	d := dec.newEntryDecoder(body, training)
 	s := &d.s
 	s.SkipSpace()
 	if s.Peek() != '{' {
-		return features.Row{}, d.notAnObject(topLevel.loc(""))
+		return features.Sample{}, d.notAnObject(topLevel.loc(""))
 	}
 	var sample features.Sample
 	if d.entry(1, topLevel, &sample) {
 		s.Finish()
 	}
 	if s.Failed() {
-		return features.Row{}, []FieldError{jsonInvalid(s.Err())}
+		return features.Sample{}, []FieldError{jsonInvalid(s.Err())}
 	}
 	if d.errCount > 0 {
-		return features.Row{}, d.errs
+		return features.Sample{}, d.errs
 	}
-	return sample.Row, nil
+	return sample, nil
 }
 
 // DecodeBulkPredictRequest decodes POST /predict/bulk/strict and

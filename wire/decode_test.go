@@ -1049,3 +1049,35 @@ func TestLargeInputsAreSummarised(t *testing.T) {
 		t.Errorf("input of a small body = %#v", errs)
 	}
 }
+
+// DecodeEntry holds a trace line to the rules of a training body: what one
+// accepts and refuses, the other does, with the same errors.
+func TestDecodeEntryMatchesTrainingBodies(t *testing.T) {
+	for _, line := range []string{
+		object(baseEntryFields),
+		object(baseEntryFields, "input_token_length", "200000000"), // above the sample ceiling
+		object(baseEntryFields, "num_request_waiting", "-1"),
+		object(baseEntryFields, "kv_cache_percentage", "1.5"),
+		object(baseEntryFields, "actual_ttft_ms", "NaN"),
+		object(baseEntryFields, "timestamp", `"2026-11-29T15:42:36Z"`, "pod_type", `"decode"`),
+		`{"input_token_length": 4, "actual_ttft_ms": 3}`, // required fields missing
+		`"an entry"`,
+	} {
+		got, errs := DecodeEntry([]byte(line))
+		samples, rejected, envErrs := DecodeSamples([]byte(line), 0)
+		switch {
+		case len(envErrs) > 0:
+			if !reflect.DeepEqual(errs, envErrs) {
+				t.Errorf("%s: DecodeEntry errors %+v, DecodeSamples %+v", line, errs, envErrs)
+			}
+		case len(rejected) > 0:
+			if !reflect.DeepEqual(errs, rejected[0].Errors) {
+				t.Errorf("%s: DecodeEntry errors %+v, DecodeSamples %+v", line, errs, rejected[0].Errors)
+			}
+		default:
+			if len(errs) > 0 || len(samples) != 1 || got != samples[0] {
+				t.Errorf("%s: DecodeEntry %+v %+v, DecodeSamples %+v", line, got, errs, samples)
+			}
+		}
+	}
+}

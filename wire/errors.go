@@ -1,6 +1,7 @@
 package wire
 
 import (
+	"fmt"
 	"strconv"
 	"strings"
 )
@@ -195,16 +196,25 @@ func (b locBase) loc(field string) []any {
 	return loc
 }
 
-// describe renders the first of errs as one line, e.g.
-// "entries[3].actual_ttft_ms: Input should be a finite number".
+// Describe renders the first of errs as one line, e.g.
+// "entries[3].actual_ttft_ms: Input should be a finite number (and 1 more
+// error)", for logs and error values.
+func Describe(errs []FieldError) string { return describe(errs, len(errs)) }
+
+// describe is Describe when errs holds the first of total errors.
 func describe(errs []FieldError, total int) string {
 	if len(errs) == 0 {
 		return ""
 	}
 	var b strings.Builder
-	b.WriteString(locPath(errs[0].Loc))
-	b.WriteString(": ")
-	b.WriteString(errs[0].Msg)
+	if e := errs[0]; e.Type == "json_invalid" {
+		// loc is ["body", offset]; the reason is in ctx.
+		fmt.Fprintf(&b, "%s at byte %v: %v", e.Msg, e.Loc[len(e.Loc)-1], e.Ctx["error"])
+	} else {
+		b.WriteString(locPath(e.Loc))
+		b.WriteString(": ")
+		b.WriteString(e.Msg)
+	}
 	if total > 1 {
 		b.WriteString(" (and ")
 		b.WriteString(strconv.Itoa(total - 1))

@@ -92,6 +92,10 @@ func TestLocPathAndDescribe(t *testing.T) {
 			t.Errorf("describe(total %d) = %q, want %q", total, got, want)
 		}
 	}
+	// A body that is not JSON is described by where and why.
+	if got, want := Describe([]FieldError{jsonInvalid(12, "Expecting value")}), "JSON decode error at byte 12: Expecting value"; got != want {
+		t.Errorf("Describe(json_invalid) = %q, want %q", got, want)
+	}
 }
 
 func TestLocBase(t *testing.T) {

@@ -124,3 +124,22 @@ func appendString(dst []byte, s string) []byte {
 	dst = append(dst, s...)
 	return append(dst, '"')
 }
+
+// RowObject returns r as a generic JSON object with every field of a row,
+// defaults included: how the reference echoes a row in /predict/bulk
+// errors.
+func RowObject(r *features.Row) map[string]any {
+	m := make(map[string]any, len(rowOrder))
+	s := features.Sample{Row: *r}
+	for _, f := range rowOrder {
+		switch fieldKinds[f] {
+		case kindCount:
+			m[fieldNames[f]] = *intField(f, &s.Row)
+		case kindPodType:
+			m[fieldNames[f]] = r.PodType
+		default:
+			m[fieldNames[f]] = *floatField(f, &s)
+		}
+	}
+	return m
+}

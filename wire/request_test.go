@@ -73,3 +73,19 @@ func TestAppendRowShape(t *testing.T) {
 		t.Errorf("AppendRow with pod_type = %s", got)
 	}
 }
+
+// RowObject has every row field, defaults included, with the row's values.
+func TestRowObject(t *testing.T) {
+	row := features.Row{KVCachePercentage: 0.5, InputTokenLength: 7, NumRequestRunning: 2, PrefixCacheScore: 0.25,
+		EncoderMatchedSize: 1}
+	got := RowObject(&row)
+	want := map[string]any{
+		"kv_cache_percentage": 0.5, "input_token_length": int64(7), "num_request_waiting": int64(0),
+		"num_request_running": int64(2), "num_tokens_generated": int64(0), "prefix_cache_score": 0.25, "pod_type": "",
+		"prefill_tokens_in_flight": int64(0), "decode_tokens_in_flight": int64(0), "encoder_input_size": int64(0),
+		"encoder_matched_size": int64(1),
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("RowObject = %v\nwant %v", got, want)
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/headroomhq/headroom/loadgen"
+	"github.com/headroomhq/headroom/trace"
 )
 
 func loadgenCommand() command {
@@ -56,11 +57,11 @@ func runLoadgen(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 	c.Source = loadgen.Generator{Seed: *seed}
 	if *tracePath != "" {
-		tr, err := loadgen.ReadTraceFile(*tracePath)
+		samples, err := trace.ReadFile(*tracePath)
 		if err != nil {
 			return err
 		}
-		c.Source = tr
+		c.Source = loadgen.Trace(samples)
 	}
 	if c.Rate == 0 {
 		c.PredictorURL = "" // ingest only: do not probe a predictor that may not run

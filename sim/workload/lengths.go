@@ -10,7 +10,7 @@ import (
 	"math"
 	"math/rand/v2"
 
-	"github.com/headroomhq/headroom/sim"
+	"github.com/headroomhq/headroom/trace"
 )
 
 // LogNormal is a token-length distribution: exp(N(Mu, Sigma²)), rounded
@@ -53,16 +53,16 @@ var ChatOutputLengths = LogNormal{Mu: math.Log(60), Sigma: 1.0, Min: 1, Max: 102
 // trace's TTFT rows (maximum likelihood: mean and standard deviation of the
 // log), clipped to the range seen.
 func FitPromptLengths(tracePath string) (LogNormal, error) {
-	rows, err := sim.ReadTrace(tracePath)
+	samples, err := trace.ReadFile(tracePath)
 	if err != nil {
 		return LogNormal{}, err
 	}
 	var logs []float64
 	lo, hi := math.Inf(1), math.Inf(-1)
-	for _, r := range rows {
-		if r.ActualTTFTMs > 0 && r.InputTokenLength >= 1 {
-			logs = append(logs, math.Log(r.InputTokenLength))
-			lo, hi = min(lo, r.InputTokenLength), max(hi, r.InputTokenLength)
+	for _, s := range samples {
+		if n := float64(s.Row.InputTokenLength); s.ActualTTFTMs > 0 && n >= 1 {
+			logs = append(logs, math.Log(n))
+			lo, hi = min(lo, n), max(hi, n)
 		}
 	}
 	if len(logs) < 2 {

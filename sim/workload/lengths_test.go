@@ -1,14 +1,16 @@
 package workload
 
 import (
-	"encoding/json"
 	"math"
 	"os"
 	"path/filepath"
 	"slices"
 	"testing"
 
+	"github.com/headroomhq/headroom/features"
 	"github.com/headroomhq/headroom/sim"
+	"github.com/headroomhq/headroom/trace"
+	"github.com/headroomhq/headroom/wire"
 )
 
 const tracePath = "../../../shared/data/traces/sharegpt-h200.jsonl"
@@ -38,15 +40,18 @@ func TestFitPromptLengthsRecoversParameters(t *testing.T) {
 	want := LogNormal{Mu: 5, Sigma: 0.8, Min: 1, Max: 1 << 30}
 	path := filepath.Join(t.TempDir(), "trace.jsonl")
 	f, _ := os.Create(path)
-	enc := json.NewEncoder(f)
 	rng := newRand(2, 2)
+	var lines []byte
 	for range 20000 {
 		// Whole lengths, as traces record them (the reader rejects others);
 		// rounding moves the fitted Mu and Sigma by about 1e-5.
 		x := math.Round(math.Exp(want.Mu + want.Sigma*rng.NormFloat64()))
-		enc.Encode(sim.TraceRow{InputTokenLength: x, ActualTTFTMs: 10})
-		enc.Encode(sim.TraceRow{InputTokenLength: 1, ActualTPOTMs: 10}) // not a TTFT row: ignored
+		ttft := features.Sample{Row: features.Row{InputTokenLength: int64(x)}, ActualTTFTMs: 10}
+		tpot := features.Sample{Row: features.Row{InputTokenLength: 1}, ActualTPOTMs: 10} // not a TTFT row: ignored
+		lines = append(wire.AppendEntry(lines, &ttft), '\n')
+		lines = append(wire.AppendEntry(lines, &tpot), '\n')
 	}
+	f.Write(lines)
 	f.Close()
 	got, err := FitPromptLengths(path)
 	if err != nil {
@@ -60,7 +65,7 @@ func TestFitPromptLengthsRecoversParameters(t *testing.T) {
 // TestChatPromptLengthsAreTheTraceFit keeps the default equal to the fit
 // and logs how the fitted distribution's quantiles compare with the trace's.
 func TestChatPromptLengthsAreTheTraceFit(t *testing.T) {
-	rows, err := sim.ReadTrace(tracePath)
+	samples, err := trace.ReadFile(tracePath)
 	if err != nil {
 		t.Skipf("shared trace not available: %v", err)
 	}
@@ -72,19 +77,19 @@ func TestChatPromptLengthsAreTheTraceFit(t *testing.T) {
 	if math.Abs(fit.Mu-d.Mu) > 5e-4 || math.Abs(fit.Sigma-d.Sigma) > 5e-4 || fit.Min != d.Min || fit.Max != d.Max {
 		t.Errorf("default %+v, the trace fits %+v", d, fit)
 	}
-	var trace, model []float64
-	for _, r := range rows {
-		if r.ActualTTFTMs > 0 {
-			trace = append(trace, r.InputTokenLength)
+	var recorded, model []float64
+	for _, s := range samples {
+		if s.ActualTTFTMs > 0 {
+			recorded = append(recorded, float64(s.Row.InputTokenLength))
 		}
 	}
 	rng := newRand(1, 1)
 	for range 100000 {
 		model = append(model, float64(d.Sample(rng)))
 	}
-	slices.Sort(trace)
+	slices.Sort(recorded)
 	slices.Sort(model)
 	for _, q := range []float64{0.1, 0.5, 0.9, 0.99} {
-		t.Logf("prompt tokens q%.2f: trace %.0f, log-normal %.0f", q, sim.Quantile(trace, q), sim.Quantile(model, q))
+		t.Logf("prompt tokens q%.2f: trace %.0f, log-normal %.0f", q, sim.Quantile(recorded, q), sim.Quantile(model, q))
 	}
 }
