@@ -79,7 +79,7 @@ func (p *peekingRouter) RouteLookahead(req *Request, servers []ServerState, la *
 
 func TestLookaheadLeavesTheFleetUnchanged(t *testing.T) {
 	cfg := tightConfig()
-	reqs := randomWorkload(1, 300, 40*time.Millisecond)
+	reqs := randomWorkload(1, 200, 30*time.Millisecond)
 	plain := runFleet(t, cfg, FleetOptions{Router: DefaultLoadPrefix()}, reqs...)
 	peek := &peekingRouter{inner: DefaultLoadPrefix(), seen: map[int][]Foresight{}, first: map[int][]time.Duration{}}
 	peeked := runFleet(t, cfg, FleetOptions{Router: peek}, reqs...)
@@ -231,7 +231,7 @@ func (exhaustiveOracle) RouteLookahead(req *Request, servers []ServerState, la *
 
 func TestOracleStopsEarlyWithoutChangingItsChoices(t *testing.T) {
 	cfg := tightConfig()
-	reqs := randomWorkload(3, 300, 30*time.Millisecond)
+	reqs := randomWorkload(3, 150, 30*time.Millisecond)
 	full := runFleet(t, cfg, FleetOptions{Router: exhaustiveOracle{}}, reqs...)
 	fast := runFleet(t, cfg, FleetOptions{Router: &TTFTOracle{}}, reqs...)
 	if !reflect.DeepEqual(views(full.Outcomes()), views(fast.Outcomes())) {
