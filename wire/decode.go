@@ -528,8 +528,9 @@ func (d *entryDecoder) entry(depth int, base locBase, out *features.Sample) bool
 		if fieldKinds[f].isNumeric() {
 			// Fast path: a plain number that is valid for the field. Anything
 			// else takes the general path below, which also reports.
-			if n, lit, ok := s.PeekNumber(); ok && d.setNumber(f, n, lit, out) {
-				s.Advance(len(lit))
+			rest := s.Rest()
+			if n, end, ok, _, _ := jsonscan.LexNumber(rest, 0); ok && d.setNumber(f, n, rest[:end], out) {
+				s.Advance(end)
 				continue
 			}
 		}

@@ -58,16 +58,11 @@ func (s *Scanner) SawNonFinite() bool { return s.sawNonFinite }
 // has already validated, for an error's echo of the offending input.
 func (s *Scanner) Echo(start, end int) any { return echo(s.data, start, end, s.maxDepth) }
 
-// PeekNumber lexes the number literal at the read position without
-// consuming it; a caller that takes the value consumes it with
-// Advance(len(lit)). It is the decoders' fast path for plain numbers.
-func (s *Scanner) PeekNumber() (n Number, lit []byte, ok bool) {
-	n, end, ok, _, _ := LexNumber(s.data, s.pos)
-	if !ok {
-		return n, nil, false
-	}
-	return n, s.data[s.pos:end], true
-}
+// Rest returns the data not yet read. A decoder's fast path lexes a plain
+// number there itself (LexNumber(s.Rest(), 0)) and, if it takes the value,
+// consumes it with Advance: one call, where a method wrapping LexNumber
+// would be two on a path taken for every numeric field.
+func (s *Scanner) Rest() []byte { return s.data[s.pos:] }
 
 // Advance consumes n bytes that the caller has already examined.
 func (s *Scanner) Advance(n int) { s.pos += n }
