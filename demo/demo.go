@@ -271,14 +271,8 @@ func runBaseline(ctx context.Context, name string, cfg sim.Config, reqs []*sim.R
 
 // runFleet runs reqs to the end on a fresh fleet of cfg behind router.
 func runFleet(ctx context.Context, name string, cfg sim.Config, router sim.Router, hooks sim.Hooks, reqs []*sim.Request) (*sim.Fleet, error) {
-	f, err := sim.NewFleet(cfg, sim.FleetOptions{Router: router, Hooks: hooks})
+	f, err := sim.Simulate(ctx, cfg, sim.FleetOptions{Router: router, Hooks: hooks}, reqs...)
 	if err != nil {
-		return nil, err
-	}
-	if err := f.Submit(reqs...); err != nil {
-		return nil, fmt.Errorf("demo %s: %w", name, err)
-	}
-	if err := f.Run(ctx); err != nil {
 		return nil, fmt.Errorf("demo %s: %w", name, err)
 	}
 	return f, nil

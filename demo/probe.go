@@ -28,14 +28,8 @@ type Probe struct {
 // measures them.
 func NewProbe(ctx context.Context, cfg sim.Config, reqs []*sim.Request) (*Probe, error) {
 	p := &Probe{}
-	f, err := sim.NewFleet(cfg, sim.FleetOptions{Router: &sim.RoundRobin{}})
+	f, err := sim.Simulate(ctx, cfg, sim.FleetOptions{Router: &sim.RoundRobin{}}, reqs...)
 	if err != nil {
-		return nil, err
-	}
-	if err := f.Submit(reqs...); err != nil {
-		return nil, fmt.Errorf("probe: %w", err)
-	}
-	if err := f.Run(ctx); err != nil {
 		return nil, fmt.Errorf("probe: %w", err)
 	}
 	for _, o := range f.Outcomes() {

@@ -16,14 +16,8 @@ func outcomes(t *testing.T, reqs ...*sim.Request) []*sim.Outcome {
 	t.Helper()
 	cfg := sim.DefaultConfig()
 	cfg.Servers = 1
-	f, err := sim.NewFleet(cfg, sim.FleetOptions{Router: &sim.RoundRobin{}})
+	f, err := sim.Simulate(t.Context(), cfg, sim.FleetOptions{Router: &sim.RoundRobin{}}, reqs...)
 	if err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Submit(reqs...); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Run(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	return f.Outcomes()

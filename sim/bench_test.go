@@ -82,14 +82,8 @@ func BenchmarkOracle(b *testing.B) {
 			cfg.Servers = 8
 			var st sim.LookaheadStats
 			for b.Loop() {
-				f, err := sim.NewFleet(cfg, sim.FleetOptions{Router: &sim.TTFTOracle{}})
+				f, err := sim.Simulate(context.Background(), cfg, sim.FleetOptions{Router: &sim.TTFTOracle{}}, reqs...)
 				if err != nil {
-					b.Fatal(err)
-				}
-				if err := f.Submit(reqs...); err != nil {
-					b.Fatal(err)
-				}
-				if err := f.Run(context.Background()); err != nil {
 					b.Fatal(err)
 				}
 				s := f.LookaheadStats()

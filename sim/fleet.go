@@ -62,6 +62,22 @@ type Fleet struct {
 	lookStats LookaheadStats
 }
 
+// Simulate runs reqs to completion on a new fleet of cfg and returns the
+// fleet, for its outcomes and summaries.
+func Simulate(ctx context.Context, cfg Config, opts FleetOptions, reqs ...*Request) (*Fleet, error) {
+	f, err := NewFleet(cfg, opts)
+	if err != nil {
+		return nil, err
+	}
+	if err := f.Submit(reqs...); err != nil {
+		return nil, err
+	}
+	if err := f.Run(ctx); err != nil {
+		return nil, err
+	}
+	return f, nil
+}
+
 // NewFleet builds a fleet of cfg.Servers idle engines.
 func NewFleet(cfg Config, opts FleetOptions) (*Fleet, error) {
 	if err := cfg.Validate(); err != nil {

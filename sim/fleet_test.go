@@ -10,14 +10,8 @@ import (
 
 func runFleet(t *testing.T, cfg Config, opts FleetOptions, reqs ...*Request) *Fleet {
 	t.Helper()
-	f, err := NewFleet(cfg, opts)
+	f, err := Simulate(t.Context(), cfg, opts, reqs...)
 	if err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Submit(reqs...); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Run(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	return f

@@ -49,7 +49,7 @@ func simRows(t *testing.T, reqs []*sim.Request, cost sim.CostModel) []features.S
 	row := func(o *sim.Outcome) features.Sample {
 		return features.Sample{Row: o.Row}
 	}
-	f, err := sim.NewFleet(cfg, sim.FleetOptions{
+	_, err := sim.Simulate(context.Background(), cfg, sim.FleetOptions{
 		Router: sim.LeastQueue{},
 		Hooks: sim.Hooks{
 			OnFirstToken: func(o *sim.Outcome) {
@@ -65,14 +65,8 @@ func simRows(t *testing.T, reqs []*sim.Request, cost sim.CostModel) []features.S
 				}
 			},
 		},
-	})
+	}, reqs...)
 	if err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Submit(reqs...); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Run(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	return rows

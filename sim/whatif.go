@@ -27,14 +27,8 @@ func WhatIf(ctx context.Context, reqs []*Request, cfgs []Config, newRouter func(
 		if newRouter != nil {
 			r = newRouter()
 		}
-		f, err := NewFleet(cfg, FleetOptions{Router: r})
+		f, err := Simulate(ctx, cfg, FleetOptions{Router: r}, reqs...)
 		if err != nil {
-			return nil, err
-		}
-		if err := f.Submit(reqs...); err != nil {
-			return nil, fmt.Errorf("config %q: %w", cfg.Name, err)
-		}
-		if err := f.Run(ctx); err != nil {
 			return nil, fmt.Errorf("config %q: %w", cfg.Name, err)
 		}
 		out = append(out, Result{Config: cfg, Summary: f.Summary()})

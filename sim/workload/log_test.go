@@ -43,14 +43,8 @@ func TestReadLogExampleReplays(t *testing.T) {
 	}
 	cfg := sim.DefaultConfig()
 	cfg.Servers = 1
-	f, err := sim.NewFleet(cfg, sim.FleetOptions{})
+	f, err := sim.Simulate(t.Context(), cfg, sim.FleetOptions{}, reqs...)
 	if err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Submit(reqs...); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Run(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	hits := map[int]int{}
