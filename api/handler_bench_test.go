@@ -11,8 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gin-gonic/gin"
-
 	"github.com/headroomhq/headroom/features"
 	"github.com/headroomhq/headroom/model"
 	"github.com/headroomhq/headroom/model/modeltest"
@@ -98,7 +96,6 @@ func (d *discard) Write(p []byte) (int, error) { d.n += len(p); return len(p), n
 // prediction with 200-tree models for both targets, encoding. One op is
 // one request.
 func BenchmarkBulkStrictHandler(b *testing.B) {
-	gin.SetMode(gin.ReleaseMode) // quiet: debug mode logs every route
 	h := NewPredictorHandler(benchPredictor(b), PredictorOptions{})
 	for _, n := range []int{1, 10, 100, 10000} {
 		body := benchRows(n)

@@ -84,8 +84,13 @@ func requireToken(tokens Tokens, a access) gin.HandlerFunc {
 }
 
 // newEngine returns a gin engine with the reference's 404 and 405 bodies,
-// panic recovery, and per-route metrics.
+// panic recovery, and per-route metrics. It runs in gin's release mode:
+// debug mode writes every route and a warning to stdout as the engine is
+// built, where the service's own logs (slog) say what matters. The mode is
+// gin's process-wide setting, stored atomically; every engine here wants
+// the same, so setting it on each build is idempotent and race-free.
 func newEngine(m *httpMetrics) *gin.Engine {
+	gin.SetMode(gin.ReleaseMode)
 	r := gin.New()
 	r.HandleMethodNotAllowed = true
 	r.RedirectTrailingSlash = false

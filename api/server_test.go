@@ -14,6 +14,8 @@ import (
 	"github.com/gin-gonic/gin"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/headroomhq/headroom/predictor"
 )
 
 func TestReadBodyBuffer(t *testing.T) {
@@ -137,5 +139,25 @@ func TestPredictionResponsesHaveContentLength(t *testing.T) {
 		if !bytes.HasPrefix(body, []byte(`{"`)) {
 			t.Errorf("%s: body %s", tc.path, body)
 		}
+	}
+}
+
+// Building the servers writes nothing: gin's debug mode, where a process
+// starts unless GIN_MODE says otherwise, would print every route (the
+// test suite printed ~300 such lines).
+func TestHandlersBuildQuietly(t *testing.T) {
+	mode, out, errOut := gin.Mode(), gin.DefaultWriter, gin.DefaultErrorWriter
+	t.Cleanup(func() { gin.SetMode(mode); gin.DefaultWriter, gin.DefaultErrorWriter = out, errOut })
+	gin.SetMode(gin.DebugMode)
+	var printed bytes.Buffer
+	gin.DefaultWriter, gin.DefaultErrorWriter = &printed, &printed
+	p, err := predictor.New(predictor.Mean, 0.9)
+	if err != nil {
+		t.Fatal(err)
+	}
+	NewPredictorHandler(p, PredictorOptions{})
+	if printed.Len() != 0 || gin.Mode() != gin.ReleaseMode {
+		t.Fatalf("building a handler printed %d bytes, gin mode %q after; want nothing, release:\n%s",
+			printed.Len(), gin.Mode(), printed.String())
 	}
 }

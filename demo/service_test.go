@@ -6,15 +6,8 @@ import (
 	"os"
 	"testing"
 
-	"github.com/gin-gonic/gin"
-
 	"github.com/headroomhq/headroom/features"
 )
-
-func TestMain(m *testing.M) {
-	gin.SetMode(gin.ReleaseMode) // process-wide; the command sets the same
-	os.Exit(m.Run())
-}
 
 // startTestService starts a service for one test; linearOnly skips the
 // xgboost CLI, which these tests do not need.
