@@ -5,16 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
-	"net/http"
 	"os"
-	"path/filepath"
 	"time"
 
-	"github.com/headroomhq/headroom/api"
 	"github.com/headroomhq/headroom/predictor"
-	"github.com/headroomhq/headroom/store"
-	"github.com/headroomhq/headroom/trainer"
+	"github.com/headroomhq/headroom/service"
 	"github.com/headroomhq/headroom/xgboost"
 )
 
@@ -34,20 +29,19 @@ type ServiceOptions struct {
 	Logger   *slog.Logger // nil discards
 }
 
-// Service is a trainer and a predictor running in this process, each behind
-// its real HTTP handler on its own loopback port. Nothing retrains or syncs
-// on a wall-clock timer: Retrain does both, so a simulation can drive the
-// service's cadence in simulated time.
+// Service is a trainer and a predictor running in this process as two
+// services, as a deployment runs them: each behind its real HTTP handler
+// on its own loopback port, the predictor pulling bundles from the trainer
+// over HTTP. Nothing retrains or syncs on a wall-clock timer: Retrain does
+// both, so a simulation can drive the service's cadence in simulated time.
 type Service struct {
 	TrainerURL   string
 	PredictorURL string
 
-	db      *store.DB
-	trainer *trainer.Trainer
-	pred    *predictor.Predictor
-	syncer  *predictor.Syncer
-	servers []*http.Server
-	tempDir string
+	trainer, predictor *service.Service
+	stop               context.CancelFunc
+	running            []chan error // one per Run
+	tempDir            string
 }
 
 // StartService opens a store and starts both servers.
@@ -69,53 +63,49 @@ func StartService(opts ServiceOptions) (_ *Service, err error) {
 		}
 		dir = s.tempDir
 	}
+	common := service.DefaultConfig()
+	common.DataDir, common.Logger, common.Manual, common.ShutdownGrace = dir, log, true, 5*time.Second
+	if opts.Quantile != 0 {
+		common.Objective, common.Quantile = predictor.Quantile, opts.Quantile
+	}
+
+	tc := service.DefaultTrainerConfig()
+	tc.Listen = "127.0.0.1:0"
 	// The store is the demo's scratch space, so it skips fsync: a crash
 	// loses only a run that is gone anyway, and ingest stays off the
 	// simulation's critical path.
-	if s.db, err = store.Open(filepath.Join(dir, "samples.db"), store.Options{NoSync: true}); err != nil {
-		return nil, fmt.Errorf("demo service: %w", err)
-	}
-	fit := trainer.DefaultFitConfig()
+	tc.Store.NoSync = true
+	// The simulation shares the cores and waits for each retrain: the fits
+	// run at its priority, not niced or in the idle class.
+	tc.Nice, tc.XGBoost = 0, nil
 	if !opts.NoXGBoost {
-		fit.XGBoost = &xgboost.CLI{Binary: opts.XGBoostBinary}
+		tc.XGBoost = &xgboost.CLI{Binary: opts.XGBoostBinary, Timeout: xgboost.DefaultTimeout}
 	}
-	if s.trainer, err = trainer.New(trainer.Config{Fit: fit, Logger: log}, s.db); err != nil {
+	cfg := common
+	cfg.Trainer = &tc
+	if s.trainer, err = service.New(cfg); err != nil {
 		return nil, fmt.Errorf("demo service: %w", err)
 	}
-	objective, q := predictor.Mean, 0.9
-	if opts.Quantile != 0 {
-		objective, q = predictor.Quantile, opts.Quantile
-	}
-	if s.pred, err = predictor.New(objective, q); err != nil {
-		return nil, fmt.Errorf("demo service: %w", err)
-	}
+	s.TrainerURL = s.trainer.TrainerURL()
 
-	trainerURL, err := s.serve(api.NewTrainerHandler(s.trainer, s.db, api.TrainerOptions{}))
-	if err != nil {
-		return nil, err
+	pc := service.DefaultPredictorConfig()
+	pc.Listen, pc.TrainerURL = "127.0.0.1:0", s.TrainerURL
+	cfg = common
+	cfg.DataDir = "" // the predictor keeps no bundle of its own
+	cfg.Predictor = &pc
+	if s.predictor, err = service.New(cfg); err != nil {
+		return nil, fmt.Errorf("demo service: %w", err)
 	}
-	s.syncer = &predictor.Syncer{TrainerURL: trainerURL, Predictor: s.pred, Logger: log,
-		Client: &http.Client{Timeout: 10 * time.Second}}
-	predictorURL, err := s.serve(api.NewPredictorHandler(s.pred, api.PredictorOptions{
-		TrainerURL: trainerURL, Reload: s.syncer.SyncOnce,
-	}))
-	if err != nil {
-		return nil, err
+	s.PredictorURL = s.predictor.PredictorURL()
+
+	ctx, stop := context.WithCancel(context.Background())
+	s.stop = stop
+	for _, svc := range []*service.Service{s.trainer, s.predictor} {
+		done := make(chan error, 1)
+		s.running = append(s.running, done)
+		go func() { done <- svc.Run(ctx) }()
 	}
-	s.TrainerURL, s.PredictorURL = trainerURL, predictorURL
 	return s, nil
-}
-
-// serve runs h on a fresh loopback port and returns its base URL.
-func (s *Service) serve(h http.Handler) (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", fmt.Errorf("demo service: listen: %w", err)
-	}
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
-	s.servers = append(s.servers, srv)
-	go srv.Serve(ln) //nolint:errcheck // ends with ErrServerClosed at Close
-	return "http://" + ln.Addr().String(), nil
 }
 
 // Retrain runs one retrain attempt of the trainer (what its timer does every
@@ -128,7 +118,7 @@ func (s *Service) Retrain(ctx context.Context) (bool, error) {
 	if pub == nil && err != nil {
 		return false, fmt.Errorf("retrain: %w", err)
 	}
-	swapped, err := s.syncer.SyncOnce(ctx)
+	swapped, err := s.predictor.Sync(ctx)
 	if err != nil {
 		return false, err
 	}
@@ -136,21 +126,24 @@ func (s *Service) Retrain(ctx context.Context) (bool, error) {
 }
 
 // XGBoostAvailable reports whether the trainer fits trees (else lines only).
-func (s *Service) XGBoostAvailable() bool { return s.trainer.Status().XGBoostAvailable }
+func (s *Service) XGBoostAvailable() bool { return s.trainer.Trainer().Status().XGBoostAvailable }
 
 // Close stops the servers and removes the temporary store.
 func (s *Service) Close() error {
 	var errs []error
-	for _, srv := range s.servers {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		if err := srv.Shutdown(ctx); err != nil {
-			errs = append(errs, fmt.Errorf("demo service shutdown: %w", err))
-		}
-		cancel()
+	if s.stop != nil {
+		s.stop()
 	}
-	if s.db != nil {
-		if err := s.db.Close(); err != nil {
-			errs = append(errs, err)
+	for _, done := range s.running {
+		if err := <-done; err != nil {
+			errs = append(errs, fmt.Errorf("demo service: %w", err))
+		}
+	}
+	for _, svc := range []*service.Service{s.predictor, s.trainer} {
+		if svc != nil {
+			if err := svc.Close(); err != nil {
+				errs = append(errs, fmt.Errorf("demo service: %w", err))
+			}
 		}
 	}
 	if s.tempDir != "" {

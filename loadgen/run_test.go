@@ -8,63 +8,64 @@ import (
 	"math"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/headroomhq/headroom/api"
 	"github.com/headroomhq/headroom/features"
-	"github.com/headroomhq/headroom/predictor"
+	"github.com/headroomhq/headroom/service"
 	"github.com/headroomhq/headroom/store"
-	"github.com/headroomhq/headroom/trainer"
 	"github.com/headroomhq/headroom/wire"
 )
 
-// services is a trainer and a predictor behind the real handlers, on
-// loopback listeners.
+// services is a trainer and a predictor as the service assembles them, on
+// loopback listeners. Nothing retrains on a timer (Manual): only
+// startServices does.
 type services struct {
-	db        *store.DB
-	trainer   *trainer.Trainer
-	pred      *predictor.Predictor
-	trainerTS *httptest.Server
-	predTS    *httptest.Server
+	db           *store.DB
+	trainerURL   string
+	predictorURL string
 }
 
 func startServices(t *testing.T, withModel bool) *services {
 	t.Helper()
-	dir := t.TempDir()
-	db, err := store.Open(filepath.Join(dir, "samples.db"), store.Options{NoSync: true})
+	cfg := service.DefaultConfig()
+	cfg.DataDir, cfg.Manual, cfg.ShutdownGrace = t.TempDir(), true, 5*time.Second
+	tc := service.DefaultTrainerConfig()
+	tc.Listen, tc.XGBoost, tc.Nice = "127.0.0.1:0", nil, 0 // linear only: fast
+	tc.Store.NoSync = true
+	pc := service.DefaultPredictorConfig()
+	pc.Listen, pc.TrainerURL = "127.0.0.1:0", ""
+	cfg.Trainer, cfg.Predictor = &tc, &pc
+	svc, err := service.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { db.Close() })
-	tr, err := trainer.New(trainer.Config{BundleDir: filepath.Join(dir, "bundles")}, db) // linear only: fast
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := predictor.New(predictor.Mean, 0.9)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := &services{db: db, trainer: tr, pred: p,
-		trainerTS: httptest.NewServer(api.NewTrainerHandler(tr, db, api.TrainerOptions{})),
-		predTS:    httptest.NewServer(api.NewPredictorHandler(p, api.PredictorOptions{}))}
-	t.Cleanup(s.trainerTS.Close)
-	t.Cleanup(s.predTS.Close)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- svc.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+		if err := svc.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	s := &services{db: svc.Store(), trainerURL: svc.TrainerURL(), predictorURL: svc.PredictorURL()}
 	if withModel {
 		samples, _, errs := wire.DecodeTrainingBulk(AppendIngestBody(nil, Generator{Seed: 9}, 0, 300), 0)
 		if len(errs) > 0 {
 			t.Fatal(errs)
 		}
-		if _, err := db.Add(samples); err != nil {
+		if _, err := s.db.Add(samples); err != nil {
 			t.Fatal(err)
 		}
-		pub, err := tr.Retrain(context.Background())
+		pub, err := svc.Retrain(context.Background())
 		if err != nil || pub == nil {
 			t.Fatalf("retrain: %v, %v", pub, err)
 		}
-		p.Swap(pub, time.Now())
 	}
 	return s
 }
@@ -92,7 +93,7 @@ func testRun(t *testing.T, goClient bool) {
 	s := startServices(t, true)
 	before := storedSamples(s.db)
 	cfg := Config{
-		PredictorURL: s.predTS.URL, TrainerURL: s.trainerTS.URL,
+		PredictorURL: s.predictorURL, TrainerURL: s.trainerURL,
 		Rate: 400, Duration: 750 * time.Millisecond, Warmup: 100 * time.Millisecond, Rows: 10, Concurrency: 4,
 		IngestRate: 2000, IngestBatch: 100, IngestConcurrency: 2,
 		ScrapeInterval: 200 * time.Millisecond, GoClient: goClient,
@@ -192,7 +193,7 @@ func TestRunCountsErrorsByKind(t *testing.T) {
 	for _, tc := range []struct {
 		name, url, kind string
 	}{
-		{"not ready", notReady.predTS.URL, "status_503"},
+		{"not ready", notReady.predictorURL, "status_503"},
 		{"timeout", slow.URL, "timeout"},
 		{"short answer", short.URL, "bad_response"},
 		{"nobody listening", closed.URL, "connect"},
@@ -262,7 +263,7 @@ func TestRunInterrupted(t *testing.T) {
 	s := startServices(t, true)
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
-	sum, err := Run(ctx, Config{PredictorURL: s.predTS.URL, Rate: 200, Duration: time.Hour, ScrapeInterval: -1})
+	sum, err := Run(ctx, Config{PredictorURL: s.predictorURL, Rate: 200, Duration: time.Hour, ScrapeInterval: -1})
 	if err != nil {
 		t.Fatal(err)
 	}

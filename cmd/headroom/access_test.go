@@ -1,10 +1,8 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"flag"
-	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -76,61 +74,6 @@ func TestTokenSources(t *testing.T) {
 				t.Fatalf("tokens %+v, %v; want %+v", got, err, tt.want)
 			}
 		})
-	}
-}
-
-// TestWarnOpenListener: listening beyond loopback without both tokens is
-// said at start, loudly; loopback, or both tokens set, is quiet.
-func TestWarnOpenListener(t *testing.T) {
-	both := api.Tokens{Read: "r", Write: "w"}
-	tests := []struct {
-		addr   string
-		tokens api.Tokens
-		warn   bool
-	}{
-		{"127.0.0.1:8000", api.Tokens{}, false},
-		{"localhost:8000", api.Tokens{}, false},
-		{"[::1]:8000", api.Tokens{}, false},
-		{"127.0.0.2:8000", api.Tokens{}, false},
-		{"0.0.0.0:8000", api.Tokens{}, true},
-		{":8000", api.Tokens{}, true},
-		{"[::]:8000", api.Tokens{}, true},
-		{"10.1.2.3:8000", api.Tokens{}, true},
-		{"predictor.example:8001", api.Tokens{}, true},
-		{"0.0.0.0:8000", api.Tokens{Write: "w"}, true},
-		{"0.0.0.0:8000", api.Tokens{Read: "r"}, true},
-		{"0.0.0.0:8000", both, false},
-	}
-	for _, tt := range tests {
-		var buf bytes.Buffer
-		warnOpenListener(slog.New(slog.NewTextHandler(&buf, nil)), tt.addr, tt.tokens, "trainer")
-		if got := strings.Contains(buf.String(), "without bearer tokens"); got != tt.warn {
-			t.Errorf("%s with %+v: warned %v, want %v (log %q)", tt.addr, tt.tokens, got, tt.warn, buf.String())
-		}
-	}
-
-	// And the roles do call it, for each server, before serving.
-	for _, withTokens := range []bool{false, true} {
-		var logs bytes.Buffer
-		c := commonFlags{dataDir: t.TempDir(), logLevel: "info", logFormat: "text", objective: "mean", quantile: 0.9}
-		if withTokens {
-			c.readToken, c.writeToken = "r", "w"
-		}
-		fs := flag.NewFlagSet("test", flag.ContinueOnError)
-		var tf trainerFlags
-		var pf predictorFlags
-		tf.register(fs)
-		pf.register(fs, false)
-		tf.listen, pf.listen, tf.noXGBoost = "0.0.0.0:8000", "0.0.0.0:8001", true
-		r, err := startRoles(context.Background(), &c, &tf, &pf, &logs)
-		if err != nil {
-			t.Fatal(err)
-		}
-		r.close()
-		n := strings.Count(logs.String(), "without bearer tokens")
-		if want := map[bool]int{false: 2, true: 0}[withTokens]; n != want {
-			t.Errorf("tokens %v: %d warnings at start, want %d; log:\n%s", withTokens, n, want, logs.String())
-		}
 	}
 }
 

@@ -4,9 +4,10 @@ import (
 	"context"
 	"flag"
 	"io"
-	"net/http"
 	"os"
 	"runtime/debug"
+
+	"github.com/headroomhq/headroom/service"
 )
 
 func predictorCommand() command {
@@ -18,6 +19,17 @@ func predictorCommand() command {
 }
 
 func runPredictor(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	cfg, err := predictorConfig(args, stderr)
+	if err != nil {
+		return err
+	}
+	tuneGC(os.LookupEnv)
+	return runService(ctx, cfg)
+}
+
+// predictorConfig is the configuration `headroom predictor args` runs, with logs
+// going to stderr. It opens nothing.
+func predictorConfig(args []string, stderr io.Writer) (service.Config, error) {
 	fs := flag.NewFlagSet("predictor", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var c commonFlags
@@ -25,16 +37,15 @@ func runPredictor(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	c.register(fs)
 	p.register(fs, true)
 	if err := parseFlags(fs, args); err != nil {
-		return err
+		return service.Config{}, err
 	}
 	p.applyPredictHostPort(fs, os.LookupEnv)
-	tuneGC(os.LookupEnv)
-	roles, err := startRoles(ctx, &c, nil, &p, stderr)
+	cfg, err := c.config(stderr)
 	if err != nil {
-		return err
+		return service.Config{}, err
 	}
-	defer roles.close()
-	return roles.serve(ctx, map[string]http.Handler{p.listen: roles.predictorHandler})
+	cfg.Predictor = &p.cfg
+	return cfg, nil
 }
 
 // Garbage collection settings of a predictor process, unless GOGC or

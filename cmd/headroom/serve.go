@@ -4,8 +4,9 @@ import (
 	"context"
 	"flag"
 	"io"
-	"net/http"
 	"os"
+
+	"github.com/headroomhq/headroom/service"
 )
 
 func serveCommand() command {
@@ -17,6 +18,16 @@ func serveCommand() command {
 }
 
 func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	cfg, err := serveConfig(args, stderr)
+	if err != nil {
+		return err
+	}
+	return runService(ctx, cfg)
+}
+
+// serveConfig is the configuration `headroom serve args` runs, with logs
+// going to stderr. It opens nothing.
+func serveConfig(args []string, stderr io.Writer) (service.Config, error) {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var c commonFlags
@@ -26,16 +37,16 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	t.register(fs)
 	p.register(fs, false)
 	if err := parseFlags(fs, args); err != nil {
-		return err
+		return service.Config{}, err
 	}
 	p.applyPredictHostPort(fs, os.LookupEnv)
-	roles, err := startRoles(ctx, &c, &t, &p, stderr)
+	cfg, err := c.config(stderr)
 	if err != nil {
-		return err
+		return service.Config{}, err
 	}
-	defer roles.close()
-	return roles.serve(ctx, map[string]http.Handler{
-		t.listen: roles.trainerHandler,
-		p.listen: roles.predictorHandler,
-	})
+	if cfg.Trainer, err = t.config(); err != nil {
+		return service.Config{}, err
+	}
+	cfg.Predictor = &p.cfg
+	return cfg, nil
 }

@@ -4,7 +4,8 @@ import (
 	"context"
 	"flag"
 	"io"
-	"net/http"
+
+	"github.com/headroomhq/headroom/service"
 )
 
 func trainerCommand() command {
@@ -16,6 +17,16 @@ func trainerCommand() command {
 }
 
 func runTrainer(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	cfg, err := trainerConfig(args, stderr)
+	if err != nil {
+		return err
+	}
+	return runService(ctx, cfg)
+}
+
+// trainerConfig is the configuration `headroom trainer args` runs, with logs
+// going to stderr. It opens nothing.
+func trainerConfig(args []string, stderr io.Writer) (service.Config, error) {
 	fs := flag.NewFlagSet("trainer", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var c commonFlags
@@ -23,12 +34,14 @@ func runTrainer(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	c.register(fs)
 	t.register(fs)
 	if err := parseFlags(fs, args); err != nil {
-		return err
+		return service.Config{}, err
 	}
-	roles, err := startRoles(ctx, &c, &t, nil, stderr)
+	cfg, err := c.config(stderr)
 	if err != nil {
-		return err
+		return service.Config{}, err
 	}
-	defer roles.close()
-	return roles.serve(ctx, map[string]http.Handler{t.listen: roles.trainerHandler})
+	if cfg.Trainer, err = t.config(); err != nil {
+		return service.Config{}, err
+	}
+	return cfg, nil
 }
