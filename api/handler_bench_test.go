@@ -159,7 +159,7 @@ func BenchmarkEncodeBulk(b *testing.B) {
 		if len(errs) > 0 {
 			b.Fatal(errs)
 		}
-		preds := make([]predictor.Prediction, n)
+		preds := make([]wire.Prediction, n)
 		if _, err := p.Predict(rows, preds); err != nil {
 			b.Fatal(err)
 		}

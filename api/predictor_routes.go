@@ -38,7 +38,7 @@ type predictorServer struct {
 	opts PredictorOptions
 
 	rowsPool  *bufpool.Pool[features.Row]
-	predsPool *bufpool.Pool[predictor.Prediction]
+	predsPool *bufpool.Pool[wire.Prediction]
 	outPool   *bufpool.Pool[byte]
 
 	loadText atomic.Pointer[formattedTime] // the bundle load time, formatted
@@ -61,7 +61,7 @@ func NewPredictorHandler(p *predictor.Predictor, opts PredictorOptions) http.Han
 	// Large means more than a router caller's 100 rows several times over;
 	// the largest kept is a 20,000-row request's (~2, 2 and 8 MB).
 	s.rowsPool = bufpool.New[features.Row](1024, 20000)
-	s.predsPool = bufpool.New[predictor.Prediction](1024, 20000)
+	s.predsPool = bufpool.New[wire.Prediction](1024, 20000)
 	s.outPool = bufpool.New[byte](1024*wire.BytesPerPrediction, 20000*wire.BytesPerPrediction)
 	s.clamped = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "headroom_predict_clamped_in_flight_total",
@@ -99,7 +99,7 @@ func NewPredictorHandler(p *predictor.Predictor, opts PredictorOptions) http.Han
 // pooled holds one request's pooled slices; give it back with put.
 type pooled struct {
 	rows  *[]features.Row
-	preds *[]predictor.Prediction
+	preds *[]wire.Prediction
 }
 
 func (s *predictorServer) put(p pooled) {
@@ -120,7 +120,7 @@ const rowBytes = 192
 // predictRows decodes a bulk body and predicts it, returning pooled slices
 // the caller must give back with s.put(pool) when ok. preds is nil when no
 // model is loaded. Nothing here allocates once the pools are warm.
-func (s *predictorServer) predictRows(c *gin.Context, clamp bool) (rows []features.Row, preds []predictor.Prediction, loadedAt time.Time, pool pooled, ok bool) {
+func (s *predictorServer) predictRows(c *gin.Context, clamp bool) (rows []features.Row, preds []wire.Prediction, loadedAt time.Time, pool pooled, ok bool) {
 	if !checkContentType(c) {
 		return nil, nil, time.Time{}, pooled{}, false
 	}
@@ -203,7 +203,7 @@ func (s *predictorServer) bulk(c *gin.Context) {
 // values, and a fresh []string per response would be an allocation.
 var jsonContentType = []string{"application/json"}
 
-func (s *predictorServer) writeBulk(c *gin.Context, preds []predictor.Prediction, loadedAt, start time.Time) {
+func (s *predictorServer) writeBulk(c *gin.Context, preds []wire.Prediction, loadedAt, start time.Time) {
 	// Room for the whole answer at once rather than a doubling series (a
 	// 10,000-row answer is ~4 MB; the copies showed in profiles).
 	op := s.outPool.Get(len(preds)*wire.BytesPerPrediction + 256)
@@ -240,7 +240,7 @@ func (s *predictorServer) single(c *gin.Context) {
 		writeValidation(c, errs)
 		return
 	}
-	var pred [1]predictor.Prediction
+	var pred [1]wire.Prediction
 	loadedAt, err := s.p.Predict([]features.Row{row}, pred[:])
 	if err != nil {
 		s.notReady.WithLabelValues("/predict").Inc()

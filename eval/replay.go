@@ -14,6 +14,7 @@ import (
 	"github.com/headroomhq/headroom/predictor"
 	"github.com/headroomhq/headroom/store"
 	"github.com/headroomhq/headroom/trainer"
+	"github.com/headroomhq/headroom/wire"
 	"github.com/headroomhq/headroom/xgboost"
 )
 
@@ -255,8 +256,8 @@ func (r *replica) score(block []features.Sample, tl *tally, keep func(t features
 	for i := range block {
 		rows[i] = block[i].Row
 	}
-	mean := make([]predictor.Prediction, len(rows))
-	quant := make([]predictor.Prediction, len(rows))
+	mean := make([]wire.Prediction, len(rows))
+	quant := make([]wire.Prediction, len(rows))
 	if _, err := r.mean.Predict(rows, mean); err != nil {
 		return fmt.Errorf("eval: predict: %w", err)
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/headroomhq/headroom/features"
 	"github.com/headroomhq/headroom/model"
 	"github.com/headroomhq/headroom/model/modeltest"
+	"github.com/headroomhq/headroom/wire"
 )
 
 // cpuTime is the process's CPU time so far, user and system, in ns. On a
@@ -75,7 +76,7 @@ func BenchmarkPredictRow(b *testing.B) {
 				TTFT: treeModel(b, features.TTFT, n, depth), TPOT: treeModel(b, features.TPOT, n, depth)}
 			p.Swap(&model.Published{Bundle: bundle}, time.Now())
 			b.Run(fmt.Sprintf("trees=%d/depth=%d", n, depth), func(b *testing.B) {
-				out := make([]Prediction, len(rows))
+				out := make([]wire.Prediction, len(rows))
 				b.ReportAllocs()
 				cpu0 := cpuTime()
 				i := 0

@@ -16,6 +16,7 @@ import (
 
 	"github.com/headroomhq/headroom/features"
 	"github.com/headroomhq/headroom/model"
+	"github.com/headroomhq/headroom/wire"
 )
 
 // Objective says which statistic a prediction is.
@@ -37,16 +38,6 @@ func ParseObjective(s string) (Objective, error) {
 
 // ErrNotReady is returned while no bundle with any model has been loaded.
 var ErrNotReady = errors.New("no model loaded yet")
-
-// Prediction is the answer for one row. Bounds are the calibrated 5% and 95%
-// quantiles; for a target without a model every field is 0.
-type Prediction struct {
-	TTFTMs, TPOTMs         float64
-	TTFTBounds, TPOTBounds [2]float64
-	// Uncertainty is half the 90% interval's width in log space, as a
-	// fraction of the prediction: the relative spread the calibration saw.
-	TTFTUncertainty, TPOTUncertainty float64
-}
 
 // boundsLow and boundsHigh are the quantiles reported as prediction bounds.
 const (
@@ -129,7 +120,7 @@ const parallelRows = 256
 // 2·parallelRows rows are split over GOMAXPROCS goroutines; smaller ones run
 // on the caller's goroutine and do not allocate. Every row of one call uses
 // the same bundle.
-func (p *Predictor) Predict(rows []features.Row, out []Prediction) (time.Time, error) {
+func (p *Predictor) Predict(rows []features.Row, out []wire.Prediction) (time.Time, error) {
 	cur := p.cur.Load()
 	if cur == nil {
 		return time.Time{}, ErrNotReady
@@ -153,7 +144,7 @@ func (p *Predictor) Predict(rows []features.Row, out []Prediction) (time.Time, e
 // predictParallel splits rows into workers shares, one per goroutine. It is
 // a function of its own because what a goroutine captures escapes to the
 // heap, and in Predict that would cost the small batches an allocation.
-func (p *Predictor) predictParallel(b *model.Bundle, rows []features.Row, out []Prediction, workers int) {
+func (p *Predictor) predictParallel(b *model.Bundle, rows []features.Row, out []wire.Prediction, workers int) {
 	share := (len(rows) + workers - 1) / workers
 	var wg sync.WaitGroup
 	for lo := share; lo < len(rows); lo += share {
@@ -165,10 +156,10 @@ func (p *Predictor) predictParallel(b *model.Bundle, rows []features.Row, out []
 }
 
 // predictRows predicts rows into out (of the same length) with bundle b.
-func (p *Predictor) predictRows(b *model.Bundle, rows []features.Row, out []Prediction) {
+func (p *Predictor) predictRows(b *model.Bundle, rows []features.Row, out []wire.Prediction) {
 	var buf [64]float64
 	for i := range rows {
-		out[i] = Prediction{}
+		out[i] = wire.Prediction{}
 		if b.TTFT != nil {
 			out[i].TTFTMs, out[i].TTFTBounds, out[i].TTFTUncertainty = p.predictTarget(b.TTFT, &rows[i], buf[:0])
 		}

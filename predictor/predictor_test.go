@@ -9,6 +9,7 @@ import (
 
 	"github.com/headroomhq/headroom/features"
 	"github.com/headroomhq/headroom/model"
+	"github.com/headroomhq/headroom/wire"
 )
 
 // linearModel predicts base + perRunning·num_request_running, with log
@@ -55,7 +56,7 @@ func TestPredictNotReady(t *testing.T) {
 	if p.Ready() {
 		t.Fatal("ready without a bundle")
 	}
-	if _, err := p.Predict([]features.Row{{}}, make([]Prediction, 1)); !errors.Is(err, ErrNotReady) {
+	if _, err := p.Predict([]features.Row{{}}, make([]wire.Prediction, 1)); !errors.Is(err, ErrNotReady) {
 		t.Fatalf("Predict without a bundle: %v, want ErrNotReady", err)
 	}
 }
@@ -67,7 +68,7 @@ func TestPredictMeanQuantileAndBounds(t *testing.T) {
 	pub := testPublished(t, 1, 100)
 	mean.Swap(pub, time.Now())
 	quant.Swap(pub, time.Now())
-	pm, pq := make([]Prediction, 2), make([]Prediction, 2)
+	pm, pq := make([]wire.Prediction, 2), make([]wire.Prediction, 2)
 	if _, err := mean.Predict(rows, pm); err != nil {
 		t.Fatal(err)
 	}
@@ -128,7 +129,7 @@ func TestSwapUnderLoad(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			rows := []features.Row{{NumRequestRunning: 0}}
-			out := make([]Prediction, 1)
+			out := make([]wire.Prediction, 1)
 			for {
 				select {
 				case <-stop:
@@ -161,7 +162,7 @@ func BenchmarkPredict10Rows(b *testing.B) {
 	p, _ := New(Mean, 0.9)
 	p.Swap(testPublished(b, 1, 100), time.Now())
 	rows := make([]features.Row, 10)
-	out := make([]Prediction, 10)
+	out := make([]wire.Prediction, 10)
 	b.ReportAllocs()
 	for b.Loop() {
 		p.Predict(rows, out)
@@ -176,11 +177,11 @@ func TestPredictLargeBatchMatchesRowByRow(t *testing.T) {
 		TTFT: treeModel(t, features.TTFT, 16, 4), TPOT: treeModel(t, features.TPOT, 16, 4)}}, time.Now())
 	for _, n := range []int{2*parallelRows - 1, 2 * parallelRows, 5*parallelRows + 3} {
 		rows := benchRows(n)
-		got := make([]Prediction, n)
+		got := make([]wire.Prediction, n)
 		if _, err := p.Predict(rows, got); err != nil {
 			t.Fatal(err)
 		}
-		one := make([]Prediction, 1)
+		one := make([]wire.Prediction, 1)
 		for i := range rows {
 			if _, err := p.Predict(rows[i:i+1], one); err != nil {
 				t.Fatal(err)

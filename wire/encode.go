@@ -9,12 +9,22 @@ import (
 	"sync"
 
 	"github.com/headroomhq/headroom/internal/bufpool"
-	"github.com/headroomhq/headroom/predictor"
 )
 
 // The prediction responses are written by hand: they are the hot path's
 // output, their shape is fixed, and appending into a pooled buffer costs a
 // fraction of reflection-based encoding (see BenchmarkEncodeBulk in package api).
+
+// Prediction is the answer for one row, the values of one object of a
+// prediction response. Bounds are the calibrated 5% and 95% quantiles; for a
+// target without a model every field is 0.
+type Prediction struct {
+	TTFTMs, TPOTMs         float64
+	TTFTBounds, TPOTBounds [2]float64
+	// Uncertainty is half the 90% interval's width in log space, as a
+	// fraction of the prediction: the relative spread the calibration saw.
+	TTFTUncertainty, TPOTUncertainty float64
+}
 
 // ModelType is the model type reported wherever llm-d's router reads one:
 // its client refuses types it does not know, and Headroom's trees are
@@ -36,7 +46,7 @@ type PredictionMeta struct {
 }
 
 // AppendBulkResponse writes a /predict/bulk[/strict] success body.
-func AppendBulkResponse(dst []byte, preds []predictor.Prediction, meta *PredictionMeta, processingMs float64) []byte {
+func AppendBulkResponse(dst []byte, preds []Prediction, meta *PredictionMeta, processingMs float64) []byte {
 	dst = append(dst, `{"predictions":[`...)
 	dst = appendPredictions(dst, preds, meta)
 	dst = append(dst, `],"total_requests":`...)
@@ -55,7 +65,7 @@ const parallelEncodeRows = 2048
 
 // appendPredictions writes the prediction objects, comma-separated. Large
 // batches are encoded in shares on GOMAXPROCS goroutines and joined.
-func appendPredictions(dst []byte, preds []predictor.Prediction, meta *PredictionMeta) []byte {
+func appendPredictions(dst []byte, preds []Prediction, meta *PredictionMeta) []byte {
 	workers := min(runtime.GOMAXPROCS(0), len(preds)/parallelEncodeRows)
 	if workers <= 1 {
 		return appendPredictionList(dst, preds, meta)
@@ -66,7 +76,7 @@ func appendPredictions(dst []byte, preds []predictor.Prediction, meta *Predictio
 // appendPredictionsParallel is appendPredictions over workers goroutines.
 // It takes its own copy of the meta: what goroutines share escapes to the
 // heap, and the caller's meta lives on its stack.
-func appendPredictionsParallel(dst []byte, preds []predictor.Prediction, meta *PredictionMeta, workers int) []byte {
+func appendPredictionsParallel(dst []byte, preds []Prediction, meta *PredictionMeta, workers int) []byte {
 	share := (len(preds) + workers - 1) / workers
 	parts := make([]*[]byte, 0, workers-1)
 	for lo := share; lo < len(preds); lo += share {
@@ -110,7 +120,7 @@ func (m *PredictionMeta) clone() *PredictionMeta {
 }
 
 // appendPredictionList writes preds, comma-separated.
-func appendPredictionList(dst []byte, preds []predictor.Prediction, meta *PredictionMeta) []byte {
+func appendPredictionList(dst []byte, preds []Prediction, meta *PredictionMeta) []byte {
 	for i := range preds {
 		if i > 0 {
 			dst = append(dst, ',')
@@ -121,7 +131,7 @@ func appendPredictionList(dst []byte, preds []predictor.Prediction, meta *Predic
 }
 
 // AppendPrediction writes one prediction object.
-func AppendPrediction(dst []byte, p *predictor.Prediction, meta *PredictionMeta) []byte {
+func AppendPrediction(dst []byte, p *Prediction, meta *PredictionMeta) []byte {
 	dst = append(dst, `{"ttft_ms":`...)
 	dst = AppendFloat(dst, p.TTFTMs)
 	dst = append(dst, `,"tpot_ms":`...)

@@ -7,8 +7,6 @@ import (
 	"math/rand/v2"
 	"testing"
 	"time"
-
-	"github.com/headroomhq/headroom/predictor"
 )
 
 // Encoding in parallel shares gives the same bytes as one pass, and the
@@ -20,10 +18,10 @@ func TestAppendBulkResponse(t *testing.T) {
 		Quantile: AppendFloat(nil, 0.9), LastLoad: Timestamp(now.Add(-time.Minute))}
 	for _, n := range []int{1, 2*parallelEncodeRows - 1, 2 * parallelEncodeRows, 3*parallelEncodeRows + 5, 10000} {
 		t.Run(fmt.Sprint(n), func(t *testing.T) {
-			preds := make([]predictor.Prediction, n)
+			preds := make([]Prediction, n)
 			for i := range preds {
 				v := math.Exp(r.NormFloat64() * 3)
-				preds[i] = predictor.Prediction{TTFTMs: v, TPOTMs: v / 7, TTFTBounds: [2]float64{v / 2, v * 2},
+				preds[i] = Prediction{TTFTMs: v, TPOTMs: v / 7, TTFTBounds: [2]float64{v / 2, v * 2},
 					TPOTBounds: [2]float64{v / 14, v / 3}, TTFTUncertainty: 0.3, TPOTUncertainty: r.Float64()}
 			}
 			got := AppendBulkResponse(nil, preds, &meta, 1.25)
