@@ -141,6 +141,11 @@ func Fit(ctx context.Context, schema features.Schema, train, holdout Dataset, cf
 	if cfg.SignConstraints {
 		cfg.Line.Signs = schema.Directions()
 	}
+	// Labels outside the band the training labels themselves vouch for
+	// are clipped into it for the fit and left out of its measurement, so
+	// that one absurd sample cannot move the model (labels.go).
+	band := labelBand(train.Y)
+	train, holdout = winsorise(train, band), believable(holdout, band)
 	m := &model.TargetModel{
 		Kind:           model.KindLinear,
 		Columns:        append([]string(nil), schema.Names()...),
@@ -149,8 +154,8 @@ func Fit(ctx context.Context, schema features.Schema, train, holdout Dataset, cf
 		HoldoutSamples: len(holdout.Y),
 	}
 	lo, hi := minMax(train.Y)
-	m.BaseFloorMs = math.Max(lo/2, 1e-3)
-	m.MinMs = math.Max(lo/10, 1e-3)
+	m.BaseFloorMs = math.Max(lo/2, MinLatencyMs)
+	m.MinMs = math.Max(lo/10, MinLatencyMs)
 	m.MaxMs = math.Max(hi*100, m.MinMs)
 
 	lin, err := fitLine(train, cfg.Line, m.BaseFloorMs)
@@ -218,11 +223,13 @@ func Fit(ctx context.Context, schema features.Schema, train, holdout Dataset, cf
 // fitLine fits the linear base minimising squared relative error (weights
 // 1/y²): routers act on ratios between endpoints, and raw squared error
 // would let a few multi-second outliers set the slope for every ordinary
-// request.
+// request. Labels below the band's low quantile weigh as that quantile
+// does (LabelBand.relativeWeight).
 func fitLine(train Dataset, cfg LineConfig, floor float64) (*model.Linear, error) {
+	band := labelBand(train.Y)
 	weights := make([]float64, len(train.Y))
 	for i, y := range train.Y {
-		weights[i] = 1 / (y * y)
+		weights[i] = band.relativeWeight(y)
 	}
 	lin, _, err := FitLine(train.X, train.Y, weights, cfg, floor)
 	if err != nil {
