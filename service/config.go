@@ -87,6 +87,9 @@ type TrainerConfig struct {
 	// Nice (0-19) is the niceness of the fits and the publication; 0 keeps
 	// the process's.
 	Nice int
+	// PublishForce publishes every new model even when the publication
+	// gate refuses it (trainer.GateConfig.Force).
+	PublishForce bool
 }
 
 // PredictorConfig configures the prediction role. Beside a trainer in the

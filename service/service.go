@@ -104,6 +104,7 @@ func (s *Service) buildTrainer() error {
 		Nice:            t.Nice,
 		Fit:             fit,
 		Drift:           drift,
+		Gate:            trainer.GateConfig{Force: t.PublishForce},
 		BundleDir:       filepath.Join(c.DataDir, "bundles"),
 		SigningKey:      c.SigningKey,
 		Logger:          s.log,

@@ -378,6 +378,7 @@ func (t *Trainer) ObserveServed(samples []features.Sample) {
 		b = pub.Bundle
 	}
 	t.wakeForFirstModels(b)
+	t.recent.add(samples)
 	for _, tg := range t.live.observe(samples, b) {
 		t.cfg.Logger.Debug("live error well above holdout error", "target", tg)
 	}

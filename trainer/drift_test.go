@@ -186,7 +186,7 @@ func TestRunRetrainsEarlyOnDrift(t *testing.T) {
 	select {
 	case <-published:
 	case <-time.After(20 * time.Second):
-		t.Fatal("no early retrain within 20 s")
+		t.Fatalf("no early retrain within 20 s: %+v", tr.Status().Targets["ttft"].Rejected)
 	}
 	if v := tr.Current().Bundle.Version; v != first.Bundle.Version+1 {
 		t.Errorf("bundle version %d after the early retrain", v)

@@ -29,6 +29,8 @@ type Metrics struct {
 	liveBias      *prometheus.GaugeVec
 	liveSamples   *prometheus.CounterVec
 	earlyRetrains *prometheus.CounterVec
+
+	gateRejections *prometheus.CounterVec
 }
 
 // NewMetrics registers the trainer's series with reg.
@@ -88,8 +90,12 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "headroom_drift_retrains_total",
 			Help: "Early retrains requested because live error rose well above the holdout error.",
 		}, []string{"target"}),
+		gateRejections: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "headroom_publication_rejections_total",
+			Help: "Candidate models the publication gate refused, per target and reason (non_finite, out_of_band, worse_than_served, worse_than_constant); the model in service stays. Counted also when --publish-force published them anyway.",
+		}, []string{"target", "reason"}),
 	}
-	reg.MustRegister(m.runs, m.duration, m.publishFailures, m.bundleVersion, m.bundleCreated,
+	reg.MustRegister(m.gateRejections, m.runs, m.duration, m.publishFailures, m.bundleVersion, m.bundleCreated,
 		m.holdoutMAPE, m.holdoutRows, m.xgboost, m.coverage, m.liveMAPE, m.liveBias, m.liveSamples, m.earlyRetrains)
 	return m
 }
@@ -238,4 +244,11 @@ func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.totals, prometheus.GaugeValue, float64(counts.Train(t)), t.String(), "train")
 		ch <- prometheus.MustNewConstMetric(c.totals, prometheus.GaugeValue, float64(counts.Holdout(t)), t.String(), "holdout")
 	}
+}
+
+func (m *Metrics) gateRejected(t features.Target, reason string) {
+	if m == nil {
+		return
+	}
+	m.gateRejections.WithLabelValues(t.String(), reason).Inc()
 }

@@ -45,6 +45,8 @@ type Config struct {
 	Fit  FitConfig
 	// Drift configures live error tracking and early retraining.
 	Drift DriftConfig
+	// Gate is the publication gate every new model passes (gate.go).
+	Gate GateConfig
 	// Columns per target; nil means features.DefaultTTFTColumns / TPOT.
 	TTFTColumns, TPOTColumns []string
 	// BundleDir holds published bundles; KeepBundles of them are kept (default 5).
@@ -92,6 +94,7 @@ func (c *Config) setDefaults() {
 	if c.KeepBundles <= 0 {
 		c.KeepBundles = 5
 	}
+	c.Gate.setDefaults()
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -115,6 +118,12 @@ type TargetStatus struct {
 	LastSkipReason string    `json:"last_skip_reason,omitempty"`
 	// Live is the live error on arriving samples (drift.go).
 	Live *LiveStatus `json:"live,omitempty"`
+	// Gate is the publication gate's verdict on the newest candidate;
+	// Rejected the newest one it refused (kept after later candidates
+	// pass, so the reason stays visible); GateRejections counts refusals.
+	Gate           *GateVerdict `json:"gate,omitempty"`
+	Rejected       *GateVerdict `json:"rejected_candidate,omitempty"`
+	GateRejections int          `json:"gate_rejections"`
 }
 
 // Status is a snapshot of the trainer's state.
@@ -142,6 +151,13 @@ type Trainer struct {
 	xgbErr    error
 	live      *driftTracker
 	history   history // recent training runs, for the dashboard
+	recent    *recentSamples
+
+	// evidence is what each target's newest fit was measured on, for the
+	// publication gate; evidenceGen the store generation of that fit.
+	evidenceMu  sync.Mutex
+	evidence    [2]gateEvidence
+	evidenceGen [2]uint64
 
 	// published is closed and replaced on every publication, for waiters.
 	publishedMu sync.Mutex
@@ -158,6 +174,7 @@ func New(cfg Config, db *store.DB) (*Trainer, error) {
 	cfg.setDefaults()
 	t := &Trainer{cfg: cfg, db: db, published: make(chan struct{}), arrived: make(chan struct{}, 1)}
 	t.live = newDriftTracker(cfg.Drift, cfg.Now, cfg.Metrics)
+	t.recent = &recentSamples{size: cfg.Gate.RecentRows}
 	var err error
 	if t.schemas[features.TTFT], err = features.NewSchema(cfg.TTFTColumns); err != nil {
 		return nil, fmt.Errorf("ttft columns: %w", err)
@@ -359,7 +376,19 @@ func (t *Trainer) retrain(ctx context.Context, p pass) (*model.Published, error)
 		pub *model.Published
 		err error
 	)
-	run(func() { pub, err = t.publish(next) })
+	var refused [2]bool
+	run(func() { pub, refused, err = t.publish(ctx, next, prevBundle) })
+	for _, tg := range features.Targets {
+		if refused[tg] {
+			// The model in service stays: so does what the status says
+			// of it. The generation stays the candidate's, so the same
+			// samples are not fitted again for the same verdict.
+			t.setStatus(tg, func(s *TargetStatus) {
+				s.LastSuccess, s.ServingLinear = before[tg].LastSuccess, before[tg].ServingLinear
+			})
+			errs[tg] = errors.Join(errs[tg], fmt.Errorf("%s: candidate refused by the publication gate", tg))
+		}
+	}
 	if err != nil {
 		// Nothing new is in service: say so, and leave the targets' last
 		// success, generation and kind as they were, so the next cycle trains
@@ -380,8 +409,29 @@ func (t *Trainer) retrain(ctx context.Context, p pass) (*model.Published, error)
 	return pub, errors.Join(errs[:]...)
 }
 
-// publish encodes, writes and swaps in a bundle.
-func (t *Trainer) publish(b *model.Bundle) (*model.Published, error) {
+// publish passes a bundle's new models (those not in prev) through the
+// publication gate, then encodes, writes and swaps in the bundle with the
+// models that passed. Every bundle goes through here. It reports the
+// targets whose candidate was refused, and publishes nothing (nil, no
+// error) when no candidate is left.
+func (t *Trainer) publish(ctx context.Context, b, prev *model.Bundle) (*model.Published, [2]bool, error) {
+	refused := t.gate(ctx, b, prev)
+	if b.TTFT == prev.Target(features.TTFT) && b.TPOT == prev.Target(features.TPOT) {
+		return nil, refused, nil
+	}
+	pub, err := t.write(b)
+	if err == nil {
+		for _, tg := range features.Targets {
+			if m := b.Target(tg); m != nil && m != prev.Target(tg) {
+				t.cfg.Metrics.observeQuality(tg, m)
+			}
+		}
+	}
+	return pub, refused, err
+}
+
+// write encodes, writes and swaps in a bundle.
+func (t *Trainer) write(b *model.Bundle) (*model.Published, error) {
 	encoded, err := b.Encode(t.cfg.SigningKey)
 	if err != nil {
 		return nil, err
@@ -422,7 +472,10 @@ func (t *Trainer) retrainTarget(ctx context.Context, tg features.Target, prev *m
 	gen := t.db.Generation(tg)
 	t.statusMu.Lock()
 	st := &t.status[tg]
-	if prev != nil && st.TrainedOnGen == gen && !p.upgrade {
+	// A first model refused by the gate is not fitted again on the same
+	// samples either: the verdict would be the same.
+	refusedFirst := st.Gate != nil && !st.Gate.Published && st.Gate.Candidate.TrainedOnGen == gen
+	if (prev != nil || refusedFirst) && st.TrainedOnGen == gen && !p.upgrade {
 		st.LastSkipReason = "no new samples"
 		t.statusMu.Unlock()
 		return nil, nil
@@ -444,7 +497,7 @@ func (t *Trainer) retrainTarget(ctx context.Context, tg features.Target, prev *m
 	}
 
 	start := t.cfg.Now()
-	m, err := t.fitTarget(ctx, tg, p.linearOnly)
+	m, err := t.fitTarget(ctx, tg, gen, p.linearOnly)
 	dur := time.Since(start)
 	t.cfg.Metrics.observeRun(tg, dur, err)
 	t.recordRun(tg, start, dur, m, err)
@@ -478,15 +531,15 @@ func (t *Trainer) retrainTarget(ctx context.Context, tg features.Target, prev *m
 		s.TrainedOnGen = gen
 		s.ServingLinear = m.Kind == model.KindLinear
 	})
-	t.cfg.Metrics.observeQuality(tg, m)
 	return m, err
 }
 
-func (t *Trainer) fitTarget(ctx context.Context, tg features.Target, linearOnly bool) (*model.TargetModel, error) {
+func (t *Trainer) fitTarget(ctx context.Context, tg features.Target, gen uint64, linearOnly bool) (*model.TargetModel, error) {
 	train, holdout, err := t.db.SnapshotNewest(ctx, tg, t.cfg.MaxTrainRows)
 	if err != nil {
 		return nil, fmt.Errorf("snapshot: %w", err)
 	}
+	t.keepEvidence(tg, gen, train, holdout)
 	schema := t.schemas[tg]
 	cfg := t.fitConfig(tg)
 	if linearOnly {

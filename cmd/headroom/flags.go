@@ -152,6 +152,7 @@ func (f *trainerFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&f.xgb.IdleGrace, "train-idle-grace", def.XGBoost.IdleGrace, "how long an idle-class xgboost run may wait for spare CPU before it runs again niced")
 	fs.IntVar(&f.cfg.Nice, "train-nice", def.Nice, "scheduling niceness of training (0-19; 0: the trainer's own): the fits' own work and the bundle's publication always, xgboost when not idle; so predictions on shared cores come first")
 	fs.BoolVar(&f.noXGBoost, "no-xgboost", false, "train linear models only")
+	fs.BoolVar(&f.cfg.PublishForce, "publish-force", false, "publish every new model even when the publication gate refuses it (the verdict is still logged, counted and in /status): for a workload that really changed")
 	fs.StringVar(&f.modelKind, "model-kind", string(def.Kind), "linear, log-trees, or linear+log-trees")
 	fs.IntVar(&f.cfg.Params.Rounds, "xgb-rounds", def.Params.Rounds, "boosting rounds (trees)")
 	fs.IntVar(&f.cfg.Params.MaxDepth, "xgb-max-depth", def.Params.MaxDepth, "tree depth")

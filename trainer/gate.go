@@ -1,0 +1,405 @@
+package trainer
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"sync"
+	"time"
+
+	"github.com/headroomhq/headroom/features"
+	"github.com/headroomhq/headroom/model"
+	"github.com/headroomhq/headroom/store"
+)
+
+// GateConfig is the publication gate: every target's new model is checked
+// before its bundle is published, and one that fails stays out of service
+// while the model it would have replaced keeps serving (docs/RELIABILITY.md,
+// "Publication gate").
+//
+// A candidate is refused when
+//   - any prediction it makes on the believable held-out rows, on the recent
+//     live samples, or on a probe grid spanning its training feature ranges
+//     (the centre, and each feature at its minimum and its maximum with the
+//     others at the centre) is not finite, not positive, or outside
+//     [band.Lo / PredictionBand, band.Hi · PredictionBand], band being the
+//     believable label range of the target (labelBand);
+//   - its MAPE on the same rows is more than MaxMAPERatio times, and more
+//     than MaxMAPEPoints points above, that of the model in service (on the
+//     holdout, and on the recent live samples when there are MinRecentRows
+//     of them; a candidate better than the model in service on those live
+//     samples is not refused for its holdout figure, since after a drift
+//     the older holdout favours the old model), or, for every candidate
+//     and so for a first model too, that
+//     of the constant prediction of the median training label: a model
+//     that does much worse than a constant is broken, whatever it replaces.
+type GateConfig struct {
+	// Force publishes every candidate: the checks still run, and their
+	// verdict is reported and logged, but does not hold anything back. For
+	// operators whose workload really changed (--publish-force).
+	Force bool
+	// MaxMAPERatio (default 1.5) and MaxMAPEPoints (default 5): both must be
+	// exceeded for a MAPE comparison to refuse a candidate, so that neither
+	// a small model's noise (8% against 5%) nor a large relative move
+	// between tiny errors refuses one.
+	MaxMAPERatio  float64
+	MaxMAPEPoints float64
+	// PredictionBand (default 10) is how far beyond the believable label
+	// range a prediction may go before it is called absurd.
+	PredictionBand float64
+	// RecentRows is how many recent live samples per target the gate
+	// compares on (default 500); MinRecentRows (default 50) the fewest it
+	// compares on at all.
+	RecentRows, MinRecentRows int
+}
+
+func (g *GateConfig) setDefaults() {
+	if !(g.MaxMAPERatio > 1) {
+		g.MaxMAPERatio = 1.5
+	}
+	if !(g.MaxMAPEPoints > 0) {
+		g.MaxMAPEPoints = 5
+	}
+	if !(g.PredictionBand >= 1) {
+		g.PredictionBand = 10
+	}
+	if g.RecentRows <= 0 {
+		g.RecentRows = 500
+	}
+	if g.MinRecentRows <= 0 {
+		g.MinRecentRows = 50
+	}
+}
+
+// Gate reasons, the values of the rejections counter's reason label.
+const (
+	GateNonFinite         = "non_finite"          // a prediction is NaN, ±Inf or ≤ 0
+	GateOutOfBand         = "out_of_band"         // a prediction is absurd
+	GateWorseThanServed   = "worse_than_served"   // than the model in service
+	GateWorseThanConstant = "worse_than_constant" // than the median label
+)
+
+// GateFigures are one model's figures in a gate verdict.
+type GateFigures struct {
+	Kind         model.Kind `json:"kind,omitempty"`
+	HoldoutMAPE  float64    `json:"holdout_mape"`
+	HoldoutRows  int        `json:"holdout_rows"`
+	LiveMAPE     *float64   `json:"live_mape,omitempty"`
+	LiveRows     int        `json:"live_rows,omitempty"`
+	TrainSamples int        `json:"train_samples,omitempty"`
+	TrainedOnGen uint64     `json:"trained_on_generation,omitempty"`
+	// The candidate's smallest and largest prediction over every row and
+	// probe it was checked on.
+	MinPredictedMs float64 `json:"min_predicted_ms,omitempty"`
+	MaxPredictedMs float64 `json:"max_predicted_ms,omitempty"`
+}
+
+// GateVerdict is the gate's judgement of one candidate, in Status.
+type GateVerdict struct {
+	At time.Time `json:"at"`
+	// Passed is false when the checks refused the candidate; Published
+	// says whether it went into service (a forced candidate is published
+	// though it did not pass).
+	Passed    bool   `json:"passed"`
+	Published bool   `json:"published"`
+	Forced    bool   `json:"forced,omitempty"`
+	Reason    string `json:"reason,omitempty"` // one of the Gate* constants
+	Detail    string `json:"detail,omitempty"`
+	// LabelBandMs is the believable label range the checks used.
+	LabelBandMs  [2]float64   `json:"label_band_ms"`
+	Candidate    GateFigures  `json:"candidate"`
+	Served       *GateFigures `json:"served,omitempty"`
+	ConstantMs   float64      `json:"constant_ms"`
+	ConstantMAPE float64      `json:"constant_mape"`
+}
+
+// gateEvidence is what a candidate is judged on: held-out samples, the
+// training labels (for the band and the constant), recent live samples.
+type gateEvidence struct {
+	holdout []store.Sample
+	labels  []float64
+	recent  []store.Sample
+}
+
+// judge runs the gate's checks on one candidate against the model in
+// service (nil for a first model). It never modifies either model.
+func (g GateConfig) judge(tg features.Target, cand, served *model.TargetModel, ev gateEvidence) GateVerdict {
+	band := labelBand(ev.labels)
+	v := GateVerdict{Passed: true, LabelBandMs: [2]float64{band.Lo, band.Hi}}
+	v.Candidate = GateFigures{Kind: cand.Kind, TrainSamples: cand.TrainSamples, TrainedOnGen: cand.StoreGeneration,
+		MinPredictedMs: math.Inf(1), MaxPredictedMs: math.Inf(-1)}
+	lo, hi := band.Lo/g.PredictionBand, band.Hi*g.PredictionBand
+	check := func(where string, x []float64) {
+		p := cand.Predict(x)
+		v.Candidate.MinPredictedMs = math.Min(v.Candidate.MinPredictedMs, p)
+		v.Candidate.MaxPredictedMs = math.Max(v.Candidate.MaxPredictedMs, p)
+		switch {
+		case math.IsNaN(p) || math.IsInf(p, 0) || p <= 0:
+			v.refuse(GateNonFinite, "predicts %v ms %s", p, where)
+		case p < lo || p > hi:
+			v.refuse(GateOutOfBand, "predicts %.4g ms %s, outside [%.4g, %.4g] ms (labels believed: [%.4g, %.4g] ms)",
+				p, where, lo, hi, band.Lo, band.Hi)
+		}
+	}
+
+	holdout := believableSamples(ev.holdout, tg, band)
+	recent := believableSamples(ev.recent, tg, band)
+	var buf []float64
+	for i := range holdout {
+		buf = cand.Schema().Build(&holdout[i].Row, buf[:0])
+		check(fmt.Sprintf("for held-out row %d", i), buf)
+	}
+	for i := range recent {
+		buf = cand.Schema().Build(&recent[i].Row, buf[:0])
+		check(fmt.Sprintf("for recent live sample %d", i), buf)
+	}
+	for _, probe := range probeGrid(cand.Ranges) {
+		check(fmt.Sprintf("at probe %v", probe), probe)
+	}
+
+	if math.IsInf(v.Candidate.MinPredictedMs, 0) || math.IsInf(v.Candidate.MaxPredictedMs, 0) {
+		v.Candidate.MinPredictedMs, v.Candidate.MaxPredictedMs = 0, 0 // JSON has no infinity
+	}
+	v.Candidate.HoldoutMAPE, v.Candidate.HoldoutRows = mapeOn(cand, holdout, tg)
+	if v.ConstantMs = medianOf(clipAll(ev.labels, band)); math.IsNaN(v.ConstantMs) {
+		v.ConstantMs = 0 // no labels: no constant to compare with
+	}
+	if len(recent) >= g.MinRecentRows {
+		m, n := mapeOn(cand, recent, tg)
+		v.Candidate.LiveMAPE, v.Candidate.LiveRows = &m, n
+	}
+	if served != nil {
+		s := &GateFigures{Kind: served.Kind, TrainSamples: served.TrainSamples, TrainedOnGen: served.StoreGeneration}
+		s.HoldoutMAPE, s.HoldoutRows = mapeOn(served, holdout, tg)
+		if v.Candidate.LiveMAPE != nil {
+			m, n := mapeOn(served, recent, tg)
+			s.LiveMAPE, s.LiveRows = &m, n
+		}
+		v.Served = s
+		g.compare(&v, *s, "the model in service", GateWorseThanServed)
+	}
+	if v.ConstantMs > 0 {
+		c := GateFigures{HoldoutRows: v.Candidate.HoldoutRows}
+		c.HoldoutMAPE = constantMAPE(v.ConstantMs, holdout, tg)
+		if v.Candidate.LiveMAPE != nil {
+			m := constantMAPE(v.ConstantMs, recent, tg)
+			c.LiveMAPE, c.LiveRows = &m, v.Candidate.LiveRows
+		}
+		v.ConstantMAPE = c.HoldoutMAPE
+		g.compare(&v, c, fmt.Sprintf("the constant %.4g ms", v.ConstantMs), GateWorseThanConstant)
+	}
+	return v
+}
+
+// compare applies the MAPE rule between the candidate and a reference
+// measured on the same rows. On the live samples, when there are enough,
+// the rule applies as it is; on the holdout only when the candidate is not
+// better on the live samples: after a drift the holdout, older than the
+// live samples, favours the model that learned the old workload.
+func (g GateConfig) compare(v *GateVerdict, ref GateFigures, name, reason string) {
+	c := v.Candidate
+	if ref.LiveMAPE != nil && g.muchWorse(*c.LiveMAPE, *ref.LiveMAPE) {
+		v.refuse(reason, "MAPE %.1f%% on the %d newest live samples against %.1f%% for %s",
+			*c.LiveMAPE, ref.LiveRows, *ref.LiveMAPE, name)
+	}
+	betterLive := ref.LiveMAPE != nil && *c.LiveMAPE < *ref.LiveMAPE
+	if ref.HoldoutRows > 0 && !betterLive && g.muchWorse(c.HoldoutMAPE, ref.HoldoutMAPE) {
+		v.refuse(reason, "holdout MAPE %.1f%% against %.1f%% for %s, on the same %d rows",
+			c.HoldoutMAPE, ref.HoldoutMAPE, name, ref.HoldoutRows)
+	}
+}
+
+// refuse records the first reason found; later checks only add figures.
+func (v *GateVerdict) refuse(reason, format string, args ...any) {
+	if v.Passed {
+		v.Passed, v.Reason, v.Detail = false, reason, fmt.Sprintf(format, args...)
+	}
+}
+
+// muchWorse is the MAPE rule: above ratio × and + points both.
+func (g GateConfig) muchWorse(cand, ref float64) bool {
+	return math.IsNaN(cand) || (cand > g.MaxMAPERatio*ref && cand > ref+g.MaxMAPEPoints)
+}
+
+// probeGrid returns feature vectors spanning the ranges: the centre, and
+// each feature at its minimum and at its maximum with the others at the
+// centre (2p + 1 points: a full grid would be 3^p).
+func probeGrid(r []model.Range) [][]float64 {
+	centre := make([]float64, len(r))
+	for j, rg := range r {
+		centre[j] = rg.Min/2 + rg.Max/2 // no overflow at ±MaxFloat64
+	}
+	out := [][]float64{centre}
+	for j, rg := range r {
+		for _, v := range [2]float64{rg.Min, rg.Max} {
+			x := append([]float64(nil), centre...)
+			x[j] = v
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+// believableSamples returns the samples with a label for tg inside band.
+func believableSamples(s []store.Sample, tg features.Target, band LabelBand) []store.Sample {
+	out := make([]store.Sample, 0, len(s))
+	for i := range s {
+		if y, ok := s[i].Label(tg); ok && band.Contains(y) {
+			out = append(out, s[i])
+		}
+	}
+	return out
+}
+
+// mapeOn is m's MAPE on the samples (which all have a label for tg).
+func mapeOn(m *model.TargetModel, s []store.Sample, tg features.Target) (float64, int) {
+	pred, actual := make([]float64, len(s)), make([]float64, len(s))
+	var buf []float64
+	for i := range s {
+		buf = m.Schema().Build(&s[i].Row, buf[:0])
+		pred[i] = m.Predict(buf)
+		actual[i], _ = s[i].Label(tg)
+	}
+	q := model.Measure(pred, actual)
+	return q.MAPE, q.Rows
+}
+
+func constantMAPE(c float64, s []store.Sample, tg features.Target) float64 {
+	pred, actual := make([]float64, len(s)), make([]float64, len(s))
+	for i := range s {
+		pred[i] = c
+		actual[i], _ = s[i].Label(tg)
+	}
+	return model.Measure(pred, actual).MAPE
+}
+
+func clipAll(y []float64, b LabelBand) []float64 {
+	out := make([]float64, 0, len(y))
+	for _, v := range y {
+		if v > 0 {
+			out = append(out, b.Clip(v))
+		}
+	}
+	return out
+}
+
+// recentSamples keeps the newest labelled live samples per target, for the
+// gate's comparison on live errors.
+type recentSamples struct {
+	mu   sync.Mutex
+	size int
+	ring [2][]store.Sample
+	next [2]int
+}
+
+func (r *recentSamples) add(samples []store.Sample) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, tg := range features.Targets {
+		for i := range samples {
+			if _, ok := samples[i].Label(tg); !ok {
+				continue
+			}
+			if len(r.ring[tg]) < r.size {
+				r.ring[tg] = append(r.ring[tg], samples[i])
+				continue
+			}
+			r.ring[tg][r.next[tg]] = samples[i]
+			r.next[tg] = (r.next[tg] + 1) % r.size
+		}
+	}
+}
+
+func (r *recentSamples) get(tg features.Target) []store.Sample {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]store.Sample(nil), r.ring[tg]...)
+}
+
+// gate judges every target whose model in next differs from prev's, puts
+// the model in service back in place of each refused candidate, records
+// the verdicts, and reports which targets were refused. It may read the
+// store (the holdout) when the fit left no evidence for the candidate's
+// generation.
+func (t *Trainer) gate(ctx context.Context, next, prev *model.Bundle) (refused [2]bool) {
+	for _, tg := range features.Targets {
+		cand, served := next.Target(tg), prev.Target(tg)
+		if cand == nil || cand == served {
+			continue
+		}
+		ev, err := t.gateEvidence(ctx, tg, cand.StoreGeneration)
+		if err != nil {
+			// No evidence, no publication: the next cycle tries again.
+			t.cfg.Logger.Warn("publication gate: no evidence to judge the candidate on; keeping the model in service",
+				"target", tg, "error", err)
+			refused[tg] = true
+			setTarget(next, tg, served)
+			continue
+		}
+		v := t.cfg.Gate.judge(tg, cand, served, ev)
+		v.At = t.cfg.Now().UTC()
+		v.Forced = !v.Passed && t.cfg.Gate.Force
+		v.Published = v.Passed || v.Forced
+		if !v.Passed {
+			t.cfg.Metrics.gateRejected(tg, v.Reason)
+			t.cfg.Logger.Warn("publication gate refused a candidate model", "target", tg, "reason", v.Reason,
+				"detail", v.Detail, "forced", v.Forced)
+		}
+		if !v.Published {
+			refused[tg] = true
+			setTarget(next, tg, served)
+		}
+		t.setStatus(tg, func(s *TargetStatus) {
+			s.Gate = &v
+			if !v.Passed {
+				s.GateRejections++
+				s.Rejected = &v
+			}
+		})
+	}
+	return refused
+}
+
+// gateEvidence returns the holdout and training labels of the fit that
+// made the candidate trained on generation gen, reading the store when the
+// trainer did not keep them.
+func (t *Trainer) gateEvidence(ctx context.Context, tg features.Target, gen uint64) (gateEvidence, error) {
+	t.evidenceMu.Lock()
+	ev, ok := t.evidence[tg], t.evidenceGen[tg] == gen
+	t.evidenceMu.Unlock()
+	if !ok || ev.labels == nil {
+		train, holdout, err := t.db.SnapshotNewest(ctx, tg, t.cfg.MaxTrainRows)
+		if err != nil {
+			return gateEvidence{}, fmt.Errorf("gate evidence for %s: %w", tg, err)
+		}
+		ev = gateEvidence{holdout: holdout, labels: labelsOf(train, tg)}
+	}
+	ev.recent = t.recent.get(tg)
+	return ev, nil
+}
+
+// keepEvidence remembers what a fit of generation gen was measured on.
+func (t *Trainer) keepEvidence(tg features.Target, gen uint64, train, holdout []store.Sample) {
+	t.evidenceMu.Lock()
+	t.evidence[tg] = gateEvidence{holdout: holdout, labels: labelsOf(train, tg)}
+	t.evidenceGen[tg] = gen
+	t.evidenceMu.Unlock()
+}
+
+func labelsOf(s []store.Sample, tg features.Target) []float64 {
+	out := make([]float64, 0, len(s))
+	for i := range s {
+		if y, ok := s[i].Label(tg); ok {
+			out = append(out, y)
+		}
+	}
+	return out
+}
+
+func setTarget(b *model.Bundle, tg features.Target, m *model.TargetModel) {
+	if tg == features.TTFT {
+		b.TTFT = m
+	} else {
+		b.TPOT = m
+	}
+}

@@ -1,0 +1,241 @@
+package trainer
+
+import (
+	"context"
+	"log/slog"
+	"math"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/headroomhq/headroom/features"
+	"github.com/headroomhq/headroom/model"
+	"github.com/headroomhq/headroom/store"
+)
+
+// gateSamples are TTFT samples of fitSchema's relation, y = 10 + running +
+// prompt/20 ms with 10% noise, times scale.
+func gateSamples(rng *rand.Rand, n int, scale float64) []store.Sample {
+	s := make([]store.Sample, n)
+	for i := range s {
+		row := features.Row{NumRequestRunning: int64(rng.IntN(30)), InputTokenLength: int64(16 + rng.IntN(1000))}
+		y := scale * (10 + float64(row.NumRequestRunning) + float64(row.InputTokenLength)/20) * math.Exp(0.1*rng.NormFloat64())
+		s[i] = store.Sample{Row: row, ActualTTFTMs: y, Timestamp: time.Unix(1_800_000_000, 0).UTC()}
+	}
+	return s
+}
+
+func gateFit(t *testing.T, train []store.Sample) *model.TargetModel {
+	t.Helper()
+	cfg := DefaultFitConfig()
+	m, err := Fit(context.Background(), fitSchema, BuildDataset(fitSchema, features.TTFT, train), Dataset{}, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// altered returns a copy of m changed by f, prepared.
+func altered(t *testing.T, m *model.TargetModel, f func(*model.TargetModel)) *model.TargetModel {
+	t.Helper()
+	c := *m
+	f(&c)
+	if err := c.Prepare(); err != nil {
+		t.Fatal(err)
+	}
+	return &c
+}
+
+func TestGateJudge(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	train, holdout := gateSamples(rng, 400, 1), gateSamples(rng, 200, 1)
+	good := gateFit(t, train)
+	labels := labelsOf(train, features.TTFT)
+	constant := func(ms float64) func(*model.TargetModel) {
+		return func(m *model.TargetModel) { m.MinMs, m.MaxMs = ms, ms }
+	}
+	// A drift: latency tripled; the live samples say so, the holdout not yet.
+	drifted := gateSamples(rng, 200, 3)
+	driftFit := gateFit(t, gateSamples(rng, 400, 3))
+
+	for _, tc := range []struct {
+		name         string
+		cand, served *model.TargetModel
+		recent       []store.Sample
+		reason       string // "" = passes
+	}{
+		{"first model, sane", good, nil, nil, ""},
+		{"retrained, as good", gateFit(t, gateSamples(rng, 400, 1)), good, nil, ""},
+		{"first model, every leaf 50", altered(t, good, constant(good.MaxMs)), nil, nil, GateOutOfBand},
+		{"served TPOT fell to 0.16 ms", altered(t, good, constant(0.16)), good, nil, GateOutOfBand},
+		{"twice too slow", altered(t, good, func(m *model.TargetModel) { m.LogShift = math.Log(2) }), good, nil, GateWorseThanServed},
+		{"first model, twice too slow", altered(t, good, func(m *model.TargetModel) { m.LogShift = math.Log(3) }), nil, nil, GateWorseThanConstant},
+		{"slightly worse", altered(t, good, func(m *model.TargetModel) { m.LogShift = 0.05 }), good, nil, ""},
+		{"worse on live samples", altered(t, good, func(m *model.TargetModel) { m.LogShift = -math.Log(2) }), good, gateSamples(rng, 100, 1), GateWorseThanServed},
+		{"a drift the live samples show", driftFit, good, drifted, ""},
+		{"the old model after a drift", good, driftFit, drifted, GateWorseThanServed},
+		{"first model after a drift", driftFit, nil, drifted, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := GateConfig{}
+			g.setDefaults()
+			v := g.judge(features.TTFT, tc.cand, tc.served, gateEvidence{holdout: holdout, labels: labels, recent: tc.recent})
+			if v.Passed != (tc.reason == "") || v.Reason != tc.reason {
+				t.Fatalf("verdict %+v (served %+v); want reason %q", v, v.Served, tc.reason)
+			}
+			if !v.Passed && v.Detail == "" {
+				t.Error("a refusal without a detail")
+			}
+			if v.Candidate.HoldoutRows != len(holdout) || (tc.served != nil) != (v.Served != nil) {
+				t.Errorf("figures %+v, served %+v", v.Candidate, v.Served)
+			}
+		})
+	}
+}
+
+func TestProbeGrid(t *testing.T) {
+	got := probeGrid([]model.Range{{Min: 0, Max: 10}, {Min: -math.MaxFloat64, Max: math.MaxFloat64}})
+	want := [][]float64{{5, 0}, {0, 0}, {10, 0}, {5, -math.MaxFloat64}, {5, math.MaxFloat64}}
+	if len(got) != len(want) {
+		t.Fatalf("%d probes, want %d", len(got), len(want))
+	}
+	for i := range want {
+		for j := range want[i] {
+			if got[i][j] != want[i][j] {
+				t.Errorf("probe %d = %v, want %v", i, got[i], want[i])
+			}
+		}
+	}
+}
+
+// Issue 11 row 4: an xgboost run that writes a well-formed model whose
+// every leaf is 50 was published (holdout MAPE 734,697%, TTFT predictions
+// of 507 s). The gate keeps the bundle in service, says why in Status,
+// counts the refusal; --publish-force publishes it anyway.
+func TestGateRefusesAbsurdTrees(t *testing.T) {
+	realXGBoost(t)
+	dir := t.TempDir()
+	mode := filepath.Join(dir, "mode")
+	script := filepath.Join(dir, "xgboost")
+	// leaf50 writes a model that matches the run's rounds, features and
+	// base score (the checks xgboost.go makes) but whose every tree is a
+	// single leaf of 50.
+	body := `#!/bin/sh
+case "$(cat ` + mode + ` 2>/dev/null)" in
+leaf50) ;;
+*) exec xgboost "$@" ;;
+esac
+rounds=$(sed -n 's/^num_round = //p' "$1")
+base=$(sed -n 's/^base_score = //p' "$1")
+features=$(($(head -n 1 train.csv | tr ',' '\n' | wc -l) - 1))
+tree='{"id":ID,"left_children":[-1],"right_children":[-1],"split_indices":[0],"split_conditions":[50],"default_left":[0],"split_type":[0],"categories":[],"categories_nodes":[],"categories_segments":[],"categories_sizes":[],"tree_param":{"num_nodes":"1","size_leaf_vector":"0"}}'
+trees=""; info=""; i=0
+while [ $i -lt $rounds ]; do
+	[ $i -gt 0 ] && trees="$trees," && info="$info,"
+	trees="$trees$(echo "$tree" | sed "s/ID/$i/")"; info="${info}0"; i=$((i + 1))
+done
+printf '{"learner":{"learner_model_param":{"base_score":"%s","num_class":"0","num_feature":"%s","num_target":"1"},"objective":{"name":"reg:squarederror"},"gradient_booster":{"name":"gbtree","model":{"gbtree_model_param":{"num_parallel_tree":"1","num_trees":"%s","size_leaf_vector":"0"},"tree_info":[%s],"trees":[%s]}}}}' "$base" "$features" "$rounds" "$info" "$trees" > model.json
+`
+	if err := os.WriteFile(script, []byte(body), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	setMode := func(m string) {
+		if err := os.WriteFile(mode, []byte(m), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	newTrainer := func(f *trainerFixture, force bool) (*Trainer, *prometheus.Registry) {
+		reg := prometheus.NewRegistry()
+		fit := DefaultFitConfig()
+		fit.Params.Rounds = 20
+		fit.MinTreeRows = 1
+		fit.XGBoost = &XGBoost{Binary: script, TempDir: t.TempDir(), Timeout: time.Minute}
+		tr, err := New(Config{Fit: fit, BundleDir: filepath.Join(f.dir, "bundles"), Metrics: NewMetrics(reg),
+			Gate: GateConfig{Force: force}, Logger: slog.New(slog.DiscardHandler)}, f.db)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tr, reg
+	}
+	rejections := func(tr *Trainer) float64 {
+		return testutil.ToFloat64(tr.cfg.Metrics.gateRejections.WithLabelValues("ttft", GateOutOfBand))
+	}
+
+	t.Run("first model", func(t *testing.T) {
+		setMode("leaf50")
+		f := newFixture(t)
+		tr, _ := newTrainer(f, false)
+		f.add(t, 200)
+		pub, err := tr.Retrain(context.Background())
+		if pub != nil || tr.Current() != nil {
+			t.Fatalf("published %+v", pub.Bundle.TTFT)
+		}
+		if err == nil || !strings.Contains(err.Error(), "publication gate") {
+			t.Errorf("retrain error %v does not name the gate", err)
+		}
+		st := tr.Status().Targets["ttft"]
+		if st.Rejected == nil || st.Rejected.Reason != GateOutOfBand || st.GateRejections != 1 || st.Rejected.Published {
+			t.Fatalf("status %+v", st.Rejected)
+		}
+		if st.LastSuccess != (time.Time{}) {
+			t.Errorf("last success %v of a model never served", st.LastSuccess)
+		}
+		if n := rejections(tr); n != 1 {
+			t.Errorf("rejections counter %v", n)
+		}
+		// Same samples, same verdict: not fitted again.
+		if pub, _ := tr.Retrain(context.Background()); pub != nil || tr.Status().Targets["ttft"].Runs != 1 {
+			t.Error("the refused samples were fitted again")
+		}
+	})
+
+	t.Run("replacing a good model", func(t *testing.T) {
+		setMode("")
+		f := newFixture(t)
+		tr, _ := newTrainer(f, false)
+		f.add(t, 200)
+		good := retrain(t, tr)
+		if good == nil || good.Bundle.TTFT.Trees == nil {
+			t.Fatal("no tree model from the real xgboost")
+		}
+		setMode("leaf50")
+		f.add(t, 150)
+		if pub, _ := tr.Retrain(context.Background()); pub != nil || tr.Current() != good {
+			t.Fatal("the absurd model replaced the good one")
+		}
+		st := tr.Status().Targets["ttft"]
+		if st.Rejected == nil || st.Rejected.Served == nil || st.Rejected.Candidate.MaxPredictedMs <= st.Rejected.LabelBandMs[1] {
+			t.Fatalf("status %+v", st.Rejected)
+		}
+		if st.ServingLinear || !st.LastSuccess.Equal(tr.Status().Targets["ttft"].LastSuccess) {
+			t.Errorf("status describes the refused model: %+v", st)
+		}
+		// xgboost is sane again: the next samples publish.
+		setMode("")
+		f.add(t, 150)
+		if pub := retrain(t, tr); pub == nil || tr.Status().Targets["ttft"].Gate.Passed != true {
+			t.Fatal("a sane model after a refusal was not published")
+		}
+	})
+
+	t.Run("forced", func(t *testing.T) {
+		setMode("leaf50")
+		f := newFixture(t)
+		tr, _ := newTrainer(f, true)
+		f.add(t, 200)
+		pub, _ := tr.Retrain(context.Background())
+		if pub == nil {
+			t.Fatal("--publish-force did not publish")
+		}
+		v := tr.Status().Targets["ttft"].Gate
+		if v == nil || v.Passed || !v.Forced || !v.Published || rejections(tr) != 1 {
+			t.Errorf("verdict %+v", v)
+		}
+	})
+}
