@@ -17,6 +17,7 @@ import (
 	"github.com/headroomhq/headroom/features"
 	"github.com/headroomhq/headroom/model"
 	"github.com/headroomhq/headroom/store"
+	"github.com/headroomhq/headroom/xgboost"
 )
 
 // gateSamples are TTFT samples of fitSchema's relation, y = 10 + running +
@@ -155,7 +156,7 @@ printf '{"learner":{"learner_model_param":{"base_score":"%s","num_class":"0","nu
 		fit := DefaultFitConfig()
 		fit.Params.Rounds = 20
 		fit.MinTreeRows = 1
-		fit.XGBoost = &XGBoost{Binary: script, TempDir: t.TempDir(), Timeout: time.Minute}
+		fit.XGBoost = &xgboost.CLI{Binary: script, TempDir: t.TempDir(), Timeout: time.Minute}
 		tr, err := New(Config{Fit: fit, BundleDir: filepath.Join(f.dir, "bundles"), Metrics: NewMetrics(reg),
 			Gate: GateConfig{Force: force}, Logger: slog.New(slog.DiscardHandler)}, f.db)
 		if err != nil {
