@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"fmt"
+	"net"
 	"net/http"
 	"sync"
 	"time"
@@ -27,11 +28,12 @@ const (
 	DefaultIngestWait          = time.Second
 )
 
-// ingestLimiter bounds the training uploads being read, decoded and stored at
-// once, by count and by the body bytes they may hold. An upload reserves its
-// Content-Length, or the largest body accepted when it does not say, so a few
-// chunked uploads of unknown size cannot pile up past the memory bound while
-// many ordinary ones still share each commit. An upload that does not fit
+// ingestLimiter bounds the training uploads being decoded and stored at
+// once, by count and by the body bytes they hold. An upload takes its place
+// once its body has arrived, reserving the body's length: one that reserved
+// its declared length before reading let two clients declaring 64 MB and
+// sending a byte a second refuse every other upload for as long as they
+// liked (issue 11 row 5). An upload that does not fit
 // waits, first come first served, for up to the wait, then gets 503 with
 // Retry-After: the reference had no bound at all (spec §7 item 18).
 //
@@ -155,17 +157,11 @@ func (l *ingestLimiter) grant() {
 	}
 }
 
-// acquire reserves room for the request's upload, or answers 503 and returns
-// false when none frees up within the wait or the client goes away. A true
-// return must be paired with free of the returned bytes.
-func (l *ingestLimiter) acquire(c *gin.Context, maxBody int64) (int64, bool) {
-	if maxBody <= 0 {
-		maxBody = l.maxBytes
-	}
-	n := c.Request.ContentLength
-	if n < 0 || n > maxBody {
-		n = maxBody // unknown, or refused by the body limit right after
-	}
+// acquire reserves room for an upload whose body of n bytes has arrived,
+// or answers 503 and returns false when none frees up within the wait or
+// the client goes away. A true return must be paired with free of the
+// returned bytes.
+func (l *ingestLimiter) acquire(c *gin.Context, n int64) (int64, bool) {
 	ctx, cancel := context.WithTimeout(c.Request.Context(), l.wait)
 	defer cancel()
 	if got, ok := l.reserve(ctx, n); ok {
@@ -177,4 +173,60 @@ func (l *ingestLimiter) acquire(c *gin.Context, maxBody int64) (int64, bool) {
 		"too many concurrent training uploads (at most %d or %d body bytes at once, waited %s); nothing from this request was stored, retry later",
 		l.maxUploads, l.maxBytes, l.wait))
 	return 0, false
+}
+
+// DefaultMaxIngestPerClient is TrainerOptions.MaxIngestPerClient's default.
+const DefaultMaxIngestPerClient = 32
+
+// clientLimiter bounds the uploads of one client address whose bodies are
+// still arriving: each holds a goroutine and the bytes received so far, and
+// without a bound one client could open them by the thousand.
+type clientLimiter struct {
+	max int
+	mu  sync.Mutex
+	n   map[string]int
+}
+
+func newClientLimiter(max int) *clientLimiter {
+	if max <= 0 {
+		max = DefaultMaxIngestPerClient
+	}
+	return &clientLimiter{max: max, n: map[string]int{}}
+}
+
+// clientAddress is the request's peer address without its port.
+func clientAddress(c *gin.Context) string {
+	host, _, err := net.SplitHostPort(c.Request.RemoteAddr)
+	if err != nil {
+		return c.Request.RemoteAddr
+	}
+	return host
+}
+
+// enter counts the request against its address, or answers 429 and returns
+// false when the address has its maximum; leave must follow a true return.
+func (l *clientLimiter) enter(c *gin.Context) bool {
+	addr := clientAddress(c)
+	l.mu.Lock()
+	ok := l.n[addr] < l.max
+	if ok {
+		l.n[addr]++
+	}
+	l.mu.Unlock()
+	if !ok {
+		c.Header("Retry-After", "1")
+		writeDetail(c, http.StatusTooManyRequests, fmt.Sprintf(
+			"%d uploads from %s are still sending their bodies, the most one client may have; nothing from this request was stored, retry later",
+			l.max, addr))
+	}
+	return ok
+}
+
+func (l *clientLimiter) leave(c *gin.Context) {
+	addr := clientAddress(c)
+	l.mu.Lock()
+	if l.n[addr]--; l.n[addr] <= 0 {
+		delete(l.n, addr) // the map holds only addresses with uploads
+	}
+	l.mu.Unlock()
 }

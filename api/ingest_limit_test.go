@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -20,21 +21,22 @@ import (
 
 // An upload over the concurrent-ingest limits, by count or by body bytes,
 // waits for room, gets 503 when none frees up in time, stores nothing, and
-// the room comes back when the upload holding it ends. The upload holding it
-// sends no Content-Length, so it reserves the largest body accepted.
+// gets in as soon as the room frees.
 func TestConcurrentIngestLimit(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		opts TrainerOptions
+		hold int64 // bytes the upload in progress holds
 	}{
-		{"count", TrainerOptions{MaxConcurrentIngest: 1}},
-		{"bytes", TrainerOptions{MaxIngestBytes: 4096, Limits: Limits{MaxBodyBytes: 4096}}},
+		{"count", TrainerOptions{MaxConcurrentIngest: 1}, 1},
+		{"bytes", TrainerOptions{MaxIngestBytes: 4096, Limits: Limits{MaxBodyBytes: 4096}}, 4000},
 	} {
-		t.Run(tc.name, func(t *testing.T) { testConcurrentIngestLimit(t, tc.opts) })
+		t.Run(tc.name, func(t *testing.T) { testConcurrentIngestLimit(t, tc.opts, tc.hold) })
 	}
 }
 
-func testConcurrentIngestLimit(t *testing.T, opts TrainerOptions) {
+func newLimitedTrainer(t *testing.T, opts TrainerOptions) (*trainerServer, http.Handler, *store.DB, *prometheus.Registry) {
+	t.Helper()
 	dir := t.TempDir()
 	db, err := store.Open(filepath.Join(dir, "samples.db"), store.Options{NoSync: true})
 	if err != nil {
@@ -45,39 +47,23 @@ func testConcurrentIngestLimit(t *testing.T, opts TrainerOptions) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	stored := func() int { c := db.Counts(); return c.Train(features.TTFT) + c.Holdout(features.TTFT) }
-	handler := func(wait time.Duration) (http.Handler, *prometheus.Registry) {
-		o := opts
-		o.Registry, o.IngestWait = prometheus.NewRegistry(), wait
-		return NewTrainerHandler(tr, db, o), o.Registry
-	}
-	// hold starts an upload that holds the room while its body trickles in,
-	// and returns once the handler has it (it is reading the body); finish
-	// sends the rest and returns the response.
-	hold := func(h http.Handler, id int) (finish func() *httptest.ResponseRecorder) {
-		pr, pw := io.Pipe()
-		slow := httptest.NewRequest("POST", "/add_training_data_bulk", pr)
-		slow.Header.Set("Content-Type", "application/json")
-		done := make(chan *httptest.ResponseRecorder)
-		go func() {
-			w := httptest.NewRecorder()
-			h.ServeHTTP(w, slow)
-			done <- w
-		}()
-		if _, err := io.WriteString(pw, `{"entries":[`+entry(float64(id), 0, id)); err != nil {
-			t.Fatal(err)
-		}
-		return func() *httptest.ResponseRecorder {
-			io.WriteString(pw, `]}`)
-			pw.Close()
-			return <-done
-		}
-	}
+	reg := prometheus.NewRegistry()
+	opts.Registry = reg
+	s, h := newTrainerServer(tr, db, opts)
+	return s, h, db, reg
+}
 
-	// Refused: no room frees up within the wait.
+func testConcurrentIngestLimit(t *testing.T, opts TrainerOptions, hold int64) {
+	// Refused: an upload being decoded and stored holds the room, and none
+	// frees up within the wait.
 	const wait = 150 * time.Millisecond
-	h, reg := handler(wait)
-	finish := hold(h, 1)
+	opts.IngestWait = wait
+	s, h, db, reg := newLimitedTrainer(t, opts)
+	stored := func() int { c := db.Counts(); return c.Train(features.TTFT) + c.Holdout(features.TTFT) }
+	held, ok := s.uploads.reserve(context.Background(), hold)
+	if !ok {
+		t.Fatal("idle limiter refused")
+	}
 	start := time.Now()
 	w := do(h, "POST", "/add_training_data_bulk", `{"entries":[`+entry(41, 0, 2)+`]}`)
 	waited := time.Since(start)
@@ -94,32 +80,109 @@ func testConcurrentIngestLimit(t *testing.T, opts TrainerOptions) {
 	if w := do(h, "GET", "/data/status", ""); w.Code != 200 {
 		t.Errorf("/data/status while ingest is full: %d", w.Code)
 	}
-	if w := finish(); w.Code != 202 {
-		t.Fatalf("the upload holding the room: %d %s", w.Code, w.Body)
+	s.uploads.free(held)
+	if n := stored(); n != 0 {
+		t.Errorf("store holds %d TTFT samples, want none (the refused upload's must be absent)", n)
 	}
 
 	// Admitted: a waiting upload gets the room as soon as it frees. The
 	// wait is far longer than the test, so nothing but the release can
 	// end it, however slow the machine; the release comes only once the
 	// upload is seen waiting.
-	h, reg = handler(time.Hour)
-	finish = hold(h, 3)
+	opts.IngestWait = time.Hour
+	s, h, db, reg = newLimitedTrainer(t, opts)
+	if held, ok = s.uploads.reserve(context.Background(), hold); !ok {
+		t.Fatal("idle limiter refused")
+	}
 	waiting := make(chan *httptest.ResponseRecorder)
-	go func() { waiting <- do(h, "POST", "/samples", entry(42, 0, 4)) }()
-	waitUntil(t, "the second upload queued behind the first", func() bool {
+	go func() { waiting <- do(h, "POST", "/samples", entry(42, 0, 3)) }()
+	waitUntil(t, "the upload queued behind the one holding the room", func() bool {
 		return metricValue(t, reg, "headroom_ingest_waiting") == 1
 	})
-	if w := finish(); w.Code != 202 {
-		t.Fatalf("the upload holding the room: %d %s", w.Code, w.Body)
-	}
+	s.uploads.free(held)
 	if w := <-waiting; w.Code != 202 {
 		t.Fatalf("the upload waiting for the room: %d %s", w.Code, w.Body)
 	}
 	if got := metricValue(t, reg, "headroom_ingest_waiting"); got != 0 {
 		t.Errorf("headroom_ingest_waiting = %v after admission, want 0", got)
 	}
-	if n := stored(); n != 3 {
-		t.Errorf("store holds %d TTFT samples, want 3 (the refused upload's must be absent)", n)
+	if c := db.Counts(); c.Train(features.TTFT)+c.Holdout(features.TTFT) != 1 {
+		t.Errorf("store holds %d TTFT samples, want 1", c.Train(features.TTFT)+c.Holdout(features.TTFT))
+	}
+}
+
+// Issue 11 row 5: two connections declaring 64 MB bodies and sending a
+// byte a second held the whole ingest byte budget: every other upload was
+// refused for as long as they kept at it. Now a body takes no place in the
+// limits until it has arrived, a body slower than the minimum rate is cut
+// off with 408 after the grace, and one address may have only so many
+// bodies arriving at once.
+func TestSlowUploadsCannotStarveIngest(t *testing.T) {
+	_, h, db, _ := newLimitedTrainer(t, TrainerOptions{
+		MaxIngestPerClient: 3, IngestWait: 100 * time.Millisecond,
+		Limits: Limits{MinBodyRate: 1 << 20, BodyGrace: 2 * time.Second},
+	})
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+
+	type slowConn struct {
+		conn  net.Conn
+		reply chan string
+	}
+	open := func() slowConn {
+		conn, err := net.Dial("tcp", srv.Listener.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { conn.Close() })
+		fmt.Fprintf(conn, "POST /add_training_data_bulk HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n{",
+			srv.Listener.Addr(), 64<<20)
+		sc := slowConn{conn, make(chan string, 1)}
+		go func() {
+			b, _ := io.ReadAll(conn)
+			sc.reply <- string(b)
+		}()
+		return sc
+	}
+	slow := []slowConn{open(), open()}
+	post := func(body string) (int, string) {
+		resp, err := http.Post(srv.URL+"/add_training_data_bulk", "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	for i := range 5 {
+		if code, body := post(`{"entries":[` + entry(float64(40+i), 0, i) + `]}`); code != 202 {
+			t.Fatalf("upload %d beside two stalled 64 MB uploads: %d %s", i, code, body)
+		}
+	}
+	if c := db.Counts(); c.Train(features.TTFT)+c.Holdout(features.TTFT) != 5 {
+		t.Fatalf("store holds %d samples, want 5", c.Train(features.TTFT)+c.Holdout(features.TTFT))
+	}
+	// A third stalled body from the same address is the most it may have.
+	third := open()
+	// The limit is per address: all of this test's connections share one,
+	// so a fourth body is refused while those three are arriving.
+	fourth := open()
+	if r := <-fourth.reply; !strings.Contains(r, " 429 ") {
+		t.Errorf("a fourth stalled upload from one address: %q, want 429", r)
+	}
+	// The stalled ones are cut off after the grace with 408.
+	for i, sc := range append(slow, third) {
+		select {
+		case r := <-sc.reply:
+			if !strings.Contains(r, " 408 ") || !strings.Contains(r, "too slowly") {
+				t.Errorf("stalled upload %d: %q, want 408", i, r)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatalf("stalled upload %d not cut off", i)
+		}
+	}
+	if code, body := post(`{"entries":[` + entry(50, 0, 9) + `]}`); code != 202 {
+		t.Fatalf("upload after the stalled ones were cut: %d %s", code, body)
 	}
 }
 

@@ -124,7 +124,7 @@ func (s *predictorServer) predictRows(c *gin.Context, clamp bool) (rows []featur
 	if !checkContentType(c) {
 		return nil, nil, time.Time{}, pooled{}, false
 	}
-	buf, err := readBodyBuffer(c, s.opts.Limits.MaxBodyBytes)
+	buf, err := readBodyBuffer(c, s.opts.Limits)
 	if err != nil {
 		putBody(buf)
 		writeBodyError(c, err, s.opts.Limits.MaxBodyBytes)
@@ -230,7 +230,7 @@ func (s *predictorServer) single(c *gin.Context) {
 	if !checkContentType(c) {
 		return
 	}
-	body, release, ok := readBodyOrFail(c, s.opts.Limits.MaxBodyBytes)
+	body, release, ok := readBodyOrFail(c, s.opts.Limits)
 	if !ok {
 		return
 	}

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -27,9 +28,22 @@ type Limits struct {
 	MaxBodyBytes int64 // default 64 MiB
 	MaxRows      int   // rows per prediction request, default 10,000
 	MaxEntries   int   // entries per ingest request, default 100,000
+	// A request body must arrive at MinBodyRate bytes a second on average
+	// once BodyGrace has passed since its reading began (defaults 64 KiB/s
+	// and 5 s): a 64 MiB body has 17 minutes, a 1 MB body 20 s, a body
+	// trickling a byte a second 5 s. Slower, the connection is cut and
+	// the request answered 408.
+	MinBodyRate float64
+	BodyGrace   time.Duration
 }
 
 func (l *Limits) setDefaults() {
+	if !(l.MinBodyRate > 0) {
+		l.MinBodyRate = 64 << 10
+	}
+	if l.BodyGrace <= 0 {
+		l.BodyGrace = 5 * time.Second
+	}
 	if l.MaxBodyBytes <= 0 {
 		l.MaxBodyBytes = 64 << 20
 	}
@@ -126,22 +140,44 @@ var bodyPool = bufpool.New[byte](256<<10, 8<<20)
 // putBody returns a buffer from readBodyBuffer to the pool.
 func putBody(buf *[]byte) { bodyPool.Put(buf) }
 
+// errBodyTooSlow is returned by readBody below the minimum rate.
+var errBodyTooSlow = errors.New("request body arrived too slowly")
+
+// maxBodyPrealloc is the most readBodyBuffer allocates before the bytes
+// arrive: a declared Content-Length is only a claim, and a client declaring
+// 64 MiB and sending nothing must not cost 64 MiB.
+const maxBodyPrealloc = 1 << 20
+
 // readBodyBuffer reads the request body into a pooled buffer, refusing
-// more than limit bytes. The caller must putBody the buffer when done with
-// its bytes, error or not. It allocates nothing once the pool is warm (an
+// more than l.MaxBodyBytes bytes and bodies slower than l.MinBodyRate
+// after l.BodyGrace (the connection's read deadline moves with the bytes
+// received). The caller must putBody the buffer when done with its bytes,
+// error or not. It allocates nothing once the pool is warm (an
 // io.LimitReader or a release closure would).
-func readBodyBuffer(c *gin.Context, limit int64) (*[]byte, error) {
+func readBodyBuffer(c *gin.Context, l Limits) (*[]byte, error) {
+	limit := l.MaxBodyBytes
 	if c.Request.ContentLength > limit {
 		return bodyPool.Get(0), errBodyTooLarge
 	}
 	// +1: room to see EOF without growing.
-	buf := bodyPool.Get(max(int(c.Request.ContentLength)+1, 0))
+	buf := bodyPool.Get(min(max(int(c.Request.ContentLength)+1, 0), maxBodyPrealloc))
 	b := *buf
 	defer func() { *buf = b }()
 	body := c.Request.Body
+	rc := http.NewResponseController(c.Writer)
+	start := time.Now()
+	deadlines := l.MinBodyRate > 0
+	if deadlines {
+		defer rc.SetReadDeadline(time.Time{})
+	}
 	for {
 		if len(b) == cap(b) {
 			b = append(b, 0)[:len(b)] // grow
+		}
+		if deadlines {
+			due := start.Add(l.BodyGrace + time.Duration(float64(len(b))/l.MinBodyRate*float64(time.Second)))
+			// Not every writer can (a test's recorder): then no deadline.
+			deadlines = rc.SetReadDeadline(due) == nil
 		}
 		n, err := body.Read(b[len(b):cap(b)])
 		b = b[:len(b)+n]
@@ -151,6 +187,11 @@ func readBodyBuffer(c *gin.Context, limit int64) (*[]byte, error) {
 		if err == io.EOF {
 			return buf, nil
 		}
+		var ne net.Error
+		if errors.As(err, &ne) && ne.Timeout() {
+			return buf, fmt.Errorf("%w: %d bytes in %s, want %.0f bytes/s after %s",
+				errBodyTooSlow, len(b), time.Since(start).Round(time.Millisecond), l.MinBodyRate, l.BodyGrace)
+		}
 		if err != nil {
 			return buf, fmt.Errorf("read request body: %w", err)
 		}
@@ -158,8 +199,8 @@ func readBodyBuffer(c *gin.Context, limit int64) (*[]byte, error) {
 }
 
 // readBody is readBodyBuffer for callers that prefer a release function.
-func readBody(c *gin.Context, limit int64) (body []byte, release func(), err error) {
-	buf, err := readBodyBuffer(c, limit)
+func readBody(c *gin.Context, l Limits) (body []byte, release func(), err error) {
+	buf, err := readBodyBuffer(c, l)
 	release = func() { putBody(buf) }
 	if err != nil {
 		return nil, release, err
@@ -169,11 +210,11 @@ func readBody(c *gin.Context, limit int64) (body []byte, release func(), err err
 
 // readBodyOrFail reads the body and answers the error itself; ok is false
 // when the handler must return.
-func readBodyOrFail(c *gin.Context, limit int64) ([]byte, func(), bool) {
-	body, release, err := readBody(c, limit)
+func readBodyOrFail(c *gin.Context, l Limits) ([]byte, func(), bool) {
+	body, release, err := readBody(c, l)
 	if err != nil {
 		release()
-		writeBodyError(c, err, limit)
+		writeBodyError(c, err, l.MaxBodyBytes)
 		return nil, nil, false
 	}
 	return body, release, true
@@ -181,11 +222,15 @@ func readBodyOrFail(c *gin.Context, limit int64) ([]byte, func(), bool) {
 
 // writeBodyError answers a failure to read the request body.
 func writeBodyError(c *gin.Context, err error, limit int64) {
-	if errors.Is(err, errBodyTooLarge) {
+	switch {
+	case errors.Is(err, errBodyTooLarge):
 		writeDetail(c, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body larger than %d bytes", limit))
-		return
+	case errors.Is(err, errBodyTooSlow):
+		c.Header("Connection", "close")
+		writeDetail(c, http.StatusRequestTimeout, err.Error())
+	default:
+		writeDetail(c, http.StatusBadRequest, err.Error())
 	}
-	writeDetail(c, http.StatusBadRequest, err.Error())
 }
 
 // checkContentType refuses bodies declared as something other than JSON.

@@ -45,7 +45,7 @@ func TestReadBodyBuffer(t *testing.T) {
 				c, _ := gin.CreateTestContext(httptest.NewRecorder())
 				c.Request = httptest.NewRequest(http.MethodPost, "/", io.NopCloser(tc.body))
 				c.Request.ContentLength = tc.contentLength
-				buf, err := readBodyBuffer(c, limit)
+				buf, err := readBodyBuffer(c, Limits{MaxBodyBytes: limit})
 				if !errors.Is(err, tc.wantErr) {
 					t.Fatalf("err %v, want %v", err, tc.wantErr)
 				}

@@ -38,6 +38,9 @@ type TrainerOptions struct {
 	// requests waiting for a new version (?wait=) answer at once, so that
 	// they do not hold the shutdown for its whole grace.
 	Draining <-chan struct{}
+	// MaxIngestPerClient (default 32) bounds the uploads one client
+	// address may have whose bodies are still arriving.
+	MaxIngestPerClient int
 }
 
 type trainerServer struct {
@@ -45,6 +48,7 @@ type trainerServer struct {
 	db      *store.DB
 	opts    TrainerOptions
 	uploads *ingestLimiter
+	clients *clientLimiter
 
 	ingested *prometheus.CounterVec
 	rejected prometheus.Counter
@@ -53,6 +57,11 @@ type trainerServer struct {
 
 // NewTrainerHandler returns the training server's routes.
 func NewTrainerHandler(t *trainer.Trainer, db *store.DB, opts TrainerOptions) http.Handler {
+	_, h := newTrainerServer(t, db, opts)
+	return h
+}
+
+func newTrainerServer(t *trainer.Trainer, db *store.DB, opts TrainerOptions) (*trainerServer, http.Handler) {
 	opts.Limits.setDefaults()
 	if opts.Registry == nil {
 		opts.Registry = prometheus.NewRegistry()
@@ -81,6 +90,7 @@ func NewTrainerHandler(t *trainer.Trainer, db *store.DB, opts TrainerOptions) ht
 	})
 	opts.Registry.MustRegister(s.ingested, s.rejected, s.watchers)
 	s.uploads = newIngestLimiter(opts.MaxConcurrentIngest, opts.MaxIngestBytes, opts.IngestWait, opts.Registry)
+	s.clients = newClientLimiter(opts.MaxIngestPerClient)
 
 	r := newEngine(newHTTPMetrics(opts.Registry, "trainer"))
 	read := requireToken(opts.Tokens, readAccess)
@@ -98,7 +108,7 @@ func NewTrainerHandler(t *trainer.Trainer, db *store.DB, opts TrainerOptions) ht
 	r.GET("/readyz", s.readyz)
 	r.GET("/", s.root)
 	r.GET("/metrics", gin.WrapH(promhttp.HandlerFor(opts.Registry, promhttp.HandlerOpts{})))
-	return r
+	return s, r
 }
 
 // ingestBulk is llm-d's POST /add_training_data_bulk: {"entries": [...]}.
@@ -115,15 +125,24 @@ func (s *trainerServer) ingest(c *gin.Context, decode func([]byte, int) ([]featu
 	if !checkContentType(c) {
 		return
 	}
-	reserved, ok := s.uploads.acquire(c, s.opts.Limits.MaxBodyBytes)
+	// The body is read before the upload takes a place in the limits, so
+	// that a client sending slowly holds nothing others need (readBody
+	// cuts it off below the minimum transfer rate); while it arrives, the
+	// client's address may have only so many uploads in that state.
+	if !s.clients.enter(c) {
+		return
+	}
+	body, release, ok := readBodyOrFail(c, s.opts.Limits)
+	s.clients.leave(c)
 	if !ok {
+		return
+	}
+	reserved, ok := s.uploads.acquire(c, int64(len(body)))
+	if !ok {
+		release()
 		return
 	}
 	defer s.uploads.free(reserved)
-	body, release, ok := readBodyOrFail(c, s.opts.Limits.MaxBodyBytes)
-	if !ok {
-		return
-	}
 	samples, rejected, envErrs := decode(body, s.opts.Limits.MaxEntries)
 	release()
 	if len(envErrs) > 0 {
@@ -169,7 +188,7 @@ func rejectedOrEmpty(r []wire.Rejection) []wire.Rejection {
 }
 
 func (s *trainerServer) flush(c *gin.Context) {
-	body, release, ok := readBodyOrFail(c, s.opts.Limits.MaxBodyBytes)
+	body, release, ok := readBodyOrFail(c, s.opts.Limits)
 	if !ok {
 		return
 	}
