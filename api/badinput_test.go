@@ -251,7 +251,7 @@ func TestBadRequestsOverHTTP(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			req := httptest.NewRequest("POST", tt.path, strings.NewReader(tt.body))
+			req := httptest.NewRequest("POST", "http://localhost:8000"+tt.path, strings.NewReader(tt.body))
 			req.Header.Set("Content-Type", tt.ctype)
 			w := httptest.NewRecorder()
 			tt.h.ServeHTTP(w, req)

@@ -21,10 +21,12 @@ import (
 
 // PredictorOptions configure the prediction server.
 type PredictorOptions struct {
-	Limits     Limits
-	Tokens     Tokens
-	TrainerURL string // reported in /status and /
-	SyncEvery  time.Duration
+	Limits Limits
+	Tokens Tokens
+	// AllowedHosts: see TrainerOptions.AllowedHosts.
+	AllowedHosts []string
+	TrainerURL   string // reported in /status and /
+	SyncEvery    time.Duration
 	// Reload syncs with the trainer now (POST /reload); nil when the bundle
 	// comes from a trainer in the same process.
 	Reload func(ctx context.Context) (bool, error)
@@ -86,7 +88,7 @@ func NewPredictorHandler(p *predictor.Predictor, opts PredictorOptions) http.Han
 	r.POST("/predict", read, s.single)
 	r.GET("/status", read, s.status)
 	r.GET("/model/info", read, s.modelInfo)
-	r.POST("/reload", write, s.reload)
+	r.POST("/reload", write, guardWrites(opts.Tokens, opts.AllowedHosts), s.reload)
 	r.GET("/healthz", func(c *gin.Context) {
 		c.JSON(http.StatusOK, gin.H{"status": "ok", "service": "http-based-latency-predictor"})
 	})

@@ -45,7 +45,7 @@ func newService(t *testing.T, tokens Tokens) *service {
 }
 
 func do(h http.Handler, method, path, body string, header ...string) *httptest.ResponseRecorder {
-	req := httptest.NewRequest(method, path, strings.NewReader(body))
+	req := httptest.NewRequest(method, "http://localhost:8000"+path, strings.NewReader(body))
 	if body != "" {
 		req.Header.Set("Content-Type", "application/json")
 	}
@@ -127,7 +127,7 @@ func TestIngestErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			req := httptest.NewRequest("POST", tt.path, strings.NewReader(tt.body))
+			req := httptest.NewRequest("POST", "http://localhost:8000"+tt.path, strings.NewReader(tt.body))
 			if tt.ctype != "" {
 				req.Header.Set("Content-Type", tt.ctype)
 			}

@@ -38,6 +38,10 @@ type TrainerOptions struct {
 	// requests waiting for a new version (?wait=) answer at once, so that
 	// they do not hold the shutdown for its whole grace.
 	Draining <-chan struct{}
+	// AllowedHosts are the host names (besides loopback and IP literals)
+	// state-changing requests may be addressed to when no write token is
+	// configured (guardWrites).
+	AllowedHosts []string
 	// MaxIngestPerClient (default 32) bounds the uploads one client
 	// address may have whose bodies are still arriving.
 	MaxIngestPerClient int
@@ -94,10 +98,10 @@ func newTrainerServer(t *trainer.Trainer, db *store.DB, opts TrainerOptions) (*t
 
 	r := newEngine(newHTTPMetrics(opts.Registry, "trainer"))
 	read := requireToken(opts.Tokens, readAccess)
-	write := requireToken(opts.Tokens, writeAccess)
-	r.POST("/add_training_data_bulk", write, s.ingestBulk)
-	r.POST("/samples", write, s.ingestSamples)
-	r.POST("/flush", write, s.flush)
+	write := []gin.HandlerFunc{requireToken(opts.Tokens, writeAccess), guardWrites(opts.Tokens, opts.AllowedHosts)}
+	r.POST("/add_training_data_bulk", append(write, s.ingestBulk)...)
+	r.POST("/samples", append(write, s.ingestSamples)...)
+	r.POST("/flush", append(write, s.flush)...)
 	r.GET("/model/bundle", read, s.bundle)
 	r.GET("/model/info", read, s.modelInfo)
 	r.GET("/model/download/info", read, s.downloadInfo)

@@ -43,6 +43,10 @@ type Config struct {
 	// bundles not signed with it.
 	Tokens     api.Tokens
 	SigningKey []byte
+	// AllowedHosts are the host names, besides loopback and IP literals,
+	// that ingest, flush and reload may be addressed to when no write token
+	// is set (api.TrainerOptions.AllowedHosts).
+	AllowedHosts []string
 	// Limits bound one request; both must be positive (MaxEntries 0 takes
 	// api's default).
 	Limits api.Limits

@@ -116,7 +116,7 @@ func (s *Service) buildTrainer() error {
 	reg.MustRegister(trainer.NewStoreCollector(s.db))
 	handler := api.NewTrainerHandler(s.trainer, s.db, api.TrainerOptions{
 		Limits: c.Limits, Tokens: c.Tokens, Objective: c.Objective, Quantile: c.Quantile, Registry: reg,
-		MaxConcurrentIngest: t.MaxConcurrentIngest, MaxIngestBytes: t.MaxIngestBytes,
+		AllowedHosts: c.AllowedHosts, MaxConcurrentIngest: t.MaxConcurrentIngest, MaxIngestBytes: t.MaxIngestBytes,
 		Draining: s.draining,
 	})
 	if s.trainerSrv, err = listen("trainer", t.Listen, handler); err != nil {
@@ -136,7 +136,7 @@ func (s *Service) buildPredictor() error {
 	reg := newRegistry()
 	s.predMetrics = predictor.NewMetrics(reg)
 	s.predMetrics.WatchAge(s.pred)
-	opts := api.PredictorOptions{Limits: c.Limits, Tokens: c.Tokens, Registry: reg}
+	opts := api.PredictorOptions{Limits: c.Limits, Tokens: c.Tokens, Registry: reg, AllowedHosts: c.AllowedHosts}
 	if s.trainer != nil {
 		opts.TrainerURL = "in-process"
 		s.swapIn(s.trainer.Current()) // a bundle the trainer loaded from disk

@@ -49,8 +49,10 @@ type GateConfig struct {
 	PredictionBand float64
 	// RecentRows is how many recent live samples per target the gate
 	// compares on (default 500); MinRecentRows (default 50) the fewest it
-	// compares on at all.
-	RecentRows, MinRecentRows int
+	// compares on at all, and MinHoldoutRows (default 20) the fewest
+	// held-out rows: a MAPE of a handful of rows says nothing (the first
+	// model of a replay had one held-out row, 22% against 11%).
+	RecentRows, MinRecentRows, MinHoldoutRows int
 }
 
 func (g *GateConfig) setDefaults() {
@@ -68,6 +70,9 @@ func (g *GateConfig) setDefaults() {
 	}
 	if g.MinRecentRows <= 0 {
 		g.MinRecentRows = 50
+	}
+	if g.MinHoldoutRows <= 0 {
+		g.MinHoldoutRows = 20
 	}
 }
 
@@ -203,7 +208,7 @@ func (g GateConfig) compare(v *GateVerdict, ref GateFigures, name, reason string
 			*c.LiveMAPE, ref.LiveRows, *ref.LiveMAPE, name)
 	}
 	betterLive := ref.LiveMAPE != nil && *c.LiveMAPE < *ref.LiveMAPE
-	if ref.HoldoutRows > 0 && !betterLive && g.muchWorse(c.HoldoutMAPE, ref.HoldoutMAPE) {
+	if ref.HoldoutRows >= g.MinHoldoutRows && !betterLive && g.muchWorse(c.HoldoutMAPE, ref.HoldoutMAPE) {
 		v.refuse(reason, "holdout MAPE %.1f%% against %.1f%% for %s, on the same %d rows",
 			c.HoldoutMAPE, ref.HoldoutMAPE, name, ref.HoldoutRows)
 	}

@@ -383,10 +383,11 @@ func (t *Trainer) retrain(ctx context.Context, p pass) (*model.Published, error)
 			// The model in service stays: so does what the status says
 			// of it. The generation stays the candidate's, so the same
 			// samples are not fitted again for the same verdict.
+			// A refusal is not a failure of the retrain: the gate did its
+			// work, and Status says why (GateVerdict).
 			t.setStatus(tg, func(s *TargetStatus) {
 				s.LastSuccess, s.ServingLinear = before[tg].LastSuccess, before[tg].ServingLinear
 			})
-			errs[tg] = errors.Join(errs[tg], fmt.Errorf("%s: candidate refused by the publication gate", tg))
 		}
 	}
 	if err != nil {

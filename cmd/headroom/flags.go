@@ -44,6 +44,14 @@ func (f *commonFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.signingKeyFile, "signing-key-file", "", "file holding an HMAC key: the trainer signs bundles, predictors refuse unsigned ones")
 	fs.Int64Var(&f.cfg.Limits.MaxBodyBytes, "max-body-bytes", def.Limits.MaxBodyBytes, "largest request body accepted")
 	fs.IntVar(&f.cfg.Limits.MaxRows, "max-rows", def.Limits.MaxRows, "most rows in one prediction request")
+	fs.Func("allowed-hosts", "comma-separated host names ingest, flush and reload may be addressed to when no write token is set, besides localhost and IP addresses (a DNS-rebinding page's name is refused)", func(v string) error {
+		for _, h := range strings.Split(v, ",") {
+			if h = strings.TrimSpace(h); h != "" {
+				f.cfg.AllowedHosts = append(f.cfg.AllowedHosts, h)
+			}
+		}
+		return nil
+	})
 	fs.DurationVar(&f.cfg.ShutdownGrace, "shutdown-grace", def.ShutdownGrace, "time to finish in-flight requests, then to stop retraining, on SIGTERM")
 }
 
