@@ -9,7 +9,6 @@ import (
 
 	"github.com/headroomhq/headroom/features"
 	"github.com/headroomhq/headroom/model"
-	"github.com/headroomhq/headroom/store"
 )
 
 // GateConfig is the publication gate: every target's new model is checked
@@ -121,9 +120,9 @@ type GateVerdict struct {
 // gateEvidence is what a candidate is judged on: held-out samples, the
 // training labels (for the band and the constant), recent live samples.
 type gateEvidence struct {
-	holdout []store.Sample
+	holdout []features.Sample
 	labels  []float64
-	recent  []store.Sample
+	recent  []features.Sample
 }
 
 // judge runs the gate's checks on one candidate against the model in
@@ -246,8 +245,8 @@ func probeGrid(r []model.Range) [][]float64 {
 }
 
 // believableSamples returns the samples with a label for tg inside band.
-func believableSamples(s []store.Sample, tg features.Target, band LabelBand) []store.Sample {
-	out := make([]store.Sample, 0, len(s))
+func believableSamples(s []features.Sample, tg features.Target, band LabelBand) []features.Sample {
+	out := make([]features.Sample, 0, len(s))
 	for i := range s {
 		if y, ok := s[i].Label(tg); ok && band.Contains(y) {
 			out = append(out, s[i])
@@ -257,7 +256,7 @@ func believableSamples(s []store.Sample, tg features.Target, band LabelBand) []s
 }
 
 // mapeOn is m's MAPE on the samples (which all have a label for tg).
-func mapeOn(m *model.TargetModel, s []store.Sample, tg features.Target) (float64, int) {
+func mapeOn(m *model.TargetModel, s []features.Sample, tg features.Target) (float64, int) {
 	pred, actual := make([]float64, len(s)), make([]float64, len(s))
 	var buf []float64
 	for i := range s {
@@ -269,7 +268,7 @@ func mapeOn(m *model.TargetModel, s []store.Sample, tg features.Target) (float64
 	return q.MAPE, q.Rows
 }
 
-func constantMAPE(c float64, s []store.Sample, tg features.Target) float64 {
+func constantMAPE(c float64, s []features.Sample, tg features.Target) float64 {
 	pred, actual := make([]float64, len(s)), make([]float64, len(s))
 	for i := range s {
 		pred[i] = c
@@ -293,11 +292,11 @@ func clipAll(y []float64, b LabelBand) []float64 {
 type recentSamples struct {
 	mu   sync.Mutex
 	size int
-	ring [2][]store.Sample
+	ring [2][]features.Sample
 	next [2]int
 }
 
-func (r *recentSamples) add(samples []store.Sample) {
+func (r *recentSamples) add(samples []features.Sample) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, tg := range features.Targets {
@@ -315,10 +314,10 @@ func (r *recentSamples) add(samples []store.Sample) {
 	}
 }
 
-func (r *recentSamples) get(tg features.Target) []store.Sample {
+func (r *recentSamples) get(tg features.Target) []features.Sample {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return append([]store.Sample(nil), r.ring[tg]...)
+	return append([]features.Sample(nil), r.ring[tg]...)
 }
 
 // gate judges every target whose model in next differs from prev's, puts
@@ -384,14 +383,14 @@ func (t *Trainer) gateEvidence(ctx context.Context, tg features.Target, gen uint
 }
 
 // keepEvidence remembers what a fit of generation gen was measured on.
-func (t *Trainer) keepEvidence(tg features.Target, gen uint64, train, holdout []store.Sample) {
+func (t *Trainer) keepEvidence(tg features.Target, gen uint64, train, holdout []features.Sample) {
 	t.evidenceMu.Lock()
 	t.evidence[tg] = gateEvidence{holdout: holdout, labels: labelsOf(train, tg)}
 	t.evidenceGen[tg] = gen
 	t.evidenceMu.Unlock()
 }
 
-func labelsOf(s []store.Sample, tg features.Target) []float64 {
+func labelsOf(s []features.Sample, tg features.Target) []float64 {
 	out := make([]float64, 0, len(s))
 	for i := range s {
 		if y, ok := s[i].Label(tg); ok {

@@ -15,23 +15,22 @@ import (
 
 	"github.com/headroomhq/headroom/features"
 	"github.com/headroomhq/headroom/model"
-	"github.com/headroomhq/headroom/store"
 	"github.com/headroomhq/headroom/xgboost"
 )
 
 // gateSamples are TTFT samples of fitSchema's relation, y = 10 + running +
 // prompt/20 ms with 10% noise, times scale.
-func gateSamples(rng *rand.Rand, n int, scale float64) []store.Sample {
-	s := make([]store.Sample, n)
+func gateSamples(rng *rand.Rand, n int, scale float64) []features.Sample {
+	s := make([]features.Sample, n)
 	for i := range s {
 		row := features.Row{NumRequestRunning: int64(rng.IntN(30)), InputTokenLength: int64(16 + rng.IntN(1000))}
 		y := scale * (10 + float64(row.NumRequestRunning) + float64(row.InputTokenLength)/20) * math.Exp(0.1*rng.NormFloat64())
-		s[i] = store.Sample{Row: row, ActualTTFTMs: y, Timestamp: time.Unix(1_800_000_000, 0).UTC()}
+		s[i] = features.Sample{Row: row, ActualTTFTMs: y, Timestamp: time.Unix(1_800_000_000, 0).UTC()}
 	}
 	return s
 }
 
-func gateFit(t *testing.T, train []store.Sample) *model.TargetModel {
+func gateFit(t *testing.T, train []features.Sample) *model.TargetModel {
 	t.Helper()
 	cfg := DefaultFitConfig()
 	m, err := Fit(context.Background(), fitSchema, BuildDataset(fitSchema, features.TTFT, train), Dataset{}, cfg)
@@ -67,7 +66,7 @@ func TestGateJudge(t *testing.T) {
 	for _, tc := range []struct {
 		name         string
 		cand, served *model.TargetModel
-		recent       []store.Sample
+		recent       []features.Sample
 		reason       string // "" = passes
 	}{
 		{"first model, sane", good, nil, nil, ""},
