@@ -49,7 +49,7 @@ type fixture struct {
 // newFixture runs a trainer over a store through a few retrains, with the
 // xgboost CLI when it is installed (trees, and so a gain plot) and linear
 // models otherwise.
-func newFixture(t *testing.T, retrains int) *fixture {
+func newFixture(t testing.TB, retrains int) *fixture {
 	t.Helper()
 	dir := t.TempDir()
 	db, err := store.Open(filepath.Join(dir, "samples.db"), store.Options{NoSync: true})
@@ -276,4 +276,23 @@ func TestLogTicksLabelEveryRange(t *testing.T) {
 			t.Errorf("range %v: labels %v, want at least 3", r, labels)
 		}
 	}
+}
+
+// BenchmarkTrainerPage is the cost of one page view of a trainer with a
+// full holdout (1,000 samples per target): the holdout read and
+// predicted, and every plot drawn.
+func BenchmarkTrainerPage(b *testing.B) {
+	f := newFixture(b, 17)
+	var page bytes.Buffer
+	for b.Loop() {
+		s, err := FromTrainer(context.Background(), f.tr, f.db, f.now)
+		if err != nil {
+			b.Fatal(err)
+		}
+		page.Reset()
+		if err := Render(&page, s); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(page.Len()), "page-bytes")
 }
