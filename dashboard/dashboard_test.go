@@ -296,3 +296,25 @@ func BenchmarkTrainerPage(b *testing.B) {
 	}
 	b.ReportMetric(float64(page.Len()), "page-bytes")
 }
+
+// TestPageShowsGateRefusals: a candidate the publication gate refused is
+// on the page with its reason, and whether the model in service stayed.
+func TestPageShowsGateRefusals(t *testing.T) {
+	at := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	s := Snapshot{Role: "trainer", Now: at, Targets: []Target{{Target: features.TTFT, Status: &trainer.TargetStatus{
+		GateRejections: 3,
+		Rejected:       &trainer.GateVerdict{At: at, Reason: "worse_than_served", Detail: "holdout MAPE 31% against 12%"},
+	}}}}
+	var b bytes.Buffer
+	if err := Render(&b, s); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"The publication gate refused a candidate at 2026-12-01 10:00:00 UTC: worse_than_served (holdout MAPE 31% against 12%); the model in service stayed.",
+		"Candidates refused by the publication gate so far: 3.",
+	} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("page lacks %q", want)
+		}
+	}
+}

@@ -163,7 +163,7 @@ code{font-size:12px}
 <tr><td class="num">{{pct .Holdout.MAPE}}</td><td class="num">{{pct .Holdout.MedianAPE}}</td><td class="num">{{pct .Holdout.P90APE}}</td><td class="num">{{ms .Holdout.MAE}}</td><td class="num">{{pct .Holdout.Bias}}</td><td class="num">{{pct .HoldoutLinear.MAPE}} MAPE</td><td class="num">{{with .HoldoutCoverage}}{{pct .Percent}} at q={{.Quantile}}{{else}}—{{end}}</td><td class="num">{{.TrainSamples}}</td><td class="num">{{.Holdout.Rows}}</td><td>{{utc .TrainedAt}}</td><td class="num">{{printf "%.2f s" .TrainSeconds}}</td></tr>
 </table>
 {{else}}<p class="note">No model for this target yet.</p>{{end}}
-{{with .Status}}{{if .LastError}}<p class="note bad">Last training error ({{utc .LastErrorAt}}): {{.LastError}}</p>{{end}}{{if .LastSkipReason}}<p class="note">Waiting: {{.LastSkipReason}}.</p>{{end}}{{end}}
+{{with .Status}}{{with .Rejected}}<p class="note bad">The publication gate refused a candidate at {{utc .At}}: {{.Reason}}{{if .Detail}} ({{.Detail}}){{end}}; {{if .Published}}it was published anyway (forced){{else}}the model in service stayed{{end}}.</p>{{end}}{{if .GateRejections}}<p class="note">Candidates refused by the publication gate so far: {{.GateRejections}}.</p>{{end}}{{if .LastError}}<p class="note bad">Last training error ({{utc .LastErrorAt}}): {{.LastError}}</p>{{end}}{{if .LastSkipReason}}<p class="note">Waiting: {{.LastSkipReason}}.</p>{{end}}{{end}}
 <div class="grid">
 {{if .HasHoldout}}<div>{{with .Holdout}}{{if .SVG}}{{.SVG}}{{else}}<p class="note">Predicted vs measured: {{.Note}}</p>{{end}}{{end}}</div>{{end}}
 {{if .HasFill}}<div>{{with .Fill}}{{if .SVG}}{{.SVG}}{{else}}<p class="note">Store fill: {{.Note}}</p>{{end}}{{end}}</div>{{end}}
