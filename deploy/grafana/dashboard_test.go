@@ -164,7 +164,7 @@ func TestDashboardCoversTheService(t *testing.T) {
 		"headroom_bundle_age_seconds", "headroom_predictor_bundle_age_seconds",
 		"headroom_samples_ingested_total", "headroom_samples_rejected_total", "headroom_ingest_shed_total",
 		"headroom_training_duration_seconds_bucket", `result="failed"`, "headroom_bundle_publish_failures_total",
-		"headroom_store_bucket_samples",
+		"headroom_store_bucket_samples", "headroom_publication_rejections_total",
 	} {
 		if !strings.Contains(all, want) {
 			t.Errorf("no panel queries %s", want)
