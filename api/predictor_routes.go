@@ -15,6 +15,8 @@ import (
 	"github.com/headroomhq/headroom/dashboard"
 	"github.com/headroomhq/headroom/features"
 	"github.com/headroomhq/headroom/internal/bufpool"
+	"github.com/headroomhq/headroom/internal/httpmetrics"
+	"github.com/headroomhq/headroom/model"
 	"github.com/headroomhq/headroom/predictor"
 	"github.com/headroomhq/headroom/wire"
 )
@@ -80,7 +82,7 @@ func NewPredictorHandler(p *predictor.Predictor, opts PredictorOptions) http.Han
 	}, []string{"route"})
 	opts.Registry.MustRegister(s.clamped, s.batchRows, s.notReady)
 
-	r := newEngine(newHTTPMetrics(opts.Registry, "predictor"))
+	r := newEngine(httpmetrics.New(opts.Registry, "predictor"))
 	read := requireToken(opts.Tokens, readAccess)
 	write := requireToken(opts.Tokens, writeAccess)
 	r.POST("/predict/bulk/strict", read, s.bulkStrict)
@@ -318,7 +320,7 @@ func (s *predictorServer) status(c *gin.Context) {
 
 func (s *predictorServer) modelInfo(c *gin.Context) {
 	pub, loadedAt := s.p.Current()
-	c.JSON(http.StatusOK, newModelInfo(pub, loadedAt, s.opts.Now(), nil))
+	c.JSON(http.StatusOK, model.NewInfo(pub, loadedAt, s.opts.Now(), nil))
 }
 
 func (s *predictorServer) reload(c *gin.Context) {

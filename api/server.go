@@ -1,7 +1,7 @@
 // Package api is Headroom's HTTP surface: llm-d's wire contract for the
 // trainer and the predictor, plus Headroom's own routes. Handlers are thin:
-// decoding and validation are pure functions in this package, everything
-// else lives in store, trainer and predictor.
+// decoding, validation and encoding are package wire's, everything else
+// lives in store, trainer and predictor.
 package api
 
 import (
@@ -11,16 +11,13 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/gin-gonic/gin"
 	"github.com/headroomhq/headroom/internal/bufpool"
+	"github.com/headroomhq/headroom/internal/httpmetrics"
 	"github.com/headroomhq/headroom/wire"
-	"github.com/prometheus/client_golang/prometheus"
 )
 
 // Limits bound what one request may ask for.
@@ -103,13 +100,13 @@ func requireToken(tokens Tokens, a access) gin.HandlerFunc {
 // built, where the service's own logs (slog) say what matters. The mode is
 // gin's process-wide setting, stored atomically; every engine here wants
 // the same, so setting it on each build is idempotent and race-free.
-func newEngine(m *httpMetrics) *gin.Engine {
+func newEngine(m *httpmetrics.Metrics) *gin.Engine {
 	gin.SetMode(gin.ReleaseMode)
 	r := gin.New()
 	r.HandleMethodNotAllowed = true
 	r.RedirectTrailingSlash = false
 	r.RedirectFixedPath = false
-	r.Use(m.middleware(), gin.CustomRecovery(func(c *gin.Context, err any) {
+	r.Use(m.Middleware(), gin.CustomRecovery(func(c *gin.Context, err any) {
 		writeDetail(c, http.StatusInternalServerError, fmt.Sprintf("internal error: %v", err))
 	}))
 	r.NoRoute(func(c *gin.Context) { writeDetail(c, http.StatusNotFound, "Not Found") })
@@ -255,91 +252,4 @@ func nullableTimestamp(t time.Time) any {
 		return nil
 	}
 	return wire.Timestamp(t)
-}
-
-// httpMetrics counts requests and their latency per route.
-//
-// Resolving a labelled series (WithLabelValues) hashes the label values and
-// takes a read lock on every request; the series a server answers with are
-// few, so they are resolved once and kept in an immutable map that is
-// replaced, copy on write, when a new one appears. Lookups take no lock and
-// allocate nothing.
-type httpMetrics struct {
-	requests *prometheus.CounterVec
-	latency  *prometheus.HistogramVec
-
-	mu     sync.Mutex // serialises additions to series
-	series atomic.Pointer[map[seriesKey]httpSeries]
-}
-
-// seriesKey names one request series; route is gin's full path
-// ("unmatched" for none), so its values are bounded by the routes.
-type seriesKey struct {
-	route, method string
-	code          int
-}
-
-type httpSeries struct {
-	requests prometheus.Counter
-	latency  prometheus.Observer
-}
-
-// maxCachedSeries bounds the cache: methods are client-chosen strings, so
-// past this many series the rest are resolved on every request instead.
-const maxCachedSeries = 256
-
-func newHTTPMetrics(reg prometheus.Registerer, server string) *httpMetrics {
-	m := &httpMetrics{
-		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name:        "headroom_http_requests_total",
-			Help:        "HTTP requests by route, method and status code.",
-			ConstLabels: prometheus.Labels{"server": server},
-		}, []string{"route", "method", "code"}),
-		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name:        "headroom_http_request_duration_seconds",
-			Help:        "Time from request start to response written, by route.",
-			ConstLabels: prometheus.Labels{"server": server},
-			Buckets:     []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 10},
-		}, []string{"route"}),
-	}
-	m.series.Store(&map[seriesKey]httpSeries{})
-	reg.MustRegister(m.requests, m.latency)
-	return m
-}
-
-// lookup returns the series for k, resolving and caching it on first use.
-func (m *httpMetrics) lookup(k seriesKey) httpSeries {
-	if s, ok := (*m.series.Load())[k]; ok {
-		return s
-	}
-	s := httpSeries{
-		requests: m.requests.WithLabelValues(k.route, k.method, strconv.Itoa(k.code)),
-		latency:  m.latency.WithLabelValues(k.route),
-	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	old := *m.series.Load()
-	if _, ok := old[k]; !ok && len(old) < maxCachedSeries {
-		next := make(map[seriesKey]httpSeries, len(old)+1)
-		for key, v := range old {
-			next[key] = v
-		}
-		next[k] = s
-		m.series.Store(&next)
-	}
-	return s
-}
-
-func (m *httpMetrics) middleware() gin.HandlerFunc {
-	return func(c *gin.Context) {
-		start := time.Now()
-		c.Next()
-		route := c.FullPath()
-		if route == "" {
-			route = "unmatched"
-		}
-		s := m.lookup(seriesKey{route: route, method: c.Request.Method, code: c.Writer.Status()})
-		s.requests.Inc()
-		s.latency.Observe(time.Since(start).Seconds())
-	}
 }

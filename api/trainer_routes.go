@@ -13,6 +13,8 @@ import (
 
 	"github.com/headroomhq/headroom/dashboard"
 	"github.com/headroomhq/headroom/features"
+	"github.com/headroomhq/headroom/internal/httpmetrics"
+	"github.com/headroomhq/headroom/model"
 	"github.com/headroomhq/headroom/predictor"
 	"github.com/headroomhq/headroom/store"
 	"github.com/headroomhq/headroom/trainer"
@@ -96,7 +98,7 @@ func newTrainerServer(t *trainer.Trainer, db *store.DB, opts TrainerOptions) (*t
 	s.uploads = newIngestLimiter(opts.MaxConcurrentIngest, opts.MaxIngestBytes, opts.IngestWait, opts.Registry)
 	s.clients = newClientLimiter(opts.MaxIngestPerClient)
 
-	r := newEngine(newHTTPMetrics(opts.Registry, "trainer"))
+	r := newEngine(httpmetrics.New(opts.Registry, "trainer"))
 	read := requireToken(opts.Tokens, readAccess)
 	write := []gin.HandlerFunc{requireToken(opts.Tokens, writeAccess), guardWrites(opts.Tokens, opts.AllowedHosts)}
 	r.POST("/add_training_data_bulk", append(write, s.ingestBulk)...)
@@ -269,7 +271,7 @@ func (s *trainerServer) counts(t features.Target) (int, int) {
 }
 
 func (s *trainerServer) modelInfo(c *gin.Context) {
-	info := newModelInfo(s.t.Current(), time.Time{}, s.opts.Now(), s.counts)
+	info := model.NewInfo(s.t.Current(), time.Time{}, s.opts.Now(), s.counts)
 	c.JSON(http.StatusOK, gin.H{
 		"version": info.Version, "checksum": info.Checksum, "trained_at": info.TrainedAt,
 		"age_seconds": info.AgeSeconds, "xgboost_missing": info.XGBoostMissing,

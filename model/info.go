@@ -1,15 +1,15 @@
-package api
+package model
 
 import (
 	"time"
 
 	"github.com/headroomhq/headroom/features"
-	"github.com/headroomhq/headroom/model"
 	"github.com/headroomhq/headroom/wire"
 )
 
-// ModelInfo is GET /model/info on both servers: model quality by curl.
-type ModelInfo struct {
+// Info is GET /model/info on both servers: what model is in service and
+// how good it is, by curl.
+type Info struct {
 	Version        uint64     `json:"version"`
 	Checksum       string     `json:"checksum,omitempty"`
 	TrainedAt      any        `json:"trained_at"` // RFC 3339 or null
@@ -20,7 +20,7 @@ type ModelInfo struct {
 	TPOT           TargetInfo `json:"tpot"`
 }
 
-// TargetInfo describes one target's model in a ModelInfo.
+// TargetInfo describes one target's model in an Info.
 type TargetInfo struct {
 	Ready bool `json:"ready"`
 	// Kind is how the prediction is composed: linear, log-trees, or
@@ -31,24 +31,24 @@ type TargetInfo struct {
 	TrainSamples   int `json:"train_samples"`
 	HoldoutSamples int `json:"holdout_samples"`
 	// Trained* are the counts the model was trained and measured on.
-	TrainedOnSamples   int                    `json:"trained_on_samples"`
-	Holdout            model.Quality          `json:"holdout"`
-	HoldoutLinear      model.Quality          `json:"holdout_linear"`
-	Calibration        string                 `json:"calibration_source,omitempty"`
-	Trees              int                    `json:"trees"`
-	TrainedAt          any                    `json:"trained_at"`
-	TrainSeconds       float64                `json:"train_seconds"`
-	FeatureRanges      map[string]model.Range `json:"feature_ranges,omitempty"`
-	Columns            []string               `json:"columns,omitempty"`
-	LinearIntercept    float64                `json:"linear_intercept"`
-	LinearCoefficients map[string]float64     `json:"linear_coefficients,omitempty"`
+	TrainedOnSamples   int                `json:"trained_on_samples"`
+	Holdout            Quality            `json:"holdout"`
+	HoldoutLinear      Quality            `json:"holdout_linear"`
+	Calibration        string             `json:"calibration_source,omitempty"`
+	Trees              int                `json:"trees"`
+	TrainedAt          any                `json:"trained_at"`
+	TrainSeconds       float64            `json:"train_seconds"`
+	FeatureRanges      map[string]Range   `json:"feature_ranges,omitempty"`
+	Columns            []string           `json:"columns,omitempty"`
+	LinearIntercept    float64            `json:"linear_intercept"`
+	LinearCoefficients map[string]float64 `json:"linear_coefficients,omitempty"`
 }
 
-// storeCounts gives the live sample counts of a target, when a store is at hand.
-type storeCounts func(t features.Target) (train, holdout int)
-
-func newModelInfo(pub *model.Published, loadedAt, now time.Time, counts storeCounts) ModelInfo {
-	info := ModelInfo{TrainedAt: nil}
+// NewInfo describes pub (nil before the first model) as of now. loadedAt
+// is when a predictor put it in service (zero on the trainer), and counts,
+// when not nil, gives the store's live sample counts of a target.
+func NewInfo(pub *Published, loadedAt, now time.Time, counts func(t features.Target) (train, holdout int)) Info {
+	info := Info{TrainedAt: nil}
 	if pub != nil {
 		b := pub.Bundle
 		info.Version = b.Version
@@ -75,8 +75,8 @@ func newModelInfo(pub *model.Published, loadedAt, now time.Time, counts storeCou
 	return info
 }
 
-func targetInfo(pub *model.Published, t features.Target) TargetInfo {
-	var m *model.TargetModel
+func targetInfo(pub *Published, t features.Target) TargetInfo {
+	var m *TargetModel
 	if pub != nil {
 		m = pub.Bundle.Target(t)
 	}
@@ -95,7 +95,7 @@ func targetInfo(pub *model.Published, t features.Target) TargetInfo {
 		TrainedAt:        wire.Timestamp(m.TrainedAt),
 		TrainSeconds:     m.TrainSeconds,
 		Columns:          m.Columns,
-		FeatureRanges:    make(map[string]model.Range, len(m.Columns)),
+		FeatureRanges:    make(map[string]Range, len(m.Columns)),
 	}
 	if m.Trees != nil {
 		ti.Trees = m.Trees.NumTrees()

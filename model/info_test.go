@@ -1,0 +1,47 @@
+package model
+
+import (
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/headroomhq/headroom/features"
+)
+
+func TestNewInfo(t *testing.T) {
+	now := time.Date(2026, 11, 29, 12, 1, 1, 0, time.UTC)
+
+	// Before the first model: nothing ready, times null, counts still live.
+	none := NewInfo(nil, time.Time{}, now, func(tg features.Target) (int, int) { return 10 + int(tg), 1 })
+	if none.Version != 0 || none.TrainedAt != nil || none.AgeSeconds != nil || none.TTFT.Ready || none.TPOT.Ready {
+		t.Errorf("no model: %+v", none)
+	}
+	if none.TTFT.TrainSamples != 10 || none.TPOT.TrainSamples != 11 || none.TPOT.HoldoutSamples != 1 {
+		t.Errorf("no model: store counts %+v %+v, want the live ones", none.TTFT, none.TPOT)
+	}
+
+	b := testBundle(t)
+	loaded := now.Add(-time.Second)
+	info := NewInfo(&Published{Bundle: b}, loaded, now, nil)
+	if info.Version != 7 || info.TrainedAt != "2026-11-29T12:00:01Z" || *info.AgeSeconds != 60 ||
+		info.LoadedAt != "2026-11-29T12:01:00Z" {
+		t.Errorf("info %+v, want version 7 trained a minute ago", info)
+	}
+	for name, ti := range map[string]TargetInfo{"ttft": info.TTFT, "tpot": info.TPOT} {
+		m := b.Target(features.TTFT)
+		if name == "tpot" {
+			m = b.Target(features.TPOT)
+		}
+		// Without a store, the counts are the ones the model was trained on.
+		if !ti.Ready || ti.Kind != string(m.Kind) || ti.TrainSamples != 500 || ti.HoldoutSamples != 50 ||
+			len(ti.FeatureRanges) != len(m.Columns) || len(ti.LinearCoefficients) != len(m.Columns) {
+			t.Errorf("%s: %+v", name, ti)
+		}
+	}
+	if info.TTFT.Trees == 0 || info.TPOT.Trees != 0 {
+		t.Errorf("trees: ttft %d, tpot %d; want some and none", info.TTFT.Trees, info.TPOT.Trees)
+	}
+	if _, err := json.Marshal(info); err != nil {
+		t.Errorf("info does not encode: %v", err)
+	}
+}
