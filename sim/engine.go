@@ -44,6 +44,11 @@ type Outcome struct {
 
 	prefillCharge int64 // tokens added to the router's prefill-in-flight count
 	started       bool
+	// kvReady is how many leading tokens' KV arrived from a prefill pod (P/D
+	// disaggregation, pd.go): on first admission they count as computed, so
+	// the decode pod computes only the rest. A preemption loses them, and
+	// the recompute pays for them, as vLLM's would.
+	kvReady int
 }
 
 // TTFT is the time from dispatch to the first token.
@@ -288,6 +293,10 @@ func (e *Engine) admitWaiting() {
 		hits := e.pool.match(s.req.BlockHashes, (s.numTokens()-1)/BlockSize, e.hitScratch)
 		e.hitScratch = hits
 		computed := len(hits) * BlockSize
+		prefixHit := computed
+		if !s.out.started {
+			computed = max(computed, min(s.out.kvReady, s.numTokens()-1))
+		}
 		n := min(s.numTokens()-computed, e.budget)
 		need := blocksFor(computed+n) - len(hits)
 		if need > e.pool.numFree()-e.pool.evictable(hits) {
@@ -304,7 +313,7 @@ func (e *Engine) admitWaiting() {
 		s.computed, s.hashed = computed, len(hits)
 		if !s.out.started {
 			s.out.started = true
-			s.out.PrefixHitTokens = computed
+			s.out.PrefixHitTokens = prefixHit
 		}
 		e.running = append(e.running, s)
 		s.sched = n
