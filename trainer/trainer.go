@@ -302,7 +302,8 @@ type pass struct {
 	// linearOnly fits lines without trees: a first model in milliseconds.
 	linearOnly bool
 	// upgrade fits targets serving their linear first model again, new
-	// samples or not, at the fresh threshold: it gives them their trees.
+	// samples or not, at the fresh threshold and the process's priority:
+	// it gives them their trees.
 	upgrade bool
 }
 
@@ -337,13 +338,15 @@ func (t *Trainer) retrain(ctx context.Context, p pass) (*model.Published, error)
 	}
 	if p.upgrade {
 		// A first model's trees, once in a target's life, fit both targets
-		// at once, each on a background thread of its own: on two free
-		// cores they are in service in half the time.
+		// at once and at the process's priority, xgboost included: on two
+		// cores they are in service in half the time, and on cores others
+		// keep busy a niced fit took seconds. llm-d-router's integration
+		// test reads both targets' trees about 2.5 s after its first
+		// samples. Predictions served meanwhile may wait longer for that
+		// second, once.
 		var wg sync.WaitGroup
 		for _, tg := range features.Targets {
-			wg.Go(func() {
-				t.inBackground(func() { results[tg], errs[tg] = t.retrainTarget(ctx, tg, prevBundle.Target(tg), p) })
-			})
+			wg.Go(func() { results[tg], errs[tg] = t.retrainTarget(ctx, tg, prevBundle.Target(tg), p) })
 		}
 		wg.Wait()
 	} else {
@@ -498,7 +501,7 @@ func (t *Trainer) retrainTarget(ctx context.Context, tg features.Target, prev *m
 	}
 
 	start := t.cfg.Now()
-	m, err := t.fitTarget(ctx, tg, gen, p.linearOnly)
+	m, err := t.fitTarget(ctx, tg, gen, p)
 	dur := time.Since(start)
 	t.cfg.Metrics.observeRun(tg, dur, err)
 	t.recordRun(tg, start, dur, m, err)
@@ -535,7 +538,7 @@ func (t *Trainer) retrainTarget(ctx context.Context, tg features.Target, prev *m
 	return m, err
 }
 
-func (t *Trainer) fitTarget(ctx context.Context, tg features.Target, gen uint64, linearOnly bool) (*model.TargetModel, error) {
+func (t *Trainer) fitTarget(ctx context.Context, tg features.Target, gen uint64, p pass) (*model.TargetModel, error) {
 	train, holdout, err := t.db.SnapshotNewest(ctx, tg, t.cfg.MaxTrainRows)
 	if err != nil {
 		return nil, fmt.Errorf("snapshot: %w", err)
@@ -543,8 +546,13 @@ func (t *Trainer) fitTarget(ctx context.Context, tg features.Target, gen uint64,
 	t.keepEvidence(tg, gen, train, holdout)
 	schema := t.schemas[tg]
 	cfg := t.fitConfig(tg)
-	if linearOnly {
+	switch {
+	case p.linearOnly:
 		cfg.XGBoost = nil
+	case p.upgrade && cfg.XGBoost != nil:
+		x := *cfg.XGBoost
+		x.Nice, x.Idle = 0, false // see retrain
+		cfg.XGBoost = &x
 	}
 	cfg.Forward = t.live.forwardSamples(tg)
 	cfg.CoverageQuantile = t.live.cfg.Quantile
