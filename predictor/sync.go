@@ -43,7 +43,8 @@ type Syncer struct {
 	// Nice is the scheduling niceness (1-19) a new bundle is read,
 	// decoded, swapped in and saved at, on a thread of its own, so that
 	// predictions served meanwhile come first; 0 leaves it at the
-	// process's.
+	// process's. A bundle that would be the first to serve loads at the
+	// process's priority: until it is in, every prediction is a 503.
 	Nice      int
 	Predictor *Predictor
 	Logger    *slog.Logger
@@ -188,7 +189,11 @@ func (s *Syncer) sync(ctx context.Context, client *http.Client, wait time.Durati
 		swapped bool
 		loadErr error
 	)
-	priority.RunNiced(s.Nice, func() {
+	nice := s.Nice
+	if !s.Predictor.Ready() {
+		nice = 0
+	}
+	priority.RunNiced(nice, func() {
 		s.loadMu.Lock()
 		defer s.loadMu.Unlock()
 		swapped, loadErr = s.load(resp.Body)

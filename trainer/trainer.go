@@ -307,6 +307,9 @@ type pass struct {
 	upgrade bool
 }
 
+// first reports whether p trains first models: their line or their trees.
+func (p pass) first() bool { return p.linearOnly || p.upgrade }
+
 // retrain is Retrain restricted and shaped by p.
 func (t *Trainer) retrain(ctx context.Context, p pass) (*model.Published, error) {
 	t.retrainMu.Lock()
@@ -329,21 +332,19 @@ func (t *Trainer) retrain(ctx context.Context, p pass) (*model.Published, error)
 	// 5,000 requests/s while retraining: 7.0-8.3 ms, one at a time 3.5-4.1
 	// ms, against 1.5 ms without retraining), for no gain in wall time on
 	// two busy cores.
-	// A first linear model runs at the process's priority: until it is
-	// published the predictions it would be niced for are 503s, and under
-	// load a niced fit of milliseconds waited tens of them for a core.
 	run := t.inBackground
-	if p.linearOnly {
+	if p.first() {
+		// A first model (its line, then its trees) fits both targets at
+		// once and at the process's priority, xgboost included. Until the
+		// line is published the predictions it would be niced for are
+		// 503s, and under load a niced fit of milliseconds waited tens of
+		// them for a core; the trees, once in a target's life, are in
+		// service in half the time on two cores, where niced beside busy
+		// processes they took seconds (llm-d-router's integration test
+		// reads both targets' trees about 2.5 s after its first samples).
+		// Predictions served meanwhile may wait longer for that second,
+		// once.
 		run = func(f func()) { f() }
-	}
-	if p.upgrade {
-		// A first model's trees, once in a target's life, fit both targets
-		// at once and at the process's priority, xgboost included: on two
-		// cores they are in service in half the time, and on cores others
-		// keep busy a niced fit took seconds. llm-d-router's integration
-		// test reads both targets' trees about 2.5 s after its first
-		// samples. Predictions served meanwhile may wait longer for that
-		// second, once.
 		var wg sync.WaitGroup
 		for _, tg := range features.Targets {
 			wg.Go(func() { results[tg], errs[tg] = t.retrainTarget(ctx, tg, prevBundle.Target(tg), p) })
@@ -374,7 +375,7 @@ func (t *Trainer) retrain(ctx context.Context, p pass) (*model.Published, error)
 		next.TPOT = results[features.TPOT]
 	}
 	// Encoding and writing the bundle is background work too (but for a
-	// first line's).
+	// first model's).
 	var (
 		pub *model.Published
 		err error
