@@ -5,8 +5,9 @@
 // by package trace.
 //
 // Three modes (Split, Prequential, Extrapolate) each report, on the same rows,
-// Headroom's model beside two baselines: XGBoost alone on raw milliseconds
-// with the reference's hyper-parameters, and the linear model alone.
+// Headroom's model beside three baselines: XGBoost alone with the reference's
+// hyper-parameters, on raw milliseconds and on their logarithm, and the
+// linear model alone.
 package eval
 
 import (
@@ -62,7 +63,7 @@ const earlyEvery = 10
 // for testing.
 const splitTestFraction = 0.1
 
-var mainModels = []string{ModelHeadroom, ModelXGBoost, ModelLinear}
+var mainModels = []string{ModelHeadroom, ModelXGBoost, ModelXGBoostLog, ModelLinear}
 
 // Split measures models on random 90/10 splits of the trace: per seed
 // (1..seeds), a tenth of the rows is held out, the rest is ingested in

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"sync"
@@ -108,8 +109,9 @@ type replica struct {
 
 // baseline holds the comparison models of one target.
 type baseline struct {
-	generation uint64 // store generation they were trained on; 0 = none yet
-	xgb        *model.Trees
+	generation uint64       // store generation they were trained on; 0 = none yet
+	xgb        *model.Trees // on raw ms
+	xgbLog     *model.Trees // on ln(ms)
 	constant   float64
 }
 
@@ -238,7 +240,18 @@ func (r *replica) fitBaselines(ctx context.Context, t features.Target, gen uint6
 	if err != nil {
 		return fmt.Errorf("eval: %s xgboost baseline: %w", t, err)
 	}
-	r.baselines[t] = baseline{generation: gen, xgb: trees, constant: median(data.Y)}
+	// Labels are positive (features.Sample.Label), so their logs are finite.
+	logY := make([]float64, len(data.Y))
+	var logSum float64
+	for i, y := range data.Y {
+		logY[i] = math.Log(y)
+		logSum += logY[i]
+	}
+	logTrees, err := r.opts.XGBoost.Train(ctx, data.X, logY, logSum/float64(len(logY)), ReferenceXGBoostParams())
+	if err != nil {
+		return fmt.Errorf("eval: %s xgboost log baseline: %w", t, err)
+	}
+	r.baselines[t] = baseline{generation: gen, xgb: trees, xgbLog: logTrees, constant: median(data.Y)}
 	return nil
 }
 
@@ -289,6 +302,7 @@ func (r *replica) score(block []features.Sample, tl *tally, keep func(t features
 			x = ref.Build(&rows[i], x)
 			// The reference clips its raw-ms output at 0.
 			tl.scores(t, ModelXGBoost).add(max(b.xgb.Predict(x), 0), y)
+			tl.scores(t, ModelXGBoostLog).add(math.Exp(b.xgbLog.Predict(x)), y)
 			tl.scores(t, ModelConstant).add(b.constant, y)
 		}
 	}

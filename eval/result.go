@@ -12,8 +12,11 @@ import (
 const (
 	ModelHeadroom = "headroom" // the service's default model, end to end
 	ModelXGBoost  = "xgboost"  // XGBoost alone on raw ms, reference hyper-parameters
-	ModelLinear   = "linear"   // Headroom's linear part alone
-	ModelConstant = "constant" // the median of the training labels (early life only)
+	// ModelXGBoostLog is the same XGBoost trained on ln(ms) and answering
+	// exp of its output: the other plain tree model a user would try.
+	ModelXGBoostLog = "xgboost-log"
+	ModelLinear     = "linear"   // Headroom's linear part alone
+	ModelConstant   = "constant" // the median of the training labels (early life only)
 )
 
 // Result is one model's figures on one target. Percentages are in percent.
