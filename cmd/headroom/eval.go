@@ -13,6 +13,7 @@ import (
 	"github.com/headroomhq/headroom/features"
 	"github.com/headroomhq/headroom/model"
 	"github.com/headroomhq/headroom/store"
+	"github.com/headroomhq/headroom/suite"
 	"github.com/headroomhq/headroom/trace"
 	"github.com/headroomhq/headroom/trainer"
 	"github.com/headroomhq/headroom/xgboost"
@@ -34,6 +35,7 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		synthetic  = fs.Bool("synthetic", false, "replay a generated trace whose latency grows with prompt length, instead of --trace")
 		synthRows  = fs.Int("synthetic-rows", 4000, "rows of the --synthetic trace")
 		synthSeed  = fs.Uint64("synthetic-seed", 1, "seed of the --synthetic trace")
+		suiteDir   = fs.String("suite", "", "replay every trace of a suite directory (headroom suite) in split and prequential mode, one table; --seeds and --every default to its manifest's")
 		mode       = fs.String("mode", eval.ModeSplit, "split, prequential or extrapolate")
 		seeds      = fs.Int("seeds", 5, "split: number of random 90/10 splits")
 		every      = fs.Int("every", 100, "prequential: retrain every this many rows")
@@ -64,6 +66,7 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs.Float64Var(&fit.Params.Alpha, "xgb-alpha", fit.Params.Alpha, "Headroom's L1 regularisation")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: headroom eval (--trace FILE | --synthetic) --mode split|prequential|extrapolate [flags]")
+		fmt.Fprintln(stderr, "       headroom eval --suite DIR [flags]")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -72,8 +75,14 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments: %v", fs.Args())
 	}
-	if (*tracePath == "") == !*synthetic {
-		return errors.New("give exactly one of --trace and --synthetic")
+	sources := 0
+	for _, given := range []bool{*tracePath != "", *synthetic, *suiteDir != ""} {
+		if given {
+			sources++
+		}
+	}
+	if sources != 1 {
+		return errors.New("give exactly one of --trace, --synthetic and --suite")
 	}
 	sch, err := store.ParseScheme(*scheme)
 	if err != nil {
@@ -100,6 +109,22 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		TPOTColumns: columns(*tpotCols),
 		Drift:       trainer.DriftConfig{Window: *liveWindow},
 		MinSamples:  *minSamples,
+	}
+
+	if *suiteDir != "" {
+		set := map[string]bool{}
+		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+		if set["mode"] {
+			return errors.New("--suite runs both split and prequential modes; leave out --mode")
+		}
+		suiteSeeds, suiteEvery := 0, 0 // the manifest's
+		if set["seeds"] {
+			suiteSeeds = *seeds
+		}
+		if set["every"] {
+			suiteEvery = *every
+		}
+		return runEvalSuite(ctx, *suiteDir, opts, suiteSeeds, suiteEvery, *asJSON, stdout, stderr)
 	}
 
 	samples, name := []features.Sample(nil), *tracePath
@@ -129,6 +154,23 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return eval.WriteJSON(stdout, rep)
 	}
 	return eval.WriteTable(stdout, rep)
+}
+
+// runEvalSuite evaluates every trace of a suite directory and prints one
+// table; progress goes to stderr because a suite takes minutes.
+func runEvalSuite(ctx context.Context, dir string, opts eval.Options, seeds, every int, asJSON bool, stdout, stderr io.Writer) error {
+	m, traces, err := suite.Load(dir)
+	if err != nil {
+		return err
+	}
+	rep, err := suite.Evaluate(ctx, m, traces, opts, seeds, every, stderr)
+	if err != nil {
+		return err
+	}
+	if asJSON {
+		return suite.WriteJSON(stdout, rep)
+	}
+	return suite.WriteTable(stdout, rep)
 }
 
 // columns splits a comma-separated column list; "" means the defaults.

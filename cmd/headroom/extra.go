@@ -8,5 +8,6 @@ func extraCommands() []command {
 		evalCommand(),
 		demoCommand(),
 		loadgenCommand(),
+		suiteCommand(),
 	}
 }

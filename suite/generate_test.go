@@ -1,0 +1,195 @@
+package suite
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/headroomhq/headroom/features"
+)
+
+const committedManifest = "testdata/manifest.json"
+
+// The committed manifest is the built-in suite with its digests, and
+// regenerating it gives the same bytes: the suite is reproducible from the
+// manifest alone, which is why its 4 MB of traces are not committed.
+func TestCommittedManifestRegeneratesBitForBit(t *testing.T) {
+	want, err := os.ReadFile(committedManifest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	committed, err := ParseManifest(want)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	m := Default()
+	if err := Generate(context.Background(), m, dir, false); err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile(filepath.Join(dir, ManifestName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if runtime.GOARCH != "amd64" {
+		// math.Exp and math.Log are assembly on amd64 and may round
+		// differently elsewhere; the digests are those of amd64.
+		for i := range m.Traces {
+			m.Traces[i].SHA256, committed.Traces[i].SHA256 = "", ""
+			m.Traces[i].Rows, committed.Traces[i].Rows = 0, 0
+		}
+		a, _ := m.Encode()
+		b, _ := committed.Encode()
+		if !bytes.Equal(a, b) {
+			t.Fatalf("Default() and %s differ beyond digests", committedManifest)
+		}
+		return
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatalf("Default() regenerates to a manifest other than %s (refresh it with `headroom suite DIR` and copy DIR/manifest.json, if the change is meant):\n%s", committedManifest, got)
+	}
+	// And regenerating from the committed manifest, with the check, agrees.
+	if err := Generate(context.Background(), committed, t.TempDir(), true); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestGenerateChecksDigests(t *testing.T) {
+	m := tinyManifest()
+	dir := t.TempDir()
+	if err := Generate(context.Background(), m, dir, true); err != nil {
+		t.Fatal(err)
+	}
+	if m.Traces[0].SHA256 == "" || m.Traces[0].Rows == 0 {
+		t.Fatalf("digest and rows not filled: %+v", m.Traces[0])
+	}
+	// Same manifest, same bytes.
+	if err := Generate(context.Background(), m, t.TempDir(), true); err != nil {
+		t.Fatalf("regeneration: %v", err)
+	}
+	// A manifest whose digest does not match what its settings produce is
+	// refused with the check, and rewritten without it.
+	m.Traces[0].Seed++
+	if err := Generate(context.Background(), m, t.TempDir(), true); err == nil || !strings.Contains(err.Error(), "regenerates") {
+		t.Fatalf("changed seed passed the check: %v", err)
+	}
+	old := m.Traces[0].SHA256
+	if err := Generate(context.Background(), m, t.TempDir(), false); err != nil || m.Traces[0].SHA256 == old {
+		t.Fatalf("refresh: %v, digest %s (was %s)", err, m.Traces[0].SHA256, old)
+	}
+}
+
+func TestLoadRefusesAChangedTrace(t *testing.T) {
+	m := tinyManifest()
+	dir := t.TempDir()
+	if err := Generate(context.Background(), m, dir, false); err != nil {
+		t.Fatal(err)
+	}
+	loaded, traces, err := Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(traces) != len(loaded.Traces) || len(traces[0]) != loaded.Traces[0].Rows {
+		t.Fatalf("loaded %d traces, first %d rows; manifest %+v", len(traces), len(traces[0]), loaded.Traces)
+	}
+	path := filepath.Join(dir, m.Traces[0].File())
+	data, _ := os.ReadFile(path)
+	if err := os.WriteFile(path, bytes.Replace(data, []byte(`"num_request_waiting":0`), []byte(`"num_request_waiting":1`), 1), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := Load(dir); err == nil || !strings.Contains(err.Error(), "SHA-256") {
+		t.Fatalf("edited trace loaded: %v", err)
+	}
+}
+
+// Each regime shows, in the rows the router would record, the property it
+// is in the suite for.
+func TestRegimesHaveTheirShape(t *testing.T) {
+	type stats struct {
+		rows                      int
+		waitingShare, prefixMean  float64
+		promptMedian, tpotMedian  float64
+		runningMedian, ttftMedian float64
+	}
+	of := func(s []features.Sample) stats {
+		var prompt, tpot, running, ttft []float64
+		st := stats{rows: len(s)}
+		for _, x := range s {
+			if x.Row.NumRequestWaiting > 0 {
+				st.waitingShare++
+			}
+			st.prefixMean += x.Row.PrefixCacheScore
+			prompt = append(prompt, float64(x.Row.InputTokenLength))
+			running = append(running, float64(x.Row.NumRequestRunning))
+			if x.ActualTPOTMs > 0 {
+				tpot = append(tpot, x.ActualTPOTMs)
+			}
+			if x.ActualTTFTMs > 0 {
+				ttft = append(ttft, x.ActualTTFTMs)
+			}
+		}
+		st.waitingShare /= float64(len(s))
+		st.prefixMean /= float64(len(s))
+		st.promptMedian, st.tpotMedian = median(prompt), median(tpot)
+		st.runningMedian, st.ttftMedian = median(running), median(ttft)
+		return st
+	}
+	m := Default()
+	by := map[string]stats{}
+	for i := range m.Traces {
+		s, err := m.Traces[i].Samples(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		by[m.Traces[i].Regime] = of(s)
+		t.Logf("%-16s %+v", m.Traces[i].Regime, by[m.Traces[i].Regime])
+	}
+	for _, c := range []struct {
+		what string
+		ok   bool
+	}{
+		{"decode-bound runs the largest batches", by["decode-bound"].runningMedian > 2*by["queue-dominated"].runningMedian},
+		{"prefill-bound has the longest prompts", by["prefill-bound"].promptMedian > 1500},
+		{"prefill-bound's TTFT is several times the chat regimes'", by["prefill-bound"].ttftMedian > 3*by["large-model"].ttftMedian},
+		{"queue-dominated: most rows see a queue", by["queue-dominated"].waitingShare > 0.4},
+		{"elsewhere queues are rare", by["decode-bound"].waitingShare < 0.15 && by["large-model"].waitingShare < 0.15},
+		{"prefix-reuse: most of the prompt is cached", by["prefix-reuse"].prefixMean > 0.7},
+		{"no prefix hits in the chat regimes", by["small-model"].prefixMean == 0},
+		{"small model decodes faster than large", by["small-model"].tpotMedian < 0.5*by["large-model"].tpotMedian},
+	} {
+		if !c.ok {
+			t.Errorf("%s: not so", c.what)
+		}
+	}
+	for regime, st := range by {
+		if st.rows < 1500 || st.rows > 2000 {
+			t.Errorf("%s: %d rows; the suite is sized for 1,500-2,000 per trace", regime, st.rows)
+		}
+	}
+}
+
+func median(v []float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	s := slices.Clone(v)
+	slices.Sort(s)
+	return s[len(s)/2]
+}
+
+// tinyManifest is two small traces of the default suite's regimes, a tuning
+// and a held-out one, for tests that replay them.
+func tinyManifest() *Manifest {
+	m := Default()
+	m.Eval = Eval{Seeds: 1, Every: 100}
+	small, large := m.Traces[4], m.Traces[5]
+	small.Workload.Requests, large.Workload.Requests = 150, 150
+	m.Traces = []Trace{small, large}
+	m.HeldOutRegimes = []string{large.Regime}
+	return m
+}
