@@ -108,6 +108,7 @@ func TestLeanConnRedialsAConnectionClosedWhileIdle(t *testing.T) {
 	defer ln.Close()
 	var accepts atomic.Int32
 	silentClose := make(chan bool, 4) // per connection: answer, or close without a word
+	closed := make(chan struct{}, 4)  // one per connection the server has closed
 	go func() {
 		for {
 			c, err := ln.Accept()
@@ -117,7 +118,7 @@ func TestLeanConnRedialsAConnectionClosedWhileIdle(t *testing.T) {
 			accepts.Add(1)
 			answer := <-silentClose
 			go func() {
-				defer c.Close()
+				defer func() { c.Close(); closed <- struct{}{} }()
 				r := bufio.NewReader(c)
 				req, err := http.ReadRequest(r)
 				if err != nil || !answer {
@@ -141,7 +142,7 @@ func TestLeanConnRedialsAConnectionClosedWhileIdle(t *testing.T) {
 		if status, _, err := lc.post(context.Background(), []byte("{}"), &resp); err != nil || status != 200 || resp.String() != "ok" {
 			t.Fatalf("request %d: %d %q %v", i, status, resp.String(), err)
 		}
-		time.Sleep(20 * time.Millisecond) // let the server's close arrive
+		<-closed // the next request finds the connection closed, as after an idle timeout
 	}
 	if n := accepts.Load(); n != 2 {
 		t.Fatalf("%d connections for 2 requests, want 2 (one redial)", n)
