@@ -16,6 +16,9 @@ import (
 // tests need.
 func testOptions(t *testing.T) Options {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("trains xgboost models over and over; skipped with -short")
+	}
 	if _, err := exec.LookPath("xgboost"); err != nil {
 		t.Skip("xgboost CLI not installed (apt-get install xgboost)")
 	}

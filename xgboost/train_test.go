@@ -151,6 +151,9 @@ func splitPoints(trees *model.Trees) map[[2]float64]bool {
 // training rows, on rows placed exactly on every split threshold and on its
 // float32 neighbours, and on rows with missing values.
 func TestTrainMatchesXGBoostPredictions(t *testing.T) {
+	if testing.Short() {
+		t.Skip("trains xgboost on up to 4,000 rows twice and predicts with the CLI; skipped with -short")
+	}
 	x := requireCLI(t)
 	ctx := context.Background()
 	deep := Params{Rounds: 60, MaxDepth: 8, Eta: 0.3, Subsample: 1, ColsampleBytree: 1, MinChildWeight: 1, Seed: 7}

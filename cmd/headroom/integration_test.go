@@ -155,6 +155,9 @@ type strictResponse struct {
 // ports, feeds the recorded H200 trace, and checks that the predictor gets a
 // bundle that learned it and answers in the router's shapes.
 func TestServiceLearnsTrace(t *testing.T) {
+	if testing.Short() {
+		t.Skip("retrains with xgboost every 500 ms on the whole trace; skipped with -short")
+	}
 	trace := readTrace(t, sharedTrace(t))
 	trainerAddr, predictorAddr := freeAddr(t), freeAddr(t)
 	startCommand(t, "trainer", "--data-dir", t.TempDir(), "--trainer-listen", trainerAddr, "--retrain-interval", "500ms")

@@ -19,6 +19,9 @@ import (
 // keep coming after the restart, and a flat predictor RSS. 10 s by
 // default; 60 s with HEADROOM_LONG_TESTS=1.
 func TestSoak(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a 10 s soak; skipped with -short")
+	}
 	duration := 10 * time.Second
 	if longTests() {
 		duration = 60 * time.Second
