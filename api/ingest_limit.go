@@ -35,7 +35,7 @@ const (
 // sending a byte a second refuse every other upload for as long as they
 // liked (issue 11 row 5). An upload that does not fit
 // waits, first come first served, for up to the wait, then gets 503 with
-// Retry-After: the reference had no bound at all (spec §7 item 18).
+// Retry-After: the reference had no bound at all (docs/PROTOCOL.md §9 item 18).
 //
 // Invariant, under mu: uploads ≤ maxUploads and bytes ≤ maxBytes; a waiter
 // is either in queue or has been granted (its ready channel closed and its

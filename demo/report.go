@@ -13,7 +13,7 @@ import (
 // TTFTEntry is the training entry llm-d's router sends (streaming mode) at a
 // request's first token: the chosen server's dispatch-time row, the TTFT in
 // whole milliseconds (truncated, as the router measures it), actual_tpot_ms 0
-// and num_tokens_generated 0 (spec §4.2).
+// and num_tokens_generated 0 (docs/PROTOCOL.md §6).
 func TTFTEntry(o *sim.Outcome, at time.Time) features.Sample {
 	row := predictRow(o.Row)
 	row.NumTokensGenerated = 0
@@ -27,7 +27,7 @@ func TTFTEntry(o *sim.Outcome, at time.Time) features.Sample {
 // TPOTEntry is the entry the router sends at the end of the stream, when
 // the answer had more than one token: (e2e − ttft)/(tokens − 1) in
 // milliseconds, actual_ttft_ms 0, num_tokens_generated 0 and, as llm-d
-// does, prefix_cache_score 0 (spec §4.2). ok is false for a one-token answer.
+// does, prefix_cache_score 0 (docs/PROTOCOL.md §6). ok is false for a one-token answer.
 func TPOTEntry(o *sim.Outcome, at time.Time) (features.Sample, bool) {
 	if o.Request.OutputTokens < 2 {
 		return features.Sample{}, false

@@ -36,7 +36,7 @@ func (s SLO) Met(o *sim.Outcome) bool {
 // Set reports whether any objective is given.
 func (s SLO) Set() bool { return s.TTFTMs > 0 || s.TPOTMs > 0 }
 
-// The latency-scorer's defaults (spec §8): TTFT weighs 0.8, TPOT 0.2;
+// The latency-scorer's defaults (docs/PROTOCOL.md §7): TTFT weighs 0.8, TPOT 0.2;
 // normalised headrooms are mapped to scores in steps of 1/100.
 const (
 	ttftWeight = 0.8
@@ -44,7 +44,7 @@ const (
 	flatRange  = 1e-9
 )
 
-// Score is llm-d's latency-scorer (spec §8) with the `least` strategy, in
+// Score is llm-d's latency-scorer (docs/PROTOCOL.md §7) with the `least` strategy, in
 // streaming mode (the router reports TPOT, so TPOT counts) and without
 // SLO buffer tightening (every request carries the same SLO). preds[i] is
 // the prediction for states[i]. Only one bucket of candidates scores above

@@ -59,7 +59,7 @@ func (o Options) withDefaults() Options {
 }
 
 // ReferenceXGBoostParams are llm-d's reference latency predictor's
-// hyper-parameters (spec §4.3), for the baseline. They are fixed here, not
+// hyper-parameters (docs/PROTOCOL.md §8.2), for the baseline. They are fixed here, not
 // taken from xgboost.DefaultParams, so that tuning the service never
 // moves the baseline it is compared with.
 func ReferenceXGBoostParams() xgboost.Params {
@@ -69,7 +69,7 @@ func ReferenceXGBoostParams() xgboost.Params {
 	}
 }
 
-// Reference tree-model columns (spec §4.1) in Headroom's names. The
+// Reference tree-model columns (docs/PROTOCOL.md §8.1) in Headroom's names. The
 // reference's TPOT list also has num_tokens_generated, which it zeroes in
 // training rows; it carries no information there and is left out.
 var (

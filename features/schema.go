@@ -254,7 +254,7 @@ func clamp01(x float64) float64 {
 }
 
 // Default column lists per target. They start from the reference's columns
-// (spec §4.1) with two deliberate changes: pod_type is an ordinary numeric
+// (docs/PROTOCOL.md §8.1) with two deliberate changes: pod_type is an ordinary numeric
 // code with an explicit mapping, and num_tokens_generated is left out,
 // because the router predicts with 1 and trains with 0, so any split on it
 // would be learned on one value and applied to another. TTFT adds the

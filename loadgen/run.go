@@ -452,7 +452,7 @@ func post(ctx context.Context, client *http.Client, url string, body []byte, buf
 var ttftKey = []byte(`"ttft_ms":`)
 
 // checkPrediction accepts exactly 200 with one prediction per row (spec
-// §2.5: anything else fails every coalesced caller of the router).
+// docs/PROTOCOL.md §1: anything else fails every coalesced caller of the router).
 func checkPrediction(status int, body []byte, rows int) (uint64, string) {
 	if status != http.StatusOK {
 		return 0, "status_" + strconv.Itoa(status)
