@@ -29,7 +29,7 @@ type Client struct {
 var ErrNotReady = errors.New("predictor: models not ready")
 
 // predictRow is the row the router sends for a candidate: its dispatch-time
-// features with num_tokens_generated 1, as llm-d always sends (§2.4).
+// features with num_tokens_generated 1, as llm-d always sends (docs/PROTOCOL.md §3).
 func predictRow(r features.Row) features.Row {
 	r.NumTokensGenerated = 1
 	return r

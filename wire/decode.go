@@ -21,12 +21,12 @@ import (
 )
 
 // MaxBulkRows is the largest prediction batch the reference accepts
-// (spec §2.5); callers pass it, or a larger configured limit, as maxRows.
+// (docs/PROTOCOL.md §4.1); callers pass it, or a larger configured limit, as maxRows.
 const MaxBulkRows = 10_000
 
 // Decoder turns request bodies into validated rows and samples, and says
 // what is wrong with the ones that are not, in the 422 shape of the
-// reference servers (spec §2.3). It works on body bytes: no HTTP in it.
+// reference servers (docs/PROTOCOL.md §2). It works on body bytes: no HTTP in it.
 // Nothing it returns aliases the body, which the caller may reuse at once.
 //
 // The zero Decoder applies DefaultDecodeLimits. It holds no state between
@@ -54,7 +54,7 @@ type Decoder struct {
 }
 
 // DecodePredictRequest decodes POST /predict: one row as the top-level
-// object. Negative token-in-flight values are errors here (spec §2.4).
+// object. Negative token-in-flight values are errors here (docs/PROTOCOL.md §3).
 func DecodePredictRequest(body []byte) (features.Row, []FieldError) {
 	return Decoder{}.DecodePredictRequest(body)
 }
@@ -84,7 +84,7 @@ func DecodeTrainingBulk(body []byte, maxEntries int) ([]features.Sample, []Rejec
 }
 
 // DecodePredictRequest decodes POST /predict: one row as the top-level
-// object. Negative token-in-flight values are errors here (spec §2.4).
+// object. Negative token-in-flight values are errors here (docs/PROTOCOL.md §3).
 func (dec Decoder) DecodePredictRequest(body []byte) (features.Row, []FieldError) {
 	sample, errs := dec.decodeOne(body, false)
 	return sample.Row, errs
@@ -125,11 +125,11 @@ func (dec Decoder) decodeOne(body []byte, training bool) (features.Sample, []Fie
 // allocates nothing when dst has room for its rows.
 //
 // Rows are appended to dst, which is returned. Any invalid row makes the
-// whole request invalid (spec §2.5, §2.7): then dst comes back with its
+// whole request invalid (docs/PROTOCOL.md §4.1, §4.3): then dst comes back with its
 // original length and errs lists at most Limits.MaxErrors errors.
 //
 // With clampNegativeInFlight (for /predict/bulk/strict, where one 422 fails
-// every coalesced caller; spec §2.4) negative prefill_tokens_in_flight and
+// every coalesced caller; docs/PROTOCOL.md §3) negative prefill_tokens_in_flight and
 // decode_tokens_in_flight become 0 instead of errors, and clamped counts the
 // values so changed. Fractional or non-finite values are errors either way.
 func (dec Decoder) DecodeBulkPredictRequest(body []byte, maxRows int, clampNegativeInFlight bool, dst []features.Row) (rows []features.Row, clamped int, errs []FieldError) {
@@ -205,10 +205,11 @@ func (dec Decoder) DecodeBulkPredictRequest(body []byte, maxRows int, clampNegat
 // entry as the top-level object. An object is the envelope exactly when it
 // has an "entries" key.
 //
-// Entries are validated one by one (spec §2.10, "SHOULD validate per
-// entry"): valid ones are returned in order, invalid ones are reported in
-// rejected and dropped. Entries whose labels are both 0 are valid and
-// returned; they carry no label, and the store discards them (spec §2.10).
+// Entries are validated one by one, unlike the reference's all-or-nothing
+// batches (docs/PROTOCOL.md §5.1): valid ones are returned in order,
+// invalid ones are reported in rejected and dropped. Entries whose labels
+// are both 0 are valid and returned; they carry no label, and the store
+// discards them.
 //
 // envelopeErrs is non-empty when the body as a whole is malformed: not
 // JSON, not an object or array, an envelope whose entries is not a list, or

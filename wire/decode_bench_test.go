@@ -11,7 +11,7 @@ import (
 )
 
 // routerRow is a prediction row as the router's client writes it: Go's
-// encoding/json, the field order of spec §2.5, gauges with full float64
+// encoding/json, the field order of docs/PROTOCOL.md §4.1, gauges with full float64
 // precision, token counts of a chat workload.
 type routerRow struct {
 	KVCachePercentage     float64 `json:"kv_cache_percentage"`
@@ -27,7 +27,7 @@ type routerRow struct {
 	DecodeTokensInFlight  int64   `json:"decode_tokens_in_flight"`
 }
 
-// routerEntry is a training entry as the router writes it (spec §2.10).
+// routerEntry is a training entry as the router writes it (docs/PROTOCOL.md §5.1).
 type routerEntry struct {
 	KVCachePercentage     float64 `json:"kv_cache_percentage"`
 	InputTokenLength      int64   `json:"input_token_length"`

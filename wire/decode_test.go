@@ -552,7 +552,7 @@ func TestDecodeBulkPredictRequestClamp(t *testing.T) {
 			t.Errorf("clamp with %s=%s: clamped %d errors %+v; want one error at that field", edit[0], edit[1], clamped, errs)
 		}
 	}
-	// POST /predict keeps the reference's 422 (spec §2.6).
+	// POST /predict keeps the reference's 422 (docs/PROTOCOL.md §4.2).
 	if _, errs := DecodePredictRequest([]byte(row)); len(errs) != 2 || errs[0].Type != "greater_than_equal" {
 		t.Errorf("predict with negative in-flight: %+v", errs)
 	}
@@ -713,7 +713,7 @@ func TestNoAliasing(t *testing.T) {
 	}
 }
 
-// TestGoldenBodies decodes the examples of spec §2.5 and §2.10 and rows of
+// TestGoldenBodies decodes the examples of docs/PROTOCOL.md §4.1 and §5.1 and rows of
 // the recorded trace to exact values.
 func TestGoldenBodies(t *testing.T) {
 	strict := `{"requests":[{"kv_cache_percentage":0,"input_token_length":512,"num_request_waiting":0,"num_request_running":1,
@@ -722,7 +722,7 @@ func TestGoldenBodies(t *testing.T) {
 	rows, clamped, errs := DecodeBulkPredictRequest([]byte(strict), MaxBulkRows, true, nil)
 	want := features.Row{InputTokenLength: 512, NumRequestRunning: 1, NumTokensGenerated: 1}
 	if len(errs) != 0 || clamped != 0 || len(rows) != 1 || rows[0] != want {
-		t.Errorf("§2.5 example: %+v %d %+v", rows, clamped, errs)
+		t.Errorf("§4.1 example: %+v %d %+v", rows, clamped, errs)
 	}
 
 	entry := `{"kv_cache_percentage":0.3252,"input_token_length":963,"num_request_waiting":5,"num_request_running":2,
@@ -737,7 +737,7 @@ func TestGoldenBodies(t *testing.T) {
 	}
 	samples, rejected, envErrs := DecodeTrainingBulk([]byte(`{"entries":[`+entry+`]}`), 10_000)
 	if len(envErrs) != 0 || len(rejected) != 0 || len(samples) != 1 || samples[0] != wantSample {
-		t.Errorf("§2.10 example: %+v %+v %+v\nwant %+v", samples, rejected, envErrs, wantSample)
+		t.Errorf("§5.1 example: %+v %+v %+v\nwant %+v", samples, rejected, envErrs, wantSample)
 	}
 
 	// Lines of the recorded H200 trace, as a router wrote them.

@@ -7,7 +7,7 @@ import (
 )
 
 // FieldError is one element of a 422 response's "detail" array, shaped like
-// the pydantic v2 errors the reference servers return (spec §2.3): Type and
+// the pydantic v2 errors the reference servers return (docs/PROTOCOL.md §2.2): Type and
 // Msg use pydantic's codes and wording where pydantic has one.
 //
 // Input is always encodable by encoding/json and never holds NaN or an
@@ -23,7 +23,7 @@ type FieldError struct {
 }
 
 // Rejection reports one training entry that failed validation while the rest
-// of its request was accepted (spec §2.10: per-entry validation).
+// of its request was accepted (docs/PROTOCOL.md §5.1: per-entry validation).
 type Rejection struct {
 	Index  int          `json:"index"`
 	Detail string       `json:"detail"`           // one line naming the first failing field

@@ -2,7 +2,7 @@ package wire
 
 import "github.com/headroomhq/headroom/internal/jsonscan"
 
-// FlushRequest is the body of POST /flush (spec §3.2). Every flag defaults
+// FlushRequest is the body of POST /flush (docs/PROTOCOL.md §5.4). Every flag defaults
 // to true: an empty body flushes everything, as in the reference.
 type FlushRequest struct {
 	FlushTrainingData bool

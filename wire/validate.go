@@ -205,7 +205,7 @@ func setOf(fs ...fieldID) fieldSet {
 	return s
 }
 
-// Required fields (spec §2.4 and §2.10). Every other field is optional, and
+// Required fields (docs/PROTOCOL.md §3 and §5.1). Every other field is optional, and
 // an optional field given as null counts as absent: pydantic would reject
 // null for an optional number, but an explicit "no value" meaning the
 // default is what a client writing null intends.
