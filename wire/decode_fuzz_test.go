@@ -71,7 +71,9 @@ func checkErrs(t *testing.T, body []byte, errs []FieldError) {
 
 // checkJSONVerdict compares the decoder's view of the body's syntax with
 // encoding/json's. This package also refuses invalid UTF-8 and nesting past
-// MaxDepth, and accepts non-finite literals (to reject them per field).
+// MaxDepth, and accepts non-finite literals (to reject them per field): a
+// body encoding/json refuses must then be one the scanner accepts, which
+// jsonscan's own fuzz test (FuzzScan) allows only for non-finite literals.
 func checkJSONVerdict(t *testing.T, body []byte, errs []FieldError) {
 	t.Helper()
 	invalid := len(errs) == 1 && errs[0].Type == "json_invalid"
@@ -84,7 +86,7 @@ func checkJSONVerdict(t *testing.T, body []byte, errs []FieldError) {
 		if s.SkipValue(1) {
 			s.Finish()
 		}
-		if s.Failed() || !s.SawNonFinite() {
+		if s.Failed() {
 			t.Fatalf("invalid JSON %q accepted as JSON: %+v", body, errs)
 		}
 	}

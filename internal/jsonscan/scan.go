@@ -50,10 +50,6 @@ func (s *Scanner) AtEnd() bool { return s.pos == len(s.data) }
 // Err returns the offset and reason of the first syntax error, if Failed.
 func (s *Scanner) Err() (pos int, reason string) { return s.errPos, s.errMsg }
 
-// SawNonFinite reports whether a non-finite token (NaN, Infinity, ...) was
-// read: such data is not strict JSON, though the scanner accepted it.
-func (s *Scanner) SawNonFinite() bool { return s.sawNonFinite }
-
 // Echo returns the generic value of data[start:end], an extent the scanner
 // has already validated, for an error's echo of the offending input.
 func (s *Scanner) Echo(start, end int) any { return echo(s.data, start, end, s.maxDepth) }

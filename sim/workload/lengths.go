@@ -9,8 +9,6 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-
-	"github.com/headroomhq/headroom/trace"
 )
 
 // LogNormal is a token-length distribution: exp(N(Mu, Sigma²)), rounded
@@ -38,8 +36,9 @@ func (d LogNormal) validate(name string) error {
 	return nil
 }
 
-// ChatPromptLengths is FitPromptLengths on the shared H200 ShareGPT trace
-// (1 692 prompts, 4 to 1 488 tokens), rounded; a test recomputes it.
+// ChatPromptLengths is the log-normal fitted to the prompts of the shared
+// H200 ShareGPT trace (1 692 prompts, 4 to 1 488 tokens), rounded; a test
+// recomputes it (fitPromptLengths, lengths_test.go).
 var ChatPromptLengths = LogNormal{Mu: 4.846, Sigma: 1.419, Min: 4, Max: 1488}
 
 // ChatOutputLengths: the trace does not record output lengths. A median of
@@ -48,37 +47,6 @@ var ChatPromptLengths = LogNormal{Mu: 4.846, Sigma: 1.419, Min: 4, Max: 1488}
 // about 17 requests in flight at a TPOT of about 20 ms, i.e. about 2.1 s per
 // request. The clip is the trace's range.
 var ChatOutputLengths = LogNormal{Mu: math.Log(60), Sigma: 1.0, Min: 1, Max: 1024}
-
-// FitPromptLengths fits a log-normal to the prompt lengths of an llm-d
-// trace's TTFT rows (maximum likelihood: mean and standard deviation of the
-// log), clipped to the range seen.
-func FitPromptLengths(tracePath string) (LogNormal, error) {
-	samples, err := trace.ReadFile(tracePath)
-	if err != nil {
-		return LogNormal{}, err
-	}
-	var logs []float64
-	lo, hi := math.Inf(1), math.Inf(-1)
-	for _, s := range samples {
-		if n := float64(s.Row.InputTokenLength); s.ActualTTFTMs > 0 && n >= 1 {
-			logs = append(logs, math.Log(n))
-			lo, hi = min(lo, n), max(hi, n)
-		}
-	}
-	if len(logs) < 2 {
-		return LogNormal{}, fmt.Errorf("fit prompt lengths on %s: %d usable rows, need 2", tracePath, len(logs))
-	}
-	mean := 0.0
-	for _, l := range logs {
-		mean += l
-	}
-	mean /= float64(len(logs))
-	ss := 0.0
-	for _, l := range logs {
-		ss += (l - mean) * (l - mean)
-	}
-	return LogNormal{Mu: mean, Sigma: math.Sqrt(ss / float64(len(logs)-1)), Min: int(lo), Max: int(hi)}, nil
-}
 
 // newRand returns the generator for a seed; stream separates the uses of
 // one seed (arrivals, lengths, token content) so that changing one option

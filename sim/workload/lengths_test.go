@@ -1,6 +1,7 @@
 package workload
 
 import (
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -53,7 +54,7 @@ func TestFitPromptLengthsRecoversParameters(t *testing.T) {
 	}
 	f.Write(lines)
 	f.Close()
-	got, err := FitPromptLengths(path)
+	got, err := fitPromptLengths(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,7 +70,7 @@ func TestChatPromptLengthsAreTheTraceFit(t *testing.T) {
 	if err != nil {
 		t.Skipf("shared trace not available: %v", err)
 	}
-	fit, err := FitPromptLengths(tracePath)
+	fit, err := fitPromptLengths(tracePath)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,4 +93,35 @@ func TestChatPromptLengthsAreTheTraceFit(t *testing.T) {
 	for _, q := range []float64{0.1, 0.5, 0.9, 0.99} {
 		t.Logf("prompt tokens q%.2f: trace %.0f, log-normal %.0f", q, sim.Quantile(recorded, q), sim.Quantile(model, q))
 	}
+}
+
+// fitPromptLengths fits a log-normal to the prompt lengths of an llm-d
+// trace's TTFT rows (maximum likelihood: mean and standard deviation of the
+// log), clipped to the range seen.
+func fitPromptLengths(tracePath string) (LogNormal, error) {
+	samples, err := trace.ReadFile(tracePath)
+	if err != nil {
+		return LogNormal{}, err
+	}
+	var logs []float64
+	lo, hi := math.Inf(1), math.Inf(-1)
+	for _, s := range samples {
+		if n := float64(s.Row.InputTokenLength); s.ActualTTFTMs > 0 && n >= 1 {
+			logs = append(logs, math.Log(n))
+			lo, hi = min(lo, n), max(hi, n)
+		}
+	}
+	if len(logs) < 2 {
+		return LogNormal{}, fmt.Errorf("fit prompt lengths on %s: %d usable rows, need 2", tracePath, len(logs))
+	}
+	mean := 0.0
+	for _, l := range logs {
+		mean += l
+	}
+	mean /= float64(len(logs))
+	ss := 0.0
+	for _, l := range logs {
+		ss += (l - mean) * (l - mean)
+	}
+	return LogNormal{Mu: mean, Sigma: math.Sqrt(ss / float64(len(logs)-1)), Min: int(lo), Max: int(hi)}, nil
 }

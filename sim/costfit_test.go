@@ -1,5 +1,12 @@
 package sim
 
+// The calibration behind DefaultCostModel: the fit of the step cost model to
+// an llm-d trace. It lives beside the tests that pin the defaults to it
+// (TestDefaultCostModelIsTheFit) and measure it against the trace
+// (TestSimulatedTraceLoadResemblesTrace, through the package's external
+// tests), since no program runs it; `go test ./sim -run
+// TestDefaultCostModelIsTheFit -v` prints the fit for docs/SIMULATOR.md.
+
 import (
 	"fmt"
 	"math"
