@@ -12,17 +12,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/headroomhq/headroom/features"
 	"github.com/headroomhq/headroom/service"
-	"github.com/headroomhq/headroom/store"
-	"github.com/headroomhq/headroom/wire"
 )
 
 // services is a trainer and a predictor as the service assembles them, on
 // loopback listeners. Nothing retrains on a timer (Manual): only
-// startServices does.
+// startServices does. The tests reach them over HTTP only.
 type services struct {
-	db           *store.DB
 	trainerURL   string
 	predictorURL string
 }
@@ -53,14 +49,16 @@ func startServices(t *testing.T, withModel bool) *services {
 			t.Error(err)
 		}
 	})
-	s := &services{db: svc.Store(), trainerURL: svc.TrainerURL(), predictorURL: svc.PredictorURL()}
+	s := &services{trainerURL: svc.TrainerURL(), predictorURL: svc.PredictorURL()}
 	if withModel {
-		samples, _, errs := wire.DecodeTrainingBulk(AppendIngestBody(nil, Generator{Seed: 9}, 0, 300), 0)
-		if len(errs) > 0 {
-			t.Fatal(errs)
-		}
-		if _, err := s.db.Add(samples); err != nil {
+		body := AppendIngestBody(nil, Generator{Seed: 9}, 0, 300)
+		resp, err := http.Post(s.trainerURL+"/add_training_data_bulk", "application/json", bytes.NewReader(body))
+		if err != nil {
 			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusAccepted {
+			t.Fatalf("ingest of the first samples: %d", resp.StatusCode)
 		}
 		pub, err := svc.Retrain(context.Background())
 		if err != nil || pub == nil {
@@ -70,11 +68,31 @@ func startServices(t *testing.T, withModel bool) *services {
 	return s
 }
 
-func storedSamples(db *store.DB) int {
-	c := db.Counts()
+// trainerCounts is what the trainer's GET /status says it stores.
+type trainerCounts struct {
+	Samples map[string]struct{ Train, Holdout int } `json:"samples"`
+}
+
+func (s *services) counts(t *testing.T) trainerCounts {
+	t.Helper()
+	resp, err := http.Get(s.trainerURL + "/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var c trainerCounts
+	if err := json.NewDecoder(resp.Body).Decode(&c); err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("trainer /status: %d %v", resp.StatusCode, err)
+	}
+	return c
+}
+
+// storedSamples counts the target samples the trainer holds, holdout
+// included.
+func (s *services) storedSamples(t *testing.T) int {
 	n := 0
-	for _, tg := range features.Targets {
-		n += c.Train(tg) + c.Holdout(tg)
+	for _, c := range s.counts(t).Samples {
+		n += c.Train + c.Holdout
 	}
 	return n
 }
@@ -91,7 +109,7 @@ func TestRunAgainstInProcessServers(t *testing.T) {
 
 func testRun(t *testing.T, goClient bool) {
 	s := startServices(t, true)
-	before := storedSamples(s.db)
+	before := s.storedSamples(t)
 	cfg := Config{
 		PredictorURL: s.predictorURL, TrainerURL: s.trainerURL,
 		Rate: 400, Duration: 750 * time.Millisecond, Warmup: 100 * time.Millisecond, Rows: 10, Concurrency: 4,
@@ -132,7 +150,7 @@ func testRun(t *testing.T, goClient bool) {
 	checkOrdered(t, "ingest", in.Latency)
 	// Warm-up batches are sent too, just not counted; the store holds both.
 	warm := uint64(cfg.IngestRate / float64(cfg.IngestBatch) * cfg.Warmup.Seconds())
-	if got := storedSamples(s.db) - before; got < int(in.SamplesAcked) || got > int((wantBatches+warm)*100*2) {
+	if got := s.storedSamples(t) - before; got < int(in.SamplesAcked) || got > int((wantBatches+warm)*100*2) {
 		t.Errorf("store grew by %d target samples for %d acknowledged entries", got, in.SamplesAcked)
 	}
 
@@ -143,8 +161,8 @@ func testRun(t *testing.T, goClient bool) {
 	if sv.ServerP50Ms <= 0 || sv.ServerP99Ms < sv.ServerP50Ms || sv.ServerP99Ms > 10000 {
 		t.Errorf("predictor's own latency p50 ≤ %v ms, p99 ≤ %v ms", sv.ServerP50Ms, sv.ServerP99Ms)
 	}
-	if c := s.db.Counts(); sv.StoredSamples["ttft"] != c.Train(features.TTFT) || sv.StoredSamples["tpot"] != c.Train(features.TPOT) {
-		t.Errorf("scraped stored samples %v, store has ttft %d tpot %d", sv.StoredSamples, c.Train(features.TTFT), c.Train(features.TPOT))
+	if c := s.counts(t).Samples; sv.StoredSamples["ttft"] != c["ttft"].Train || sv.StoredSamples["tpot"] != c["tpot"].Train {
+		t.Errorf("scraped stored samples %v, trainer stores %+v", sv.StoredSamples, c)
 	}
 
 	// The JSON has the fields scripts rely on, at the top level.

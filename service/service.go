@@ -368,8 +368,6 @@ func (s *Service) TrainerURL() string { return s.trainerSrv.url() }
 // predictor).
 func (s *Service) PredictorURL() string { return s.predictorSrv.url() }
 
-// Trainer, Store and Predictor are the roles' parts, nil where the role is
-// not configured: for status pages and for tests that reach behind HTTP.
-func (s *Service) Trainer() *trainer.Trainer       { return s.trainer }
-func (s *Service) Store() *store.DB                { return s.db }
-func (s *Service) Predictor() *predictor.Predictor { return s.pred }
+// Trainer is the trainer role's trainer, nil without that role: for status
+// pages.
+func (s *Service) Trainer() *trainer.Trainer { return s.trainer }
