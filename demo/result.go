@@ -10,6 +10,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/headroomhq/headroom/internal/orderedjson"
 	"github.com/headroomhq/headroom/sim"
 )
 
@@ -219,7 +220,7 @@ func (r *Result) MarshalJSON() ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	pol, err := policiesJSON(r.Policies)
+	pol, err := json.Marshal(byName(r.Policies))
 	if err != nil {
 		return nil, err
 	}
@@ -231,25 +232,14 @@ func (r *Result) MarshalJSON() ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
-// policiesJSON writes policies as one object keyed by name, in order.
-func policiesJSON(policies []PolicyResult) ([]byte, error) {
-	var buf bytes.Buffer
-	buf.WriteByte('{')
+// byName is the policies as one object keyed by name, in the comparison's
+// order.
+func byName(policies []PolicyResult) orderedjson.Object {
+	o := make(orderedjson.Object, len(policies))
 	for i, p := range policies {
-		if i > 0 {
-			buf.WriteByte(',')
-		}
-		k, _ := json.Marshal(p.Name)
-		v, err := json.Marshal(p)
-		if err != nil {
-			return nil, fmt.Errorf("policy %s: %w", p.Name, err)
-		}
-		buf.Write(k)
-		buf.WriteByte(':')
-		buf.Write(v)
+		o[i] = orderedjson.Field{Key: p.Name, Value: p}
 	}
-	buf.WriteByte('}')
-	return buf.Bytes(), nil
+	return o
 }
 
 // WriteJSON writes the result, indented.

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/headroomhq/headroom/internal/orderedjson"
 )
 
 // Sweep is the comparison repeated at several offered loads.
@@ -40,16 +42,12 @@ type SweepPoint struct {
 // MarshalJSON writes {"rate", "requests", "policies": {name: {...}}, "model"},
 // the policies keyed by name in the comparison's order.
 func (p SweepPoint) MarshalJSON() ([]byte, error) {
-	pol, err := policiesJSON(p.Policies)
-	if err != nil {
-		return nil, err
-	}
 	return json.Marshal(struct {
-		Rate     float64         `json:"rate"`
-		Requests int             `json:"requests"`
-		Policies json.RawMessage `json:"policies"`
-		Model    FinalModel      `json:"model"`
-	}{p.Rate, p.Requests, pol, p.Model})
+		Rate     float64            `json:"rate"`
+		Requests int                `json:"requests"`
+		Policies orderedjson.Object `json:"policies"`
+		Model    FinalModel         `json:"model"`
+	}{p.Rate, p.Requests, byName(p.Policies), p.Model})
 }
 
 // MarshalJSON adds the durations in seconds.

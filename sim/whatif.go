@@ -9,6 +9,8 @@ import (
 	"math"
 	"strings"
 	"text/tabwriter"
+
+	"github.com/headroomhq/headroom/internal/orderedjson"
 )
 
 // Result is one configuration's run.
@@ -71,65 +73,34 @@ var metrics = []metric{
 // configuration (absolute change for prefix_hit_rate; null when the first
 // is 0).
 func WriteJSON(w io.Writer, results []Result) error {
-	configs := make([]object, len(results))
+	// The name first and the metrics in the table's order.
+	configs := make([]orderedjson.Object, len(results))
 	for i, r := range results {
 		c := r.Config
-		o := object{
-			{"name", c.Name}, {"servers", c.Servers}, {"kv_blocks", c.KVBlocks}, {"prefix_caching", c.PrefixCaching},
-			{"max_num_seqs", c.MaxNumSeqs}, {"max_num_batched_tokens", c.MaxNumBatchedTokens}, {"cost", c.Cost},
-			{"requests", r.Summary.Requests},
+		o := orderedjson.Object{
+			{Key: "name", Value: c.Name}, {Key: "servers", Value: c.Servers}, {Key: "kv_blocks", Value: c.KVBlocks},
+			{Key: "prefix_caching", Value: c.PrefixCaching}, {Key: "max_num_seqs", Value: c.MaxNumSeqs},
+			{Key: "max_num_batched_tokens", Value: c.MaxNumBatchedTokens}, {Key: "cost", Value: c.Cost},
+			{Key: "requests", Value: r.Summary.Requests},
 		}
 		for _, m := range metrics {
-			o = append(o, field{m.key, jsonNumber(m.get(&r.Summary))})
+			o = append(o, orderedjson.Field{Key: m.key, Value: jsonNumber(m.get(&r.Summary))})
 		}
 		if i > 0 {
-			change := object{}
+			change := orderedjson.Object{}
 			for _, m := range metrics {
-				change = append(change, field{m.key, changeOf(m, &results[0].Summary, &r.Summary)})
+				change = append(change, orderedjson.Field{Key: m.key, Value: changeOf(m, &results[0].Summary, &r.Summary)})
 			}
-			o = append(o, field{"change_vs_first", change})
+			o = append(o, orderedjson.Field{Key: "change_vs_first", Value: change})
 		}
 		configs[i] = o
 	}
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
-	if err := enc.Encode(object{{"configs", configs}}); err != nil {
+	if err := enc.Encode(orderedjson.Object{{Key: "configs", Value: configs}}); err != nil {
 		return fmt.Errorf("write what-if json: %w", err)
 	}
 	return nil
-}
-
-// object is a JSON object that keeps its keys in the order given, so the
-// output reads name first and metrics in the table's order.
-type object []field
-
-type field struct {
-	key   string
-	value any
-}
-
-// MarshalJSON implements json.Marshaler.
-func (o object) MarshalJSON() ([]byte, error) {
-	var buf bytes.Buffer
-	buf.WriteByte('{')
-	for i, f := range o {
-		if i > 0 {
-			buf.WriteByte(',')
-		}
-		k, err := json.Marshal(f.key)
-		if err != nil {
-			return nil, err
-		}
-		v, err := json.Marshal(f.value)
-		if err != nil {
-			return nil, fmt.Errorf("field %s: %w", f.key, err)
-		}
-		buf.Write(k)
-		buf.WriteByte(':')
-		buf.Write(v)
-	}
-	buf.WriteByte('}')
-	return buf.Bytes(), nil
 }
 
 // changeOf is a metric's change from base to s: relative, or in points for
