@@ -97,6 +97,14 @@ func TestPDSplitRequestTimeline(t *testing.T) {
 		if !o.Split || o.PrefillFailed || o.PrefillPod != 0 || o.DecodePod != 0 || o.DecodeTopology != tc.d {
 			t.Errorf("%s: route %+v", tc.name, o)
 		}
+		s := o.Sample()
+		if s.ActualKVTransferMs != ms(o.KVTransferTime()) || s.KVTransferTokens != prompt ||
+			s.KVBytesPerToken != sim.DefaultKVBytesPerToken || s.LinkClass != sim.ClassOf(nodeA, tc.d).String() ||
+			s.PrefillPod != "prefill-0" || s.DecodePod != "decode-0" || *s.PrefillTopology != nodeA ||
+			s.DecodeTopology != tc.d || s.ConcurrentTransfers != 1 || s.PrefillMs != ms(o.PrefillTime()) ||
+			s.ActualTTFTMs != ms(o.Decode.TTFT()) {
+			t.Errorf("%s: sample %+v", tc.name, s)
+		}
 		if o.Decode.PrefixHitTokens != 0 {
 			t.Errorf("%s: transferred KV counted as %d prefix-hit tokens", tc.name, o.Decode.PrefixHitTokens)
 		}

@@ -1,11 +1,13 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 
 	"github.com/headroomhq/headroom/sim"
@@ -35,7 +37,9 @@ func runWhatif(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		requests   = fs.Int("requests", 1000, "chat workload: number of requests")
 		sessions   = fs.Int("sessions", 24, "agentic workload: number of sessions (8 turns each)")
 		routerName = fs.String("router", "load-prefix", "router: "+strings.Join(sim.RouterNames, ", "))
+		pd         pdFlags
 	)
+	pd.register(fs)
 	fs.Func("config", "a configuration: a YAML file, inline key=value,... ("+strings.Join(sim.ConfigKeys, ", ")+
 		"), or 'default'; repeat to compare, the first is the baseline", func(s string) error {
 		configs = append(configs, s)
@@ -54,8 +58,11 @@ func runWhatif(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if (*logPath == "") == (*wl == "") {
 		return errors.New("give exactly one of --log and --workload")
 	}
-	if len(configs) == 0 {
+	if len(configs) == 0 && pd.layout == "" {
 		return errors.New("give at least one --config")
+	}
+	if err := pd.check(); err != nil {
+		return err
 	}
 	if _, ok := sim.NewRouter(*routerName); !ok {
 		return fmt.Errorf("--router %q: want one of %s", *routerName, strings.Join(sim.RouterNames, ", "))
@@ -100,6 +107,16 @@ func runWhatif(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 
+	if pd.layout != "" {
+		if len(cfgs) > 1 {
+			return errors.New("--pd compares routers on one engine configuration: give at most one --config")
+		}
+		engine := base
+		if len(cfgs) > 0 {
+			engine = cfgs[0]
+		}
+		return pd.run(ctx, reqs, engine, *asJSON, stdout)
+	}
 	results, err := sim.WhatIf(ctx, reqs, cfgs, func() sim.Router {
 		r, _ := sim.NewRouter(*routerName)
 		return r
@@ -112,4 +129,95 @@ func runWhatif(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	fmt.Fprintf(stdout, "%d requests, router %s\n\n", len(reqs), *routerName)
 	return sim.WriteTable(stdout, results)
+}
+
+// pdFlags are whatif's disaggregated mode: the same workload through a
+// prefill pool and a decode pool on a topology, under each P/D router.
+type pdFlags struct {
+	layout           string
+	prefill, decode  int
+	routers          string
+	kvBytesPerToken  float64
+	prefillFailRate  float64
+	failureSeed      uint64
+	samples          string
+	resolvedRouters  []string
+	resolvedTopology [2][]sim.Topology
+}
+
+func (p *pdFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&p.layout, "pd", "", "disaggregate: prefill and decode pools placed as "+strings.Join(sim.PDLayouts, ", ")+
+		"; compares --pd-routers on the first --config's engine (docs/SIMULATOR.md, section P/D)")
+	fs.IntVar(&p.prefill, "prefill-pods", 2, "--pd: prefill pods")
+	fs.IntVar(&p.decode, "decode-pods", 2, "--pd: decode pods")
+	fs.StringVar(&p.routers, "pd-routers", strings.Join(sim.PDRouterNames, ","), "--pd: comma-separated P/D routers to compare")
+	fs.Float64Var(&p.kvBytesPerToken, "kv-bytes-per-token", sim.DefaultKVBytesPerToken, "--pd: the model's KV-cache bytes per token (default: Qwen3-32B in bf16)")
+	fs.Float64Var(&p.prefillFailRate, "prefill-failure-rate", 0, "--pd: probability a prefill pod fails after its prefill (the decode pod then runs the request alone)")
+	fs.Uint64Var(&p.failureSeed, "pd-seed", 1, "--pd: seed of the prefill failures")
+	fs.StringVar(&p.samples, "pd-samples", "", "--pd: also write every request's route, prefill and KV transfer to this JSONL file, as a sidecar would report them")
+}
+
+// check validates the P/D flags before any work is done.
+func (p *pdFlags) check() error {
+	if p.layout == "" {
+		return nil
+	}
+	pre, dec, err := sim.PlacePods(p.layout, p.prefill, p.decode)
+	if err != nil {
+		return fmt.Errorf("--pd: %w", err)
+	}
+	p.resolvedTopology = [2][]sim.Topology{pre, dec}
+	p.resolvedRouters = nil
+	for _, name := range strings.Split(p.routers, ",") {
+		name = strings.TrimSpace(name)
+		if _, ok := sim.NewPDRouter(name); !ok {
+			return fmt.Errorf("--pd-routers: %q: want some of %s", name, strings.Join(sim.PDRouterNames, ", "))
+		}
+		p.resolvedRouters = append(p.resolvedRouters, name)
+	}
+	return nil
+}
+
+func (p *pdFlags) run(ctx context.Context, reqs []*sim.Request, engine sim.Config, asJSON bool, stdout io.Writer) error {
+	cfg := sim.PDConfig{
+		Prefill: engine, Decode: engine,
+		PrefillPods: p.resolvedTopology[0], DecodePods: p.resolvedTopology[1],
+		Links: sim.DefaultLinks(), KVBytesPerToken: p.kvBytesPerToken,
+		PrefillFailureRate: p.prefillFailRate, Seed: p.failureSeed,
+	}
+	results, err := sim.ComparePD(ctx, reqs, cfg, p.resolvedRouters)
+	if err != nil {
+		return err
+	}
+	if p.samples != "" {
+		if err := writePDSamples(p.samples, results); err != nil {
+			return err
+		}
+	}
+	if asJSON {
+		return sim.WritePDJSON(stdout, results)
+	}
+	fmt.Fprintf(stdout, "%d requests, %d prefill and %d decode pods, layout %s, engine %s\n\n",
+		len(reqs), p.prefill, p.decode, p.layout, engine.Name)
+	return sim.WritePDTable(stdout, results)
+}
+
+func writePDSamples(path string, results []sim.PDResult) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("--pd-samples: %w", err)
+	}
+	w := bufio.NewWriter(f)
+	if err := sim.WritePDSamples(w, results); err != nil {
+		f.Close()
+		return fmt.Errorf("--pd-samples %s: %w", path, err)
+	}
+	if err := w.Flush(); err != nil {
+		f.Close()
+		return fmt.Errorf("--pd-samples %s: %w", path, err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("--pd-samples %s: %w", path, err)
+	}
+	return nil
 }

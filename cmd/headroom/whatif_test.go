@@ -83,3 +83,81 @@ func TestWhatifUsageErrors(t *testing.T) {
 		}
 	}
 }
+
+func TestWhatifPD(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	samples := filepath.Join(t.TempDir(), "pd.jsonl")
+	err := runWhatif(context.Background(), []string{"--workload", "chat", "--requests", "120", "--rate", "6", "--json",
+		"--pd", "zones", "--prefill-pods", "2", "--decode-pods", "2", "--prefill-failure-rate", "0.5",
+		"--pd-samples", samples}, &stdout, &stderr)
+	if err != nil {
+		t.Fatalf("whatif --pd: %v\n%s", err, stderr.String())
+	}
+	var doc struct {
+		Policies map[string]struct {
+			Requests        int     `json:"requests"`
+			Completed       int     `json:"completed"`
+			TTFTP95         float64 `json:"ttft_p95_ms"`
+			KVTransferP50   float64 `json:"kv_transfer_p50_ms"`
+			SplitRate       float64 `json:"split_rate"`
+			PrefillFailures int     `json:"prefill_failures"`
+		} `json:"policies"`
+	}
+	if err := json.Unmarshal(stdout.Bytes(), &doc); err != nil {
+		t.Fatalf("not JSON: %v\n%s", err, stdout.String())
+	}
+	for _, name := range []string{"greedy", "topology-constant", "decode-only"} {
+		p, ok := doc.Policies[name]
+		if !ok || p.Requests != 120 || p.Completed != 120 || p.TTFTP95 <= 0 {
+			t.Errorf("%s: %+v", name, p)
+		}
+		split := name != "decode-only"
+		if split != (p.SplitRate == 1) || split != (p.KVTransferP50 > 0) || split != (p.PrefillFailures > 0) {
+			t.Errorf("%s: split rate %g, transfer p50 %g, failures %d", name, p.SplitRate, p.KVTransferP50, p.PrefillFailures)
+		}
+	}
+
+	data, err := os.ReadFile(samples)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(data)), "\n")
+	if len(lines) != 3*120 {
+		t.Fatalf("%d sample lines, want one per request and router (360)", len(lines))
+	}
+	transfers := 0
+	for _, line := range lines {
+		var s struct {
+			Router     string  `json:"router"`
+			Transfer   float64 `json:"actual_kv_transfer_ms"`
+			Tokens     int     `json:"kv_transfer_tokens"`
+			Class      string  `json:"link_class"`
+			PrefillPod string  `json:"prefill_pod"`
+		}
+		if err := json.Unmarshal([]byte(line), &s); err != nil {
+			t.Fatalf("sample %q: %v", line, err)
+		}
+		if s.Transfer > 0 {
+			transfers++
+			if s.Tokens <= 0 || s.Class == "" || s.PrefillPod == "" || s.Router == "decode-only" {
+				t.Errorf("transfer sample lacks its route: %s", line)
+			}
+		}
+	}
+	if transfers == 0 {
+		t.Error("no sample carries a KV transfer")
+	}
+
+	for _, args := range [][]string{
+		{"--pd", "galaxy"},
+		{"--pd", "racks", "--decode-pods", "0"},
+		{"--pd", "racks", "--pd-routers", "greedy,joint"},
+		{"--pd", "racks", "--config", "default", "--config", "kv_blocks=100"},
+	} {
+		stdout.Reset()
+		err := runWhatif(context.Background(), append([]string{"--workload", "chat", "--requests", "10"}, args...), &stdout, &stderr)
+		if err == nil {
+			t.Errorf("%v: accepted", args)
+		}
+	}
+}
