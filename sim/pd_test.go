@@ -223,6 +223,9 @@ func TestPDConcurrentTransfersContend(t *testing.T) {
 		if want := ms(l.Latency) + 2*(alone-ms(l.Latency)); math.Abs(ms(o.KVTransferTime())-want) > 1e-5 {
 			t.Errorf("request %d: transfer %v, want %.5f ms (half the link)", o.Request.ID, o.KVTransferTime(), want)
 		}
+		if math.Abs(o.Transfer.MeanConcurrent-2) > 1e-6 || o.Sample().MeanConcurrent != o.Transfer.MeanConcurrent {
+			t.Errorf("request %d: mean concurrency %g, want 2", o.Request.ID, o.Transfer.MeanConcurrent)
+		}
 	}
 	if got := f.Outcomes()[1].Transfer.Concurrent; got != 2 {
 		t.Errorf("second transfer saw %d on its link, want 2", got)

@@ -166,6 +166,7 @@ type PDSample struct {
 	KVTransferTokens    int       `json:"kv_transfer_tokens,omitempty"`
 	KVBytesPerToken     float64   `json:"kv_bytes_per_token,omitempty"`
 	ConcurrentTransfers int       `json:"concurrent_transfers,omitempty"`
+	MeanConcurrent      float64   `json:"mean_concurrent_transfers,omitempty"`
 	ActualTTFTMs        float64   `json:"actual_ttft_ms,omitempty"`
 	ActualTPOTMs        float64   `json:"actual_tpot_ms,omitempty"`
 }
@@ -191,6 +192,7 @@ func (o *PDOutcome) Sample() PDSample {
 			s.KVBytesPerToken = o.KVTransferBytes / float64(o.KVTransferTokens)
 		}
 		s.ConcurrentTransfers = x.Concurrent
+		s.MeanConcurrent = x.MeanConcurrent
 	}
 	if o.Decode.Done {
 		s.ActualTTFTMs = durationMs(o.Decode.TTFT())

@@ -137,8 +137,13 @@ type Transfer struct {
 	// Concurrent is how many transfers were on its link when it joined,
 	// itself included: the contention a sidecar could report.
 	Concurrent int
+	// MeanConcurrent is the time-weighted mean number of transfers on its
+	// link while its bytes moved, itself included: what its bandwidth share
+	// really was (bytes / (End − Start − latency) = bandwidth / MeanConcurrent).
+	MeanConcurrent float64
 
 	link      *linkState
+	crowd     float64       // ∫ transfers on the link dt, in seconds, since it joined
 	joinAt    time.Duration // Start + the link's latency
 	joined    bool
 	remaining float64 // bytes
@@ -191,8 +196,10 @@ func (n *network) start(now time.Duration, a, b Topology, bytes float64, owner *
 func (ls *linkState) settle(now time.Duration) {
 	if dt := now - ls.last; dt > 0 && len(ls.active) > 0 {
 		share := ls.bytesPerSec / float64(len(ls.active)) * dt.Seconds()
+		crowd := float64(len(ls.active)) * dt.Seconds()
 		for _, t := range ls.active {
 			t.remaining -= share
+			t.crowd += crowd
 		}
 	}
 	ls.last = now
@@ -246,7 +253,7 @@ func (n *network) advance(now time.Duration) []*Transfer {
 				// Transfers that finish within a byte of the first are done
 				// together: float rounding must not leave a nanosecond event.
 				if x == first || x.remaining <= 1 {
-					x.End = now
+					x.finish(now)
 					done = append(done, x)
 					continue
 				}
@@ -265,13 +272,21 @@ func (n *network) advance(now time.Duration) []*Transfer {
 		t.Concurrent = len(t.link.active)
 		if t.remaining <= 0 { // an empty transfer pays only the latency
 			t.link.active = t.link.active[:len(t.link.active)-1]
-			t.End = now
+			t.finish(now)
 			done = append(done, t)
 		}
 	}
 	n.active -= len(done)
 	sortTransfers(done)
 	return done
+}
+
+func (t *Transfer) finish(now time.Duration) {
+	t.End = now
+	t.MeanConcurrent = float64(t.Concurrent)
+	if moving := (now - t.joinAt).Seconds(); moving > 0 {
+		t.MeanConcurrent = t.crowd / moving
+	}
 }
 
 func sortTransfers(ts []*Transfer) {

@@ -91,8 +91,8 @@ func TestTransferAloneTakesBytesOverBandwidth(t *testing.T) {
 		if d := x.End - x.Start; d < want || d > want+time.Nanosecond {
 			t.Errorf("%v: %v, want latency + bytes/bandwidth = %v", x.Class, d, want)
 		}
-		if x.Concurrent != 1 {
-			t.Errorf("%v: concurrent %d, want 1", x.Class, x.Concurrent)
+		if x.Concurrent != 1 || math.Abs(x.MeanConcurrent-1) > 1e-9 {
+			t.Errorf("%v: concurrent %d, mean %g, want 1", x.Class, x.Concurrent, x.MeanConcurrent)
 		}
 	}
 }
@@ -116,6 +116,11 @@ func TestConcurrentTransfersShareTheLink(t *testing.T) {
 	if ts[1].Concurrent != 2 {
 		t.Errorf("second transfer saw %d on the link, want 2", ts[1].Concurrent)
 	}
+	for i, x := range ts {
+		if math.Abs(x.MeanConcurrent-2) > 1e-6 {
+			t.Errorf("shared transfer %d: mean concurrency %g, want 2", i, x.MeanConcurrent)
+		}
+	}
 
 	// On two different node pairs they do not interfere.
 	ts = runNetwork(t, links, []time.Duration{0, 0}, [][2]Topology{{a, b}, {c, d}}, []float64{bytes, bytes})
@@ -136,6 +141,12 @@ func TestConcurrentTransfersShareTheLink(t *testing.T) {
 	}
 	if want := l.Latency + 2*half + half; !within(ts[1].End-ts[1].Start, want) {
 		t.Errorf("second of staggered: %v, want %v", ts[1].End-ts[1].Start, want)
+	}
+	// Each spent a third of its byte time alone and two thirds shared.
+	for i, x := range ts {
+		if math.Abs(x.MeanConcurrent-5.0/3) > 1e-6 {
+			t.Errorf("staggered transfer %d: mean concurrency %.6f, want 5/3", i, x.MeanConcurrent)
+		}
 	}
 }
 
