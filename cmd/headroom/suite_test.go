@@ -61,8 +61,12 @@ func TestSuiteGeneratesAndRegenerates(t *testing.T) {
 }
 
 // `headroom eval --suite` on a two-trace suite prints one table with every
-// trace × target × mode; the linear model keeps it quick.
+// trace × target × mode; the linear model keeps it quick (the baselines
+// still train xgboost, so -short skips it).
 func TestEvalSuite(t *testing.T) {
+	if testing.Short() {
+		t.Skip("trains xgboost models over and over; skipped with -short")
+	}
 	if _, err := exec.LookPath("xgboost"); err != nil {
 		t.Skip("xgboost CLI not installed (apt-get install xgboost)")
 	}
