@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Sets up what the tests need and runs them: gofmt, vet, a tidy go.mod,
-# staticcheck, then every package's tests
+# Sets up what the tests need and runs them: gofmt, vet (also for macOS and
+# Windows), a tidy go.mod, staticcheck, no dead code, then every package's tests
 # under the race detector (integration tests start their own servers and
 # processes on free loopback ports), then short fuzz runs. Set
 # HEADROOM_LONG_TESTS=1 for the long soak, kill and fuzz runs.
@@ -23,9 +23,39 @@ GOOS=windows go build ./...
 go mod tidy -diff || { echo "go.mod/go.sum are not tidy: run go mod tidy" >&2; exit 1; }
 staticcheck ./...
 
-# Every test runs under the race detector; the whole suite takes a few
-# minutes on two cores. Each fuzz target's seeds and committed corpus
-# (testdata/fuzz) run here as ordinary tests.
+# Dead code: functions no main program (cmd/headroom) reaches. deadcode runs
+# without -test, so a function that only tests call counts as dead: tests of
+# code the product never runs prove nothing about the product. Helpers for
+# one package's tests belong in its _test.go files, which deadcode does not
+# report on; helpers shared by several packages' tests live in test-support
+# packages, which are exempt and say what they are: a name ending in "test"
+# (model/modeltest, like net/http/httptest) or "testing" imported outside
+# _test.go files (internal/tmpfs). scripts/deadcode.allow lists the few
+# functions accepted for now, each with its reason.
+support=$(go list -f '{{.ImportPath}} {{.Name}} {{join .Imports " "}}' ./... |
+	awk '$2 ~ /test$/ || / testing( |$)/ { print $1 }')
+allowed=$(grep -v -e '^#' -e '^$' scripts/deadcode.allow || true)
+report=$(deadcode -f '{{range .Funcs}}{{$.Path}} {{$.Path}}.{{.Name}} {{.Position}}{{"\n"}}{{end}}' ./... |
+	awk -v support="$support" 'BEGIN { n = split(support, s); for (i = 1; i <= n; i++) skip[s[i]] = 1 }
+		!($1 in skip) { print $2, $3 }')
+dead=$(awk 'NR == FNR { ok[$1] = 1; next } $1 != "" && !($1 in ok) { print $2 ": unreachable func " $1 }' \
+	<(echo "$allowed") <(echo "$report"))
+if [ -n "$dead" ]; then
+	echo "dead code (reached by no main program; delete it, or move a test helper as above):" >&2
+	echo "$dead" >&2
+	exit 1
+fi
+stale=$(awk 'NR == FNR { if ($1 != "") live[$1] = 1; next } $1 != "" && !($1 in live)' \
+	<(echo "$report") <(echo "$allowed"))
+if [ -n "$stale" ]; then
+	echo "note: now reached by a program, so delete from scripts/deadcode.allow:" $stale >&2
+fi
+
+# Every test runs under the race detector, and all of them: not -short,
+# which skips the soak and the slow xgboost-heavy tests for quick runs while
+# developing. The whole suite takes a few minutes on two cores. Each fuzz
+# target's seeds and committed corpus (testdata/fuzz) run here as ordinary
+# tests.
 go test -race -count=1 -timeout 20m ./...
 
 # Fuzzing proper. The bundle reader's targets start fuzzing within a second,
