@@ -58,3 +58,27 @@ func TestHTTPMetricsCacheIsBounded(t *testing.T) {
 		t.Fatalf("uncached series counted %v, want 1", got)
 	}
 }
+
+// Issue 11 row 8: 300 requests with invented methods made 300 series of
+// headroom_http_requests_total, with no token needed. Methods outside the
+// standard set count under one label value.
+func TestLabelsAreBounded(t *testing.T) {
+	m := New(prometheus.NewRegistry(), "test")
+	gin.SetMode(gin.ReleaseMode)
+	r := gin.New()
+	r.Use(m.Middleware())
+	r.GET("/ok", func(c *gin.Context) { c.String(http.StatusOK, "ok") })
+	for i := range 300 {
+		r.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(fmt.Sprintf("INVENTED%d", i), "/ok", nil))
+		r.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(fmt.Sprintf("X%d", i), fmt.Sprintf("/nowhere/%d", i), nil))
+	}
+	for _, method := range []string{"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "TRACE"} {
+		r.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(method, "/ok", nil))
+	}
+	if n := testutil.CollectAndCount(m.requests); n > 10 {
+		t.Errorf("%d request series after 600 requests with invented methods and paths, want at most 10", n)
+	}
+	if got := testutil.ToFloat64(m.requests.WithLabelValues("unmatched", "other", "404")); got != 600 {
+		t.Errorf("invented methods counted %v under route=\"unmatched\", method=\"other\", want 600", got)
+	}
+}
