@@ -172,7 +172,7 @@ func (s *trainerServer) ingest(c *gin.Context, decode func([]byte, int) ([]featu
 	}
 	res, err := s.db.Add(samples)
 	if err != nil {
-		writeDetail(c, http.StatusInternalServerError, fmt.Sprintf("Failed to add training data in bulk: %v", err))
+		writeStoreError(c, "Failed to add training data in bulk", err)
 		return
 	}
 	s.t.ObserveServed(samples)
@@ -206,7 +206,7 @@ func (s *trainerServer) flush(c *gin.Context) {
 	}
 	res, err := s.db.Flush(req.FlushTrainingData, req.FlushTestData, features.Targets[:]...)
 	if err != nil {
-		writeDetail(c, http.StatusInternalServerError, fmt.Sprintf("Failed to flush data: %v", err))
+		writeStoreError(c, "Failed to flush data", err)
 		return
 	}
 	var parts []string

@@ -152,8 +152,8 @@ func TestDiskFull(t *testing.T) {
 		}
 
 		code, detail := ingestUntilRefused(t, l, url, 3000, 20)
-		if code < 500 || !strings.Contains(detail, "no space left") {
-			t.Errorf("ingest on a full disk: %d %s; want a 5xx naming the cause", code, detail)
+		if code != http.StatusInsufficientStorage || !strings.Contains(detail, "no space left") {
+			t.Errorf("ingest on a full disk: %d %s; want 507 naming the cause", code, detail)
 		}
 		if code, _ := getJSON(url+"/healthz", nil); code != 200 {
 			t.Errorf("/healthz on a full disk: %d", code)
@@ -186,8 +186,8 @@ func TestDiskFull(t *testing.T) {
 		l := newLedger()
 		mustIngest(t, l, url, 100)
 		code, detail := ingestUntilRefused(t, l, url, 3000, 40)
-		if code < 500 || !strings.Contains(detail, "too large") {
-			t.Errorf("ingest past the file size limit: %d %s; want a 5xx naming the cause", code, detail)
+		if code != http.StatusInsufficientStorage || !strings.Contains(detail, "too large") {
+			t.Errorf("ingest past the file size limit: %d %s; want 507 naming the cause", code, detail)
 		}
 		if code, _ := getJSON(url+"/healthz", nil); code != 200 {
 			t.Errorf("/healthz at the file size limit: %d", code)
