@@ -99,6 +99,16 @@ var badRowCases = []struct {
 	{"deep nesting in a field", "kv_cache_percentage", strings.Repeat("[", 200) + strings.Repeat("]", 200), ""},
 	{"duplicate key", "input_token_length", `7,"input_token_length":8`, "more than once"},
 	{"bad timestamp", "timestamp", `"yesterday"`, "datetime"},
+	// Issue 11 row 1: each of these made the whole batch a 500.
+	{"timestamp in year 9999", "timestamp", `"9999-12-31T23:59:59Z"`, "range samples are stored in"},
+	{"timestamp in year 1500", "timestamp", `"1500-06-01T00:00:00Z"`, "range samples are stored in"},
+	{"timestamp in year 1", "timestamp", `"0001-01-01T00:00:00Z"`, "range samples are stored in"},
+	{"timestamp a day past 2262-04-11", "timestamp", `"2262-04-12T00:00:00Z"`, "range samples are stored in"},
+	{"timestamp before 1677-09-21 00:12", "timestamp", `"1677-09-21T00:00:00Z"`, "range samples are stored in"},
+	{"timestamp pushed past the range by its offset", "timestamp", `"2262-04-11T23:59:59-01:00"`, "range samples are stored in"},
+	// Issue 11 row 7: a 10 MB pod_type was stored.
+	{"pod_type of 10 MB", "pod_type", `"` + strings.Repeat("x", 10<<20) + `"`, "at most 64 characters"},
+	{"pod_type of 65 characters", "pod_type", `"` + strings.Repeat("é", 65) + `"`, "at most 64 characters"},
 }
 
 func newBadInputService(t *testing.T, limits Limits) (*store.DB, http.Handler, http.Handler) {

@@ -1,6 +1,18 @@
 package features
 
-import "time"
+import (
+	"math"
+	"time"
+)
+
+// MinTimestamp and MaxTimestamp bound a Sample's Timestamp: the times
+// Unix nanoseconds can hold (1677-09-21 to 2262-04-11), which is how the
+// store records them. The decoder refuses an entry outside them, so that
+// one bad timestamp costs that entry alone rather than its whole batch.
+var (
+	MinTimestamp = time.Unix(0, math.MinInt64).UTC()
+	MaxTimestamp = time.Unix(0, math.MaxInt64).UTC()
+)
 
 // Sample is one observed request: the row the router saw at scheduling time
 // and the latencies it measured. A zero label means "not measured": a sample

@@ -35,10 +35,7 @@ const (
 )
 
 // Unix nanoseconds cover 1678-2262; outside that UnixNano is undefined.
-var (
-	minTime = time.Unix(0, math.MinInt64)
-	maxTime = time.Unix(0, math.MaxInt64)
-)
+var minTime, maxTime = features.MinTimestamp, features.MaxTimestamp
 
 var (
 	errTruncated = errors.New("truncated record")

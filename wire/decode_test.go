@@ -208,6 +208,24 @@ func fieldCases() []fieldCase {
 			s.Timestamp = time.Date(2026, 11, 29, 15, 42, 36, 0, time.UTC)
 		}}),
 		entriesOnly(fieldCase{field: "timestamp", lit: "null", want: func(*features.Sample) {}}),
+		// Issue 11 row 1: times the store cannot hold failed the whole batch.
+		entriesOnly(fieldCase{field: "timestamp", lit: `"9999-12-31T23:59:59Z"`, typ: "datetime_parsing", input: "9999-12-31T23:59:59Z"}),
+		entriesOnly(fieldCase{field: "timestamp", lit: `"1500-01-01T00:00:00Z"`, typ: "datetime_parsing", input: "1500-01-01T00:00:00Z"}),
+		entriesOnly(fieldCase{field: "timestamp", lit: `"0001-01-01T00:00:00Z"`, typ: "datetime_parsing", input: "0001-01-01T00:00:00Z"}),
+		entriesOnly(fieldCase{field: "timestamp", lit: `"2262-04-12T00:00:00Z"`, typ: "datetime_parsing", input: "2262-04-12T00:00:00Z"}),
+		entriesOnly(fieldCase{field: "timestamp", lit: `"1677-09-21T00:00:00Z"`, typ: "datetime_parsing", input: "1677-09-21T00:00:00Z"}),
+		entriesOnly(fieldCase{field: "timestamp", lit: `"2262-04-11T23:47:16+00:00"`, want: func(s *features.Sample) {
+			s.Timestamp = time.Date(2262, 4, 11, 23, 47, 16, 0, time.UTC)
+		}}),
+		entriesOnly(fieldCase{field: "timestamp", lit: `"1677-09-21T00:12:44Z"`, want: func(s *features.Sample) {
+			s.Timestamp = time.Date(1677, 9, 21, 0, 12, 44, 0, time.UTC)
+		}}),
+		// Issue 11 row 7: a 10 MB pod_type was stored, 18 samples made a
+		// 236 MB store. Labels are short; the limit is MaxPodTypeLen.
+		both(fieldCase{field: "pod_type", lit: `"` + strings.Repeat("p", MaxPodTypeLen) + `"`, want: func(s *features.Sample) { s.Row.PodType = strings.Repeat("p", MaxPodTypeLen) }}),
+		both(fieldCase{field: "pod_type", lit: `"` + strings.Repeat("p", MaxPodTypeLen+1) + `"`, typ: "string_too_long", ctx: map[string]any{"max_length": MaxPodTypeLen}}),
+		both(fieldCase{field: "pod_type", lit: `"` + strings.Repeat("\u00e9", MaxPodTypeLen) + `"`, want: func(s *features.Sample) { s.Row.PodType = strings.Repeat("é", MaxPodTypeLen) }}),
+		both(fieldCase{field: "pod_type", lit: `"` + strings.Repeat("x", 1<<20) + `"`, typ: "string_too_long"}),
 		entriesOnly(fieldCase{field: "timestamp", lit: `"not a time"`, typ: "datetime_parsing", input: "not a time"}),
 		entriesOnly(fieldCase{field: "timestamp", lit: "1764430956", typ: "datetime_type"}),
 	}

@@ -54,6 +54,7 @@ const (
 	probModelType
 	probListType
 	probDuplicateKey
+	probStringTooLong
 )
 
 // problem is a validation failure before it knows where it happened.
@@ -111,6 +112,14 @@ func (p problem) fieldError(loc []any, input any) FieldError {
 		e.Type, e.Msg = "model_attributes_type", "Input should be a valid dictionary or object to extract fields from"
 	case probListType:
 		e.Type, e.Msg = "list_type", "Input should be a valid list"
+	case probStringTooLong:
+		e.Type, e.Msg = "string_too_long", "String should have at most "+strconv.Itoa(MaxPodTypeLen)+" characters"
+		e.Ctx = map[string]any{"max_length": MaxPodTypeLen}
+		// Not the whole input: a 10 MB string echoed back is the problem
+		// again, in the answer.
+		if in, ok := input.(string); ok && len(in) > 2*MaxPodTypeLen {
+			e.Input = fmt.Sprintf("%s… (%d bytes)", strings.ToValidUTF8(in[:MaxPodTypeLen], ""), len(in))
+		}
 	case probDuplicateKey:
 		// Not a pydantic error: pydantic keeps the last duplicate, which
 		// silently picks one of two conflicting values. Refusing is safer.

@@ -3,6 +3,7 @@ package wire
 import (
 	"time"
 
+	"github.com/headroomhq/headroom/features"
 	"github.com/headroomhq/headroom/internal/jsonscan"
 )
 
@@ -123,7 +124,12 @@ func parseTimestamp(b []byte) (time.Time, string) {
 		return time.Time{}, "unexpected extra characters at the end of the input"
 	}
 	t := time.Date(year, time.Month(month), day, hour, minute, second, nanos, time.UTC)
-	return t.Add(-time.Duration(offset) * time.Second), ""
+	t = t.Add(-time.Duration(offset) * time.Second)
+	if t.Before(features.MinTimestamp) || t.After(features.MaxTimestamp) {
+		return time.Time{}, "datetime outside the range samples are stored in, " +
+			features.MinTimestamp.Format(time.RFC3339) + " to " + features.MaxTimestamp.Format(time.RFC3339)
+	}
+	return t, ""
 }
 
 // digits parses a short run of ASCII digits.
