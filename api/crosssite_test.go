@@ -94,3 +94,46 @@ func TestCrossSiteWritesRefused(t *testing.T) {
 		})
 	}
 }
+
+// Without a write token, /flush deletes only what a body with
+// "confirm": true asks it to: nothing a stray or forged request sends by
+// accident (an empty body meant "flush everything") deletes every sample.
+// With a token, the reference's optional body stands.
+func TestFlushNeedsConfirmationWithoutToken(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		tokens Tokens
+		body   string
+		code   int
+	}{
+		{"empty body, no token", Tokens{}, ``, 422},
+		{"defaults, no token", Tokens{}, `{}`, 422},
+		{"every flag, no token", Tokens{}, `{"flush_training_data": true, "flush_test_data": true}`, 422},
+		{"confirm false", Tokens{}, `{"confirm": false}`, 422},
+		{"confirm not a bool", Tokens{}, `{"confirm": "perhaps"}`, 422},
+		{"confirm twice", Tokens{}, `{"confirm": true, "confirm": true}`, 422},
+		{"confirmed", Tokens{}, `{"confirm": true}`, 200},
+		{"confirmed, lax bool", Tokens{}, `{"confirm": "yes", "reason": "tests"}`, 200},
+		{"token, empty body", Tokens{Write: "w"}, ``, 200},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newService(t, Tokens{})
+			h := NewTrainerHandler(s.trainer, s.db, TrainerOptions{Tokens: tc.tokens})
+			if w := do(h, "POST", "/add_training_data_bulk", `{"entries":[`+entry(30, 3, 1)+`]}`, "Authorization", "Bearer w"); w.Code != 202 {
+				t.Fatalf("seeding: %d %s", w.Code, w.Body)
+			}
+			w := do(h, "POST", "/flush", tc.body, "Authorization", "Bearer w")
+			if w.Code != tc.code {
+				t.Fatalf("%d %s, want %d", w.Code, w.Body, tc.code)
+			}
+			c := s.db.Counts()
+			left := c.Train(features.TTFT) + c.Holdout(features.TTFT)
+			if (tc.code == 200) != (left == 0) {
+				t.Errorf("%d samples left after %d", left, w.Code)
+			}
+			if tc.code == 422 && !strings.Contains(w.Body.String(), "confirm") {
+				t.Errorf("refusal %s does not name confirm", w.Body)
+			}
+		})
+	}
+}

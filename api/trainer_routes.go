@@ -204,6 +204,13 @@ func (s *trainerServer) flush(c *gin.Context) {
 		writeValidation(c, errs)
 		return
 	}
+	// Without a write token nothing proves the request deliberate: it
+	// must say so. The llm-d router never calls /flush (spec §3.2).
+	if s.opts.Tokens.Write == "" && !req.Confirm {
+		writeValidation(c, []wire.FieldError{{Type: "missing", Loc: []any{"body", "confirm"},
+			Msg: `Field required: with no write token configured, /flush deletes samples only when the body says {"confirm": true}`}})
+		return
+	}
 	res, err := s.db.Flush(req.FlushTrainingData, req.FlushTestData, features.Targets[:]...)
 	if err != nil {
 		writeStoreError(c, "Failed to flush data", err)

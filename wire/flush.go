@@ -9,6 +9,10 @@ type FlushRequest struct {
 	FlushTestData     bool
 	FlushMetrics      bool
 	Reason            *string // nil when absent or null; echoed in the response
+	// Confirm is Headroom's own field, false by default: a trainer without
+	// a write token flushes only when it is true (api), so that nothing a
+	// stray request can send deletes every sample.
+	Confirm bool
 }
 
 // DecodeFlushRequest decodes the optional body of POST /flush with the
@@ -37,7 +41,7 @@ func (dec Decoder) DecodeFlushRequest(body []byte) (FlushRequest, []FieldError) 
 		}
 		return FlushRequest{}, errs
 	}
-	var seen [4]bool
+	var seen [5]bool
 	for more := s.Open(1); more && !s.Failed(); more = s.Next('}') {
 		key, ok := s.ReadKey()
 		if !ok {
@@ -53,12 +57,14 @@ func (dec Decoder) DecodeFlushRequest(body []byte) (FlushRequest, []FieldError) 
 			field = 2
 		case "reason":
 			field = 3
+		case "confirm":
+			field = 4
 		}
 		if field < 0 {
 			s.SkipValue(2)
 			continue
 		}
-		name := [...]string{"flush_training_data", "flush_test_data", "flush_metrics", "reason"}[field]
+		name := [...]string{"flush_training_data", "flush_test_data", "flush_metrics", "reason", "confirm"}[field]
 		t, ok := s.ReadToken(2)
 		if !ok {
 			break
@@ -78,6 +84,8 @@ func (dec Decoder) DecodeFlushRequest(body []byte) (FlushRequest, []FieldError) 
 			req.FlushMetrics, code = boolValue(&t)
 		case 3:
 			req.Reason, code = optionalString(&t)
+		case 4:
+			req.Confirm, code = boolValue(&t)
 		}
 		if code != noProblem {
 			d.report(problem{code: code}, topLevel, name, t.Start, t.End)
