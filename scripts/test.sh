@@ -73,6 +73,7 @@ if [ "$long" = 1 ]; then
 	fuzz internal/jsonscan FuzzScan 2m
 	fuzz model FuzzDecodeBundle 2m
 	fuzz model FuzzDecodeBundlePayload 2m
+	fuzz trainer FuzzIngestThenGate 2m
 else
 	fuzz model FuzzDecodeBundle 5s
 	fuzz model FuzzDecodeBundlePayload 5s
