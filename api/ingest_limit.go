@@ -2,10 +2,13 @@ package api
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -181,17 +184,55 @@ const DefaultMaxIngestPerClient = 32
 // clientLimiter bounds the uploads of one client address whose bodies are
 // still arriving: each holds a goroutine and the bytes received so far, and
 // without a bound one client could open them by the thousand.
+//
+// It also bounds the bytes all arriving bodies hold together (maxBytes): a
+// body takes its place in ingestLimiter only once it has arrived, so
+// without this bound 32 clients sending 64 MiB bodies at full speed would
+// hold 2 GiB before any of them was admitted. A body that would pass the
+// bound fails at once with 503; a slow one holds only what it has sent.
 type clientLimiter struct {
-	max int
-	mu  sync.Mutex
-	n   map[string]int
+	max      int
+	maxBytes int64
+	arriving atomic.Int64 // bytes received by bodies still arriving
+	mu       sync.Mutex
+	n        map[string]int
 }
 
-func newClientLimiter(max int) *clientLimiter {
+func newClientLimiter(max int, maxBytes int64) *clientLimiter {
 	if max <= 0 {
 		max = DefaultMaxIngestPerClient
 	}
-	return &clientLimiter{max: max, n: map[string]int{}}
+	if maxBytes <= 0 {
+		maxBytes = DefaultMaxIngestBytes
+	}
+	return &clientLimiter{max: max, maxBytes: maxBytes, n: map[string]int{}}
+}
+
+// errArrivingFull is returned by a metered body past the arriving bound.
+var errArrivingFull = errors.New("the training uploads arriving at once hold the most body bytes allowed")
+
+// meteredBody charges the bytes it reads to the limiter's arriving total.
+type meteredBody struct {
+	io.ReadCloser
+	l    *clientLimiter
+	read int64
+}
+
+func (b *meteredBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	b.read += int64(n)
+	if b.l.arriving.Add(int64(n)) > b.l.maxBytes {
+		return n, errArrivingFull
+	}
+	return n, err
+}
+
+// meter makes the request's body count against the arriving bound; the
+// returned function gives the bytes back once the body is done with.
+func (l *clientLimiter) meter(c *gin.Context) (release func()) {
+	b := &meteredBody{ReadCloser: c.Request.Body, l: l}
+	c.Request.Body = b
+	return func() { l.arriving.Add(-b.read) }
 }
 
 // clientAddress is the request's peer address without its port.

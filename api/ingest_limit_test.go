@@ -295,3 +295,40 @@ func waitUntil(t *testing.T, what string, cond func() bool) {
 		}
 	}
 }
+
+// Bodies still arriving hold at most MaxIngestBytes together: a body that
+// would pass that is refused at once with 503, and the bytes come back
+// when an arriving body ends.
+func TestArrivingBodiesAreBounded(t *testing.T) {
+	_, h, db, _ := newLimitedTrainer(t, TrainerOptions{MaxIngestBytes: 4096, Limits: Limits{MaxBodyBytes: 4096}})
+	pr, pw := io.Pipe()
+	slow := httptest.NewRequest("POST", "http://localhost:8000/add_training_data_bulk", pr)
+	slow.Header.Set("Content-Type", "application/json")
+	done := make(chan *httptest.ResponseRecorder)
+	go func() {
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, slow)
+		done <- w
+	}()
+	// A pipe's Write returns once the handler has read every byte.
+	head := `{"entries":[` + entry(30, 3, 1) + strings.Repeat(" ", 3000)
+	if _, err := io.WriteString(pw, head); err != nil {
+		t.Fatal(err)
+	}
+	big := `{"entries":[` + entry(31, 3, 2) + `]}` + strings.Repeat(" ", 1500)
+	if w := do(h, "POST", "/add_training_data_bulk", big); w.Code != 503 || w.Header().Get("Retry-After") == "" ||
+		!strings.Contains(w.Body.String(), "arriving") {
+		t.Fatalf("a body past the arriving bound: %d %s, want 503", w.Code, w.Body)
+	}
+	io.WriteString(pw, `]}`)
+	pw.Close()
+	if w := <-done; w.Code != 202 {
+		t.Fatalf("the arriving upload: %d %s", w.Code, w.Body)
+	}
+	if w := do(h, "POST", "/add_training_data_bulk", big); w.Code != 202 {
+		t.Fatalf("the same body once the other arrived: %d %s", w.Code, w.Body)
+	}
+	if c := db.Counts(); c.Train(features.TTFT)+c.Holdout(features.TTFT) != 2 {
+		t.Errorf("store holds %d samples, want 2", c.Train(features.TTFT)+c.Holdout(features.TTFT))
+	}
+}

@@ -222,6 +222,9 @@ func writeBodyError(c *gin.Context, err error, limit int64) {
 	switch {
 	case errors.Is(err, errBodyTooLarge):
 		writeDetail(c, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body larger than %d bytes", limit))
+	case errors.Is(err, errArrivingFull):
+		c.Header("Retry-After", "1")
+		writeDetail(c, http.StatusServiceUnavailable, err.Error()+"; nothing from this request was stored, retry later")
 	case errors.Is(err, errBodyTooSlow):
 		c.Header("Connection", "close")
 		writeDetail(c, http.StatusRequestTimeout, err.Error())

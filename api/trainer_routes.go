@@ -96,7 +96,7 @@ func newTrainerServer(t *trainer.Trainer, db *store.DB, opts TrainerOptions) (*t
 	})
 	opts.Registry.MustRegister(s.ingested, s.rejected, s.watchers)
 	s.uploads = newIngestLimiter(opts.MaxConcurrentIngest, opts.MaxIngestBytes, opts.IngestWait, opts.Registry)
-	s.clients = newClientLimiter(opts.MaxIngestPerClient)
+	s.clients = newClientLimiter(opts.MaxIngestPerClient, opts.MaxIngestBytes)
 
 	r := newEngine(httpmetrics.New(opts.Registry, "trainer"))
 	read := requireToken(opts.Tokens, readAccess)
@@ -138,12 +138,17 @@ func (s *trainerServer) ingest(c *gin.Context, decode func([]byte, int) ([]featu
 	if !s.clients.enter(c) {
 		return
 	}
+	unmeter := s.clients.meter(c)
 	body, release, ok := readBodyOrFail(c, s.opts.Limits)
 	s.clients.leave(c)
 	if !ok {
+		unmeter()
 		return
 	}
+	// The bytes stay counted as arriving until the upload has its place
+	// below: between the two bounds, nothing is held uncounted.
 	reserved, ok := s.uploads.acquire(c, int64(len(body)))
+	unmeter()
 	if !ok {
 		release()
 		return

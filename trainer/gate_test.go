@@ -212,6 +212,8 @@ printf '{"learner":{"learner_model_param":{"base_score":"%s","num_class":"0","nu
 		if st.Rejected == nil || st.Rejected.Served == nil || st.Rejected.Candidate.MaxPredictedMs <= st.Rejected.LabelBandMs[1] {
 			t.Fatalf("status %+v", st.Rejected)
 		}
+		t.Logf("refused: %s (%s); candidate holdout MAPE %.0f%%, served %.1f%%", st.Rejected.Reason, st.Rejected.Detail,
+			st.Rejected.Candidate.HoldoutMAPE, st.Rejected.Served.HoldoutMAPE)
 		if st.ServingLinear || !st.LastSuccess.Equal(tr.Status().Targets["ttft"].LastSuccess) {
 			t.Errorf("status describes the refused model: %+v", st)
 		}

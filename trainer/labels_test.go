@@ -67,6 +67,8 @@ func TestOneOutlierLabelCannotMoveTheFit(t *testing.T) {
 				if err != nil {
 					t.Fatalf("label %v: fit failed: %v", poison, err)
 				}
+				t.Logf("label %v: holdout MAPE %.2f%% (%.2f%% without it), %.2f ms at [15 500] (%.2f)", poison,
+					m.Holdout.MAPE, clean.Holdout.MAPE, m.Predict([]float64{15, 500}), clean.Predict([]float64{15, 500}))
 				if m.Holdout.MAPE > clean.Holdout.MAPE+2 {
 					t.Errorf("label %v: holdout MAPE %.1f%%, %.1f%% without it", poison, m.Holdout.MAPE, clean.Holdout.MAPE)
 				}
