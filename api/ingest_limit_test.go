@@ -310,10 +310,14 @@ func TestArrivingBodiesAreBounded(t *testing.T) {
 		h.ServeHTTP(w, slow)
 		done <- w
 	}()
-	// A pipe's Write returns once the handler has read every byte.
+	// A pipe's Write returns once the handler has read every byte; the
+	// second returns once the handler is reading again, so it has counted
+	// the first.
 	head := `{"entries":[` + entry(30, 3, 1) + strings.Repeat(" ", 3000)
-	if _, err := io.WriteString(pw, head); err != nil {
-		t.Fatal(err)
+	for _, part := range []string{head, " "} {
+		if _, err := io.WriteString(pw, part); err != nil {
+			t.Fatal(err)
+		}
 	}
 	big := `{"entries":[` + entry(31, 3, 2) + `]}` + strings.Repeat(" ", 1500)
 	if w := do(h, "POST", "/add_training_data_bulk", big); w.Code != 503 || w.Header().Get("Retry-After") == "" ||
