@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -13,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gin-gonic/gin"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/headroomhq/headroom/features"
@@ -297,42 +299,39 @@ func waitUntil(t *testing.T, what string, cond func() bool) {
 }
 
 // Bodies still arriving hold at most MaxIngestBytes together: a body that
-// would pass that is refused at once with 503, and the bytes come back
-// when an arriving body ends.
+// would pass that fails at once (503 over HTTP), and the bytes come back
+// when an arriving body is done with.
 func TestArrivingBodiesAreBounded(t *testing.T) {
-	_, h, db, _ := newLimitedTrainer(t, TrainerOptions{MaxIngestBytes: 4096, Limits: Limits{MaxBodyBytes: 4096}})
-	pr, pw := io.Pipe()
-	slow := httptest.NewRequest("POST", "http://localhost:8000/add_training_data_bulk", pr)
-	slow.Header.Set("Content-Type", "application/json")
-	done := make(chan *httptest.ResponseRecorder)
-	go func() {
+	l := newClientLimiter(0, 100)
+	newCtx := func(body string) (*gin.Context, *httptest.ResponseRecorder) {
 		w := httptest.NewRecorder()
-		h.ServeHTTP(w, slow)
-		done <- w
-	}()
-	// A pipe's Write returns once the handler has read every byte; the
-	// second returns once the handler is reading again, so it has counted
-	// the first.
-	head := `{"entries":[` + entry(30, 3, 1) + strings.Repeat(" ", 3000)
-	for _, part := range []string{head, " "} {
-		if _, err := io.WriteString(pw, part); err != nil {
-			t.Fatal(err)
-		}
+		c, _ := gin.CreateTestContext(w)
+		c.Request = httptest.NewRequest("POST", "/add_training_data_bulk", strings.NewReader(body))
+		return c, w
 	}
-	big := `{"entries":[` + entry(31, 3, 2) + `]}` + strings.Repeat(" ", 1500)
-	if w := do(h, "POST", "/add_training_data_bulk", big); w.Code != 503 || w.Header().Get("Retry-After") == "" ||
-		!strings.Contains(w.Body.String(), "arriving") {
-		t.Fatalf("a body past the arriving bound: %d %s, want 503", w.Code, w.Body)
+	first, _ := newCtx(strings.Repeat("a", 70))
+	releaseFirst := l.meter(first)
+	if b, err := io.ReadAll(first.Request.Body); err != nil || len(b) != 70 {
+		t.Fatalf("a body within the bound: %d bytes, %v", len(b), err)
 	}
-	io.WriteString(pw, `]}`)
-	pw.Close()
-	if w := <-done; w.Code != 202 {
-		t.Fatalf("the arriving upload: %d %s", w.Code, w.Body)
+	second, w := newCtx(strings.Repeat("b", 40))
+	releaseSecond := l.meter(second)
+	_, _, err := readBody(second, Limits{MaxBodyBytes: 1 << 20})
+	if !errors.Is(err, errArrivingFull) {
+		t.Fatalf("a body past the bound: %v, want errArrivingFull", err)
 	}
-	if w := do(h, "POST", "/add_training_data_bulk", big); w.Code != 202 {
-		t.Fatalf("the same body once the other arrived: %d %s", w.Code, w.Body)
+	writeBodyError(second, err, 1<<20)
+	if w.Code != 503 || w.Header().Get("Retry-After") == "" {
+		t.Errorf("answered %d %v, want 503 with Retry-After", w.Code, w.Header())
 	}
-	if c := db.Counts(); c.Train(features.TTFT)+c.Holdout(features.TTFT) != 2 {
-		t.Errorf("store holds %d samples, want 2", c.Train(features.TTFT)+c.Holdout(features.TTFT))
+	releaseSecond()
+	releaseFirst()
+	if n := l.arriving.Load(); n != 0 {
+		t.Fatalf("%d bytes still counted after both were done with", n)
+	}
+	third, _ := newCtx(strings.Repeat("c", 100))
+	defer l.meter(third)()
+	if b, err := io.ReadAll(third.Request.Body); err != nil || len(b) != 100 {
+		t.Fatalf("a body of the whole bound once the others are done: %d bytes, %v", len(b), err)
 	}
 }
