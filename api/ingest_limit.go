@@ -218,12 +218,21 @@ type meteredBody struct {
 	read int64
 }
 
+// Read fails a body whose bytes would take the total past the bound,
+// without counting them: compare-and-swap, so that the body that would
+// pass the bound fails, not another one reading at the same moment.
 func (b *meteredBody) Read(p []byte) (int, error) {
 	n, err := b.ReadCloser.Read(p)
-	b.read += int64(n)
-	if b.l.arriving.Add(int64(n)) > b.l.maxBytes {
-		return n, errArrivingFull
+	for {
+		cur := b.l.arriving.Load()
+		if cur+int64(n) > b.l.maxBytes {
+			return n, errArrivingFull
+		}
+		if b.l.arriving.CompareAndSwap(cur, cur+int64(n)) {
+			break
+		}
 	}
+	b.read += int64(n)
 	return n, err
 }
 

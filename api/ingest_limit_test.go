@@ -335,3 +335,38 @@ func TestArrivingBodiesAreBounded(t *testing.T) {
 		t.Fatalf("a body of the whole bound once the others are done: %d bytes, %v", len(b), err)
 	}
 }
+
+// Over HTTP: the body that would pass the bound fails with 503, not the
+// one already arriving (a plain counter failed both, whichever read next).
+func TestArrivingBodyFailsAloneAtTheBound(t *testing.T) {
+	_, h, db, _ := newLimitedTrainer(t, TrainerOptions{MaxIngestBytes: 4096, Limits: Limits{MaxBodyBytes: 4096}})
+	pr, pw := io.Pipe()
+	slow := httptest.NewRequest("POST", "http://localhost:8000/add_training_data_bulk", pr)
+	slow.Header.Set("Content-Type", "application/json")
+	done := make(chan *httptest.ResponseRecorder, 1)
+	go func() {
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, slow)
+		done <- w
+	}()
+	// A pipe's Write returns once the handler has read every byte; the
+	// second returns once the handler is reading again, so it has counted
+	// the first.
+	for _, part := range []string{`{"entries":[` + entry(30, 3, 1) + strings.Repeat(" ", 3000), " "} {
+		if _, err := io.WriteString(pw, part); err != nil {
+			t.Fatal(err)
+		}
+	}
+	big := `{"entries":[` + entry(31, 3, 2) + `]}` + strings.Repeat(" ", 1500)
+	if w := do(h, "POST", "/add_training_data_bulk", big); w.Code != 503 || !strings.Contains(w.Body.String(), "arriving") {
+		t.Fatalf("a body past the arriving bound: %d %s, want 503", w.Code, w.Body)
+	}
+	io.WriteString(pw, `]}`)
+	pw.Close()
+	if w := <-done; w.Code != 202 {
+		t.Fatalf("the body already arriving: %d %s, want 202", w.Code, w.Body)
+	}
+	if c := db.Counts(); c.Train(features.TTFT)+c.Holdout(features.TTFT) != 1 {
+		t.Errorf("store holds %d samples, want 1", c.Train(features.TTFT)+c.Holdout(features.TTFT))
+	}
+}
