@@ -370,3 +370,23 @@ func TestArrivingBodyFailsAloneAtTheBound(t *testing.T) {
 		t.Errorf("store holds %d samples, want 1", c.Train(features.TTFT)+c.Holdout(features.TTFT))
 	}
 }
+
+// The minimum transfer rate holds on the prediction routes too: a
+// prediction body trickling in is cut off with 408 after the grace.
+func TestSlowPredictionBodyIsCut(t *testing.T) {
+	s := newService(t, Tokens{})
+	h := NewPredictorHandler(s.pred, PredictorOptions{Limits: Limits{MinBodyRate: 1 << 20, BodyGrace: time.Second}})
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	conn, err := net.Dial("tcp", srv.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	fmt.Fprintf(conn, "POST /predict/bulk/strict HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n{",
+		srv.Listener.Addr(), 1<<20)
+	reply, _ := io.ReadAll(conn)
+	if !strings.Contains(string(reply), " 408 ") || !strings.Contains(string(reply), "too slowly") {
+		t.Fatalf("a stalled prediction body: %q, want 408", reply)
+	}
+}
