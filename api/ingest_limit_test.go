@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/headroomhq/headroom/features"
+	"github.com/headroomhq/headroom/internal/admission"
 	"github.com/headroomhq/headroom/store"
 	"github.com/headroomhq/headroom/trainer"
 )
@@ -63,7 +64,7 @@ func testConcurrentIngestLimit(t *testing.T, opts TrainerOptions, hold int64) {
 	opts.IngestWait = wait
 	s, h, db, reg := newLimitedTrainer(t, opts)
 	stored := func() int { c := db.Counts(); return c.Train(features.TTFT) + c.Holdout(features.TTFT) }
-	held, ok := s.uploads.reserve(context.Background(), hold)
+	held, ok := s.uploads.Reserve(context.Background(), hold)
 	if !ok {
 		t.Fatal("idle limiter refused")
 	}
@@ -83,7 +84,7 @@ func testConcurrentIngestLimit(t *testing.T, opts TrainerOptions, hold int64) {
 	if w := do(h, "GET", "/data/status", ""); w.Code != 200 {
 		t.Errorf("/data/status while ingest is full: %d", w.Code)
 	}
-	s.uploads.free(held)
+	s.uploads.Release(held)
 	if n := stored(); n != 0 {
 		t.Errorf("store holds %d TTFT samples, want none (the refused upload's must be absent)", n)
 	}
@@ -94,7 +95,7 @@ func testConcurrentIngestLimit(t *testing.T, opts TrainerOptions, hold int64) {
 	// upload is seen waiting.
 	opts.IngestWait = time.Hour
 	s, h, db, reg = newLimitedTrainer(t, opts)
-	if held, ok = s.uploads.reserve(context.Background(), hold); !ok {
+	if held, ok = s.uploads.Reserve(context.Background(), hold); !ok {
 		t.Fatal("idle limiter refused")
 	}
 	waiting := make(chan *httptest.ResponseRecorder)
@@ -102,7 +103,7 @@ func testConcurrentIngestLimit(t *testing.T, opts TrainerOptions, hold int64) {
 	waitUntil(t, "the upload queued behind the one holding the room", func() bool {
 		return metricValue(t, reg, "headroom_ingest_waiting") == 1
 	})
-	s.uploads.free(held)
+	s.uploads.Release(held)
 	if w := <-waiting; w.Code != 202 {
 		t.Fatalf("the upload waiting for the room: %d %s", w.Code, w.Body)
 	}
@@ -194,73 +195,6 @@ func TestSlowUploadsCannotStarveIngest(t *testing.T) {
 	}
 }
 
-// The limiter admits by count and by bytes, first come first served: a
-// small upload does not overtake a large one waiting, and a waiter that
-// gives up lets those behind it in.
-func TestIngestLimiterOrder(t *testing.T) {
-	l := newIngestLimiter(3, 100, time.Second, prometheus.NewRegistry())
-	granted := func(ctx context.Context, n int64) <-chan bool {
-		c := make(chan bool, 1)
-		go func() { _, ok := l.reserve(ctx, n); c <- ok }()
-		return c
-	}
-	queued := func(want int) { // waits until want uploads are queued
-		t.Helper()
-		waitUntil(t, fmt.Sprintf("%d uploads queued", want), func() bool {
-			l.mu.Lock()
-			defer l.mu.Unlock()
-			return len(l.queue) == want
-		})
-	}
-	result := func(c <-chan bool) bool {
-		t.Helper()
-		select {
-		case ok := <-c:
-			return ok
-		case <-time.After(5 * time.Second):
-			t.Fatal("a waiter was neither admitted nor refused")
-			return false
-		}
-	}
-
-	if n, ok := l.reserve(context.Background(), 500); !ok || n != 100 {
-		t.Fatalf("idle limiter: reserved %d, %v; want all 100 bytes (clamped)", n, ok)
-	}
-	l.free(100)
-	if _, ok := l.reserve(context.Background(), 60); !ok {
-		t.Fatal("60 of 100 bytes refused")
-	}
-	bigCtx, giveUp := context.WithCancel(context.Background())
-	big := granted(bigCtx, 60) // does not fit beside the first
-	queued(1)
-	small := granted(context.Background(), 10) // would fit, but queues behind big
-	queued(2)
-	giveUp()
-	if result(big) {
-		t.Fatal("the waiter that gave up was admitted")
-	}
-	if !result(small) {
-		t.Fatal("the waiter behind the one that gave up was not admitted")
-	}
-	queued(0)
-
-	// Count: 60 and 10 bytes held by two uploads; a third fits, a fourth waits.
-	if _, ok := l.reserve(context.Background(), 1); !ok {
-		t.Fatal("third upload refused")
-	}
-	fourth := granted(context.Background(), 1)
-	queued(1)
-	l.free(60)
-	if !result(fourth) {
-		t.Fatal("the fourth upload was not admitted when one ended")
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.uploads != 3 || l.bytes != 12 {
-		t.Errorf("holding %d uploads, %d bytes; want 3 and 12", l.uploads, l.bytes)
-	}
-}
-
 // metricValue reads an unlabelled counter or gauge from reg.
 func metricValue(t *testing.T, reg *prometheus.Registry, name string) float64 {
 	t.Helper()
@@ -317,8 +251,8 @@ func TestArrivingBodiesAreBounded(t *testing.T) {
 	second, w := newCtx(strings.Repeat("b", 40))
 	releaseSecond := l.meter(second)
 	_, _, err := readBody(second, Limits{MaxBodyBytes: 1 << 20})
-	if !errors.Is(err, errArrivingFull) {
-		t.Fatalf("a body past the bound: %v, want errArrivingFull", err)
+	if !errors.Is(err, admission.ErrArrivingFull) {
+		t.Fatalf("a body past the bound: %v, want admission.ErrArrivingFull", err)
 	}
 	writeBodyError(second, err, 1<<20)
 	if w.Code != 503 || w.Header().Get("Retry-After") == "" {
@@ -326,7 +260,7 @@ func TestArrivingBodiesAreBounded(t *testing.T) {
 	}
 	releaseSecond()
 	releaseFirst()
-	if n := l.arriving.Load(); n != 0 {
+	if n := l.Arriving(); n != 0 {
 		t.Fatalf("%d bytes still counted after both were done with", n)
 	}
 	third, _ := newCtx(strings.Repeat("c", 100))

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/gin-gonic/gin"
+	"github.com/headroomhq/headroom/internal/admission"
 	"github.com/headroomhq/headroom/internal/bufpool"
 	"github.com/headroomhq/headroom/internal/httpmetrics"
 	"github.com/headroomhq/headroom/wire"
@@ -222,7 +223,7 @@ func writeBodyError(c *gin.Context, err error, limit int64) {
 	switch {
 	case errors.Is(err, errBodyTooLarge):
 		writeDetail(c, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body larger than %d bytes", limit))
-	case errors.Is(err, errArrivingFull):
+	case errors.Is(err, admission.ErrArrivingFull):
 		c.Header("Retry-After", "1")
 		writeDetail(c, http.StatusServiceUnavailable, err.Error()+"; nothing from this request was stored, retry later")
 	case errors.Is(err, errBodyTooSlow):

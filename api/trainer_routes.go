@@ -153,7 +153,7 @@ func (s *trainerServer) ingest(c *gin.Context, decode func([]byte, int) ([]featu
 		release()
 		return
 	}
-	defer s.uploads.free(reserved)
+	defer s.uploads.Release(reserved)
 	samples, rejected, envErrs := decode(body, s.opts.Limits.MaxEntries)
 	release()
 	if len(envErrs) > 0 {
