@@ -72,6 +72,22 @@ for _ in $(seq 1 600); do
 	sleep 0.1
 done
 curl -fs "$predictor/readyz" >/dev/null || { echo "predictor never became ready" >&2; tail "$work/predictor.log" >&2; exit 1; }
+# A fresh trainer publishes a linear model at once, the trees a moment later,
+# and retrains on its cadence while the fill's samples keep changing the
+# store (docs/COMPATIBILITY.md, "Cold start"). Measure the model the targets
+# are about, not those first swaps: wait until the trainer's version has held
+# for longer than a retrain interval and the predictor serves it.
+version() { curl -fs "$1/model/info" | grep -Eo '"version":[0-9]+' | head -1; }
+held=0 last=$(version "$trainer")
+while [ "$held" -lt 120 ]; do
+	sleep 0.1
+	now=$(version "$trainer")
+	if [ "$now" = "$last" ]; then held=$((held + 1)); else held=0 last=$now; fi
+done
+for _ in $(seq 1 600); do
+	[ "$(version "$predictor")" = "$last" ] && break
+	sleep 0.1
+done
 
 for s in "${scenarios[@]}"; do
 	echo
