@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/headroomhq/headroom/sim"
+	"github.com/headroomhq/headroom/sim/simtest"
 )
 
 // Where the predictions rank the candidates as the foresight does there is
@@ -132,21 +133,9 @@ func BenchmarkOracle(b *testing.B) {
 			}
 			cfg := sim.DefaultConfig()
 			cfg.Servers = DefaultOptions().Servers
-			var st sim.LookaheadStats
-			for b.Loop() {
-				f, err := runFleet(context.Background(), Oracle, cfg, &OracleRouter{}, sim.Hooks{}, reqs)
-				if err != nil {
-					b.Fatal(err)
-				}
-				s := f.LookaheadStats()
-				st.Decisions += s.Decisions
-				st.Forks += s.Forks
-				st.Steps += s.Steps
-			}
-			d := float64(st.Decisions)
-			b.ReportMetric(float64(b.Elapsed().Microseconds())/d, "µs/decision")
-			b.ReportMetric(float64(st.Forks)/d, "forks/decision")
-			b.ReportMetric(float64(st.Steps)/d, "steps/decision")
+			simtest.BenchmarkLookahead(b, func() (*sim.Fleet, error) {
+				return runFleet(context.Background(), Oracle, cfg, &OracleRouter{}, sim.Hooks{}, reqs)
+			})
 		})
 	}
 }

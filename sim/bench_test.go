@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/headroomhq/headroom/sim"
+	"github.com/headroomhq/headroom/sim/simtest"
 	"github.com/headroomhq/headroom/sim/workload"
 )
 
@@ -80,21 +81,9 @@ func BenchmarkOracle(b *testing.B) {
 			}
 			cfg := sim.DefaultConfig()
 			cfg.Servers = 8
-			var st sim.LookaheadStats
-			for b.Loop() {
-				f, err := sim.Simulate(context.Background(), cfg, sim.FleetOptions{Router: &sim.TTFTOracle{}}, reqs...)
-				if err != nil {
-					b.Fatal(err)
-				}
-				s := f.LookaheadStats()
-				st.Decisions += s.Decisions
-				st.Forks += s.Forks
-				st.Steps += s.Steps
-			}
-			d := float64(st.Decisions)
-			b.ReportMetric(float64(b.Elapsed().Microseconds())/d, "µs/decision")
-			b.ReportMetric(float64(st.Forks)/d, "forks/decision")
-			b.ReportMetric(float64(st.Steps)/d, "steps/decision")
+			simtest.BenchmarkLookahead(b, func() (*sim.Fleet, error) {
+				return sim.Simulate(context.Background(), cfg, sim.FleetOptions{Router: &sim.TTFTOracle{}}, reqs...)
+			})
 		})
 	}
 }
