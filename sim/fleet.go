@@ -111,28 +111,12 @@ func NewFleet(cfg Config, opts FleetOptions) (*Fleet, error) {
 // request submitted before or in the same call; arrivals of requests that
 // do not wait for another must not be in the past.
 func (f *Fleet) Submit(reqs ...*Request) error {
-	batch := make(map[int]*Outcome, len(reqs))
-	for _, r := range reqs {
-		if err := r.Validate(); err != nil {
-			return err
-		}
-		_, old := f.byID[r.ID]
-		if _, dup := batch[r.ID]; dup || old {
-			return fmt.Errorf("request %d submitted twice", r.ID)
-		}
-		if r.After == 0 && r.Arrival < f.now {
-			return fmt.Errorf("request %d arrives at %v, before now %v", r.ID, r.Arrival, f.now)
-		}
-		batch[r.ID] = &Outcome{Request: r, Server: -1}
+	known := func(id int) bool { _, ok := f.byID[id]; return ok }
+	if err := checkSubmission(reqs, known, f.now); err != nil {
+		return err
 	}
 	for _, r := range reqs {
-		_, old := f.byID[r.After]
-		if _, now := batch[r.After]; r.After != 0 && !old && !now {
-			return fmt.Errorf("request %d waits for request %d, which was never submitted", r.ID, r.After)
-		}
-	}
-	for _, r := range reqs {
-		o := batch[r.ID]
+		o := &Outcome{Request: r, Server: -1}
 		f.byID[r.ID] = o
 		f.outcomes = append(f.outcomes, o)
 	}
@@ -150,6 +134,33 @@ func (f *Fleet) Submit(reqs ...*Request) error {
 			f.push(max(r.Arrival, parent.Dispatch+r.Think, f.now), o)
 		default:
 			f.children[r.After] = append(f.children[r.After], o)
+		}
+	}
+	return nil
+}
+
+// checkSubmission applies Submit's rules to a batch, before any of it is
+// scheduled: every request valid, its ID new (known reports the IDs
+// submitted before) and unique in the batch, its After naming a request
+// submitted before or in the batch, and its arrival not before now unless it
+// waits for another request.
+func checkSubmission(reqs []*Request, known func(id int) bool, now time.Duration) error {
+	batch := make(map[int]bool, len(reqs))
+	for _, r := range reqs {
+		if err := r.Validate(); err != nil {
+			return err
+		}
+		if batch[r.ID] || known(r.ID) {
+			return fmt.Errorf("request %d submitted twice", r.ID)
+		}
+		if r.After == 0 && r.Arrival < now {
+			return fmt.Errorf("request %d arrives at %v, before now %v", r.ID, r.Arrival, now)
+		}
+		batch[r.ID] = true
+	}
+	for _, r := range reqs {
+		if r.After != 0 && !batch[r.After] && !known(r.After) {
+			return fmt.Errorf("request %d waits for request %d, which was never submitted", r.ID, r.After)
 		}
 	}
 	return nil

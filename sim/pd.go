@@ -273,29 +273,14 @@ func SimulatePD(ctx context.Context, cfg PDConfig, router PDRouter, hooks PDHook
 
 // Submit schedules requests, under the same rules as Fleet.Submit.
 func (f *PDFleet) Submit(reqs ...*Request) error {
-	batch := make(map[int]*PDOutcome, len(reqs))
-	for _, r := range reqs {
-		if err := r.Validate(); err != nil {
-			return err
-		}
-		_, old := f.byID[r.ID]
-		if _, dup := batch[r.ID]; dup || old {
-			return fmt.Errorf("request %d submitted twice", r.ID)
-		}
-		if r.After == 0 && r.Arrival < f.now {
-			return fmt.Errorf("request %d arrives at %v, before now %v", r.ID, r.Arrival, f.now)
-		}
-		batch[r.ID] = &PDOutcome{Request: r, Decode: &Outcome{Request: r, Server: -1}, PrefillPod: NoSplit, DecodePod: -1}
+	known := func(id int) bool { _, ok := f.byID[id]; return ok }
+	if err := checkSubmission(reqs, known, f.now); err != nil {
+		return err
 	}
 	for _, r := range reqs {
-		_, old := f.byID[r.After]
-		if _, now := batch[r.After]; r.After != 0 && !old && !now {
-			return fmt.Errorf("request %d waits for request %d, which was never submitted", r.ID, r.After)
-		}
-	}
-	for _, r := range reqs {
-		f.byID[r.ID] = batch[r.ID]
-		f.outcomes = append(f.outcomes, batch[r.ID])
+		o := &PDOutcome{Request: r, Decode: &Outcome{Request: r, Server: -1}, PrefillPod: NoSplit, DecodePod: -1}
+		f.byID[r.ID] = o
+		f.outcomes = append(f.outcomes, o)
 	}
 	for _, r := range reqs {
 		o := f.byID[r.ID]
