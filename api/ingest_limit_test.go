@@ -19,6 +19,7 @@ import (
 
 	"github.com/headroomhq/headroom/features"
 	"github.com/headroomhq/headroom/internal/admission"
+	"github.com/headroomhq/headroom/internal/polltest"
 	"github.com/headroomhq/headroom/store"
 	"github.com/headroomhq/headroom/trainer"
 )
@@ -100,7 +101,7 @@ func testConcurrentIngestLimit(t *testing.T, opts TrainerOptions, hold int64) {
 	}
 	waiting := make(chan *httptest.ResponseRecorder)
 	go func() { waiting <- do(h, "POST", "/samples", entry(42, 0, 3)) }()
-	waitUntil(t, "the upload queued behind the one holding the room", func() bool {
+	polltest.Until(t, "the upload queued behind the one holding the room", 10*time.Second, func() bool {
 		return metricValue(t, reg, "headroom_ingest_waiting") == 1
 	})
 	s.uploads.Release(held)
@@ -213,23 +214,6 @@ func metricValue(t *testing.T, reg *prometheus.Registry, name string) float64 {
 	}
 	t.Fatalf("metric %s not registered", name)
 	return 0
-}
-
-// waitUntil polls cond, which reads state another goroutine changes, until
-// it holds; what names the state for the failure after 10 s (a bound on a
-// hang, not a timing assertion).
-func waitUntil(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	tick := time.NewTicker(time.Millisecond)
-	defer tick.Stop()
-	deadline := time.After(10 * time.Second)
-	for !cond() {
-		select {
-		case <-tick.C:
-		case <-deadline:
-			t.Fatalf("not reached in 10 s: %s", what)
-		}
-	}
 }
 
 // Bodies still arriving hold at most MaxIngestBytes together: a body that

@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/headroomhq/headroom/internal/polltest"
 	"github.com/headroomhq/headroom/model"
 )
 
@@ -263,17 +264,6 @@ func runSyncer(t *testing.T, s *Syncer) {
 	})
 }
 
-func waitUntil(t *testing.T, what string, ok func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !ok() {
-		if time.Now().After(deadline) {
-			t.Fatalf("no %s within 20 s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
-}
-
 func serving(p *Predictor) uint64 {
 	if pub, _ := p.Current(); pub != nil {
 		return pub.Bundle.Version
@@ -291,9 +281,9 @@ func TestSyncLongPollDeliversEachNewBundle(t *testing.T) {
 	s.Interval = time.Hour
 	runSyncer(t, s)
 	for v := uint64(1); v <= 3; v++ {
-		waitUntil(t, "long poll held by the trainer", func() bool { return ft.held.Load() == 1 })
+		polltest.Until(t, "long poll held by the trainer", 20*time.Second, func() bool { return ft.held.Load() == 1 })
 		ft.set(testPublished(t, v, float64(100*v)))
-		waitUntil(t, fmt.Sprintf("version %d in service", v), func() bool { return serving(s.Predictor) == v })
+		polltest.Until(t, fmt.Sprintf("version %d in service", v), 20*time.Second, func() bool { return serving(s.Predictor) == v })
 	}
 	if n := ft.requests.Load(); n > 10 {
 		t.Errorf("%d requests for 3 bundles; want the first poll and one long poll per bundle", n)
@@ -312,7 +302,7 @@ func TestSyncLongPollBacksOffFromATrainerThatDoesNotHold(t *testing.T) {
 	s, _, _ := newSyncer(t, srv.URL)
 	s.Interval = time.Hour
 	runSyncer(t, s)
-	waitUntil(t, "the first bundle", func() bool { return serving(s.Predictor) == 1 })
+	polltest.Until(t, "the first bundle", 20*time.Second, func() bool { return serving(s.Predictor) == 1 })
 	start := ft.requests.Load()
 	time.Sleep(time.Second)
 	if n := ft.requests.Load() - start; n > 10 {

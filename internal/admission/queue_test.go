@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/headroomhq/headroom/internal/polltest"
 )
 
 // The queue admits by count and by bytes, first come first served: a
@@ -19,7 +21,7 @@ func TestQueueOrder(t *testing.T) {
 	}
 	queued := func(want int) { // waits until want uploads are queued
 		t.Helper()
-		waitUntil(t, fmt.Sprintf("%d uploads queued", want), func() bool {
+		polltest.Until(t, fmt.Sprintf("%d uploads queued", want), 10*time.Second, func() bool {
 			l.mu.Lock()
 			defer l.mu.Unlock()
 			return len(l.queue) == want
@@ -74,23 +76,6 @@ func TestQueueOrder(t *testing.T) {
 	}
 }
 
-// waitUntil polls cond, which reads state another goroutine changes, until
-// it holds; what names the state for the failure after 10 s (a bound on a
-// hang, not a timing assertion).
-func waitUntil(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	tick := time.NewTicker(time.Millisecond)
-	defer tick.Stop()
-	deadline := time.After(10 * time.Second)
-	for !cond() {
-		select {
-		case <-tick.C:
-		case <-deadline:
-			t.Fatalf("not reached in 10 s: %s", what)
-		}
-	}
-}
-
 type gauge struct{ v float64 }
 
 func (g *gauge) Set(v float64) { g.v = v }
@@ -104,7 +89,7 @@ func TestQueueReportsWaiters(t *testing.T) {
 	}
 	done := make(chan bool)
 	go func() { _, ok := q.Reserve(context.Background(), 5); done <- ok }()
-	waitUntil(t, "one waiter reported", func() bool {
+	polltest.Until(t, "one waiter reported", 10*time.Second, func() bool {
 		q.mu.Lock()
 		defer q.mu.Unlock()
 		return g.v == 1
