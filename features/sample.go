@@ -26,6 +26,10 @@ type Sample struct {
 	// The predictions the router acted on, when it says; 0 when absent.
 	PredictedTTFTMs float64
 	PredictedTPOTMs float64
+
+	// Transfer is the request's measured KV transfer when it was served
+	// disaggregated; nil otherwise.
+	Transfer *Transfer
 }
 
 // Label returns the sample's label for a target, and whether it has one.
@@ -46,3 +50,26 @@ func (s *Sample) Predicted(t Target) (float64, bool) {
 	}
 	return v, v > 0
 }
+
+// Transfer is the measured KV-cache transfer of a disaggregated (P/D)
+// request: the prefill pod ran the prompt, then its KV cache moved to the
+// decode pod. Wire names are in docs/PROTOCOL.md.
+type Transfer struct {
+	Ms float64 // actual_kv_transfer_ms; > 0 when measured
+	// Tokens is kv_transfer_tokens: the prompt tokens whose KV moved, the
+	// prompt minus what the decode pod already held in its prefix cache.
+	Tokens int64
+	// BytesPerToken is kv_bytes_per_token (model-dependent); 0 when the
+	// sample does not say, and the pool's setting applies.
+	BytesPerToken float64
+	PrefillPod    string // prefill_pod
+	DecodePod     string // decode_pod
+	Prefill       Topology
+	Decode        Topology
+	// Concurrent is the number of transfers on the same path when this one
+	// started, itself included (concurrent_transfers); 0 when unknown.
+	Concurrent int64
+}
+
+// Class is the link class the transfer took.
+func (t *Transfer) Class() LinkClass { return ClassOf(t.Prefill, t.Decode) }

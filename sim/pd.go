@@ -7,6 +7,8 @@ import (
 	"math"
 	"math/rand/v2"
 	"time"
+
+	"github.com/headroomhq/headroom/features"
 )
 
 // PDConfig is a disaggregated fleet: a pool of prefill pods and a pool of
@@ -19,7 +21,7 @@ type PDConfig struct {
 	// PrefillPods and DecodePods place each pod. There may be no prefill
 	// pods (every request then runs on a decode pod alone); there must be a
 	// decode pod.
-	PrefillPods, DecodePods []Topology
+	PrefillPods, DecodePods []features.Topology
 	Links                   Links
 	// KVBytesPerToken is the size of one token's KV cache, which depends on
 	// the model: layers × KV heads × head dim × 2 (K and V) × bytes per
@@ -69,7 +71,7 @@ func (c PDConfig) Validate() error {
 // (Index is its index in its own pool) and its placement.
 type PodState struct {
 	ServerState
-	Topology Topology
+	Topology features.Topology
 }
 
 // PDChoice is a P/D router's decision for one request: the decode pod, and
@@ -109,8 +111,8 @@ type PDOutcome struct {
 	Split, PrefillFailed bool
 	PrefillPod           int // NoSplit unless Split
 	DecodePod            int
-	PrefillTopology      Topology
-	DecodeTopology       Topology
+	PrefillTopology      features.Topology
+	DecodeTopology       features.Topology
 	// KVTransferTokens is the prompt less what the decode pod had cached
 	// when the transfer started; KVTransferBytes is that at the configured
 	// bytes per token. Transfer is nil when no transfer took place.
@@ -172,13 +174,13 @@ type PDFleet struct {
 // pdPool is one pool's engines with the router's bookkeeping for them.
 type pdPool struct {
 	engines         []*Engine
-	topo            []Topology
+	topo            []features.Topology
 	inFlight        []int
 	prefillInFlight []int64
 	states          []PodState
 }
 
-func newPDPool(cfg Config, pods []Topology) (pdPool, error) {
+func newPDPool(cfg Config, pods []features.Topology) (pdPool, error) {
 	p := pdPool{
 		engines:         make([]*Engine, len(pods)),
 		topo:            pods,

@@ -6,13 +6,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/headroomhq/headroom/features"
 	"github.com/headroomhq/headroom/sim"
 	"github.com/headroomhq/headroom/sim/workload"
 )
 
 // pdTestConfig is one prefill and one decode pool of the test engine on a
 // small cluster: two zones, two racks in the first, two nodes per rack.
-func pdTestConfig(prefill, decode []sim.Topology) sim.PDConfig {
+func pdTestConfig(prefill, decode []features.Topology) sim.PDConfig {
 	engine := sim.Config{Name: "test", Servers: 1, KVBlocks: 1000, PrefixCaching: true,
 		MaxNumSeqs: 64, MaxNumBatchedTokens: 512,
 		Cost: sim.CostModel{StepMs: 10, PrefillTokenMs: 0.1, DecodeSeqMs: 0.5, ContextTokenMs: 0.001, FrontendMs: 3}}
@@ -21,10 +22,10 @@ func pdTestConfig(prefill, decode []sim.Topology) sim.PDConfig {
 }
 
 var (
-	nodeA  = sim.Topology{Node: "a", Rack: "r1", Zone: "z1", Region: "eu"}
-	nodeB  = sim.Topology{Node: "b", Rack: "r1", Zone: "z1", Region: "eu"}
-	nodeC  = sim.Topology{Node: "c", Rack: "r2", Zone: "z1", Region: "eu"}
-	nodeZ2 = sim.Topology{Node: "d", Rack: "r1", Zone: "z2", Region: "eu"}
+	nodeA  = features.Topology{Node: "a", Rack: "r1", Zone: "z1", Region: "eu"}
+	nodeB  = features.Topology{Node: "b", Rack: "r1", Zone: "z1", Region: "eu"}
+	nodeC  = features.Topology{Node: "c", Rack: "r2", Zone: "z1", Region: "eu"}
+	nodeZ2 = features.Topology{Node: "d", Rack: "r1", Zone: "z2", Region: "eu"}
 )
 
 // contentReq is a request whose prompt blocks are identified by content.
@@ -66,9 +67,9 @@ func ms(d time.Duration) float64 { return float64(d) / 1e6 }
 func TestPDSplitRequestTimeline(t *testing.T) {
 	for _, tc := range []struct {
 		name string
-		d    sim.Topology
+		d    features.Topology
 	}{{"same node", nodeA}, {"same rack", nodeB}, {"other rack", nodeC}, {"other zone", nodeZ2}} {
-		cfg := pdTestConfig([]sim.Topology{nodeA}, []sim.Topology{tc.d})
+		cfg := pdTestConfig([]features.Topology{nodeA}, []features.Topology{tc.d})
 		const prompt, output = 400, 5
 		f := runPD(t, cfg, fixedPair{Prefill: 0, Decode: 0}, contentReq(1, time.Second, prompt, output, 1))
 		o := f.Outcomes()[0]
@@ -77,7 +78,7 @@ func TestPDSplitRequestTimeline(t *testing.T) {
 		if math.Abs(ms(o.PrefillTime())-prefill) > 1e-4 {
 			t.Errorf("%s: prefill %v, want %.4f ms", tc.name, o.PrefillTime(), prefill)
 		}
-		link := cfg.Links[sim.ClassOf(nodeA, tc.d)]
+		link := cfg.Links[features.ClassOf(nodeA, tc.d)]
 		bytes := float64(prompt * sim.DefaultKVBytesPerToken)
 		transfer := ms(link.Latency) + bytes/link.BytesPerSec*1e3
 		if o.KVTransferTokens != prompt || o.KVTransferBytes != bytes {
@@ -86,7 +87,7 @@ func TestPDSplitRequestTimeline(t *testing.T) {
 		if math.Abs(ms(o.KVTransferTime())-transfer) > 1e-5 {
 			t.Errorf("%s: transfer %v, want %.5f ms", tc.name, o.KVTransferTime(), transfer)
 		}
-		if o.Transfer.Class != sim.ClassOf(nodeA, tc.d) || o.Transfer.Concurrent != 1 {
+		if o.Transfer.Class != features.ClassOf(nodeA, tc.d) || o.Transfer.Concurrent != 1 {
 			t.Errorf("%s: transfer class %v concurrency %d", tc.name, o.Transfer.Class, o.Transfer.Concurrent)
 		}
 		firstStep := c.StepMs + c.PrefillTokenMs*1 + c.ContextTokenMs*prompt
@@ -99,7 +100,7 @@ func TestPDSplitRequestTimeline(t *testing.T) {
 		}
 		s := o.Sample()
 		if s.ActualKVTransferMs != ms(o.KVTransferTime()) || s.KVTransferTokens != prompt ||
-			s.KVBytesPerToken != sim.DefaultKVBytesPerToken || s.LinkClass != sim.ClassOf(nodeA, tc.d).String() ||
+			s.KVBytesPerToken != sim.DefaultKVBytesPerToken || s.LinkClass != features.ClassOf(nodeA, tc.d).String() ||
 			s.PrefillPod != "prefill-0" || s.DecodePod != "decode-0" || *s.PrefillTopology != nodeA ||
 			s.DecodeTopology != tc.d || s.ConcurrentTransfers != 1 || s.PrefillMs != ms(o.PrefillTime()) ||
 			s.ActualTTFTMs != ms(o.Decode.TTFT()) {
@@ -114,7 +115,7 @@ func TestPDSplitRequestTimeline(t *testing.T) {
 // The decode pod receives only what it does not already cache, and keeps
 // what it received in its prefix cache.
 func TestPDTransfersOnlyWhatDecodeLacks(t *testing.T) {
-	cfg := pdTestConfig([]sim.Topology{nodeA}, []sim.Topology{nodeC})
+	cfg := pdTestConfig([]features.Topology{nodeA}, []features.Topology{nodeC})
 	const prompt = 410 // 25 full blocks and 10 tokens
 	// Request 1 runs on the decode pod alone and leaves its prompt cached;
 	// request 2 shares the first 160 tokens (10 blocks) and is split;
@@ -161,7 +162,7 @@ func TestPDNoSplitIsTheSinglePoolFleet(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := pdTestConfig([]sim.Topology{nodeA}, []sim.Topology{nodeA, nodeB, nodeC})
+	cfg := pdTestConfig([]features.Topology{nodeA}, []features.Topology{nodeA, nodeB, nodeC})
 	single := cfg.Decode
 	single.Servers = 3
 	want, err := sim.Simulate(t.Context(), single, sim.FleetOptions{Router: sim.DefaultLoadPrefix()}, reqs...)
@@ -185,7 +186,7 @@ func TestPDNoSplitIsTheSinglePoolFleet(t *testing.T) {
 // When the prefill pod fails, the decode pod runs the request alone after
 // the wasted prefill: no transfer, a full prefill on the decode pod.
 func TestPDFallsBackToDecodeAlone(t *testing.T) {
-	cfg := pdTestConfig([]sim.Topology{nodeA}, []sim.Topology{nodeB})
+	cfg := pdTestConfig([]features.Topology{nodeA}, []features.Topology{nodeB})
 	cfg.PrefillFailureRate = 1
 	const prompt, output = 300, 4
 	f := runPD(t, cfg, fixedPair{Prefill: 0, Decode: 0}, contentReq(1, 0, prompt, output, 1))
@@ -202,7 +203,7 @@ func TestPDFallsBackToDecodeAlone(t *testing.T) {
 
 	// A prompt the prefill pod can never hold fails at once: the decode pod
 	// (with a larger cache) runs it without waiting for anything.
-	cfg = pdTestConfig([]sim.Topology{nodeA}, []sim.Topology{nodeB})
+	cfg = pdTestConfig([]features.Topology{nodeA}, []features.Topology{nodeB})
 	cfg.Prefill.KVBlocks = 10
 	f = runPD(t, cfg, fixedPair{Prefill: 0, Decode: 0}, contentReq(1, 0, prompt, output, 1))
 	o = f.Outcomes()[0]
@@ -214,10 +215,10 @@ func TestPDFallsBackToDecodeAlone(t *testing.T) {
 
 // Requests split at the same moment onto one link share it, and say so.
 func TestPDConcurrentTransfersContend(t *testing.T) {
-	cfg := pdTestConfig([]sim.Topology{nodeA, nodeA}, []sim.Topology{nodeC, nodeC})
+	cfg := pdTestConfig([]features.Topology{nodeA, nodeA}, []features.Topology{nodeC, nodeC})
 	r := routeByID{1: {Prefill: 0, Decode: 0}, 2: {Prefill: 1, Decode: 1}}
 	f := runPD(t, cfg, r, contentReq(1, 0, 400, 2, 1), contentReq(2, 0, 400, 2, 2))
-	l := cfg.Links[sim.SameZone]
+	l := cfg.Links[features.SameZone]
 	alone := ms(l.Latency) + 400*sim.DefaultKVBytesPerToken/l.BytesPerSec*1e3
 	for _, o := range f.Outcomes() {
 		if want := ms(l.Latency) + 2*(alone-ms(l.Latency)); math.Abs(ms(o.KVTransferTime())-want) > 1e-5 {
@@ -239,7 +240,7 @@ func TestPDIsDeterministicBySeed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := pdTestConfig([]sim.Topology{nodeA, nodeC, nodeZ2}, []sim.Topology{nodeA, nodeB, nodeZ2})
+	cfg := pdTestConfig([]features.Topology{nodeA, nodeC, nodeZ2}, []features.Topology{nodeA, nodeB, nodeZ2})
 	cfg.PrefillFailureRate = 0.2
 	run := func(name string, seed uint64) []sim.PDOutcome {
 		cfg.Seed = seed
@@ -282,7 +283,7 @@ func TestPDIsDeterministicBySeed(t *testing.T) {
 }
 
 func TestPDConfigValidate(t *testing.T) {
-	good := pdTestConfig([]sim.Topology{nodeA}, []sim.Topology{nodeB})
+	good := pdTestConfig([]features.Topology{nodeA}, []features.Topology{nodeB})
 	for _, tc := range []struct {
 		name   string
 		break_ func(*sim.PDConfig)
@@ -292,7 +293,7 @@ func TestPDConfigValidate(t *testing.T) {
 		{"no kv size", func(c *sim.PDConfig) { c.KVBytesPerToken = 0 }},
 		{"NaN kv size", func(c *sim.PDConfig) { c.KVBytesPerToken = math.NaN() }},
 		{"failure rate above 1", func(c *sim.PDConfig) { c.PrefillFailureRate = 1.5 }},
-		{"link without bandwidth", func(c *sim.PDConfig) { c.Links[sim.CrossZone].BytesPerSec = 0 }},
+		{"link without bandwidth", func(c *sim.PDConfig) { c.Links[features.CrossZone].BytesPerSec = 0 }},
 	} {
 		c := good
 		tc.break_(&c)

@@ -1,5 +1,7 @@
 package sim
 
+import "github.com/headroomhq/headroom/features"
+
 // The P/D routers llm-d has today, as baselines for a router that predicts
 // the pair: each picks the decode pod first, then the prefill pod, and
 // neither choice knows the cost of the KV transfer between them.
@@ -75,15 +77,15 @@ type TopologyConstant struct {
 }
 
 // TopologyScore is llm-d's constant affinity between two placements.
-func TopologyScore(a, b Topology) float64 {
-	switch ClassOf(a, b) {
-	case SameNode:
+func TopologyScore(a, b features.Topology) float64 {
+	switch features.ClassOf(a, b) {
+	case features.SameNode:
 		return 1.0
-	case SameRack:
+	case features.SameRack:
 		return 0.2
-	case SameZone:
+	case features.SameZone:
 		return 0.05
-	case CrossZone:
+	case features.CrossZone:
 		return 0.02 // same region
 	}
 	return 0

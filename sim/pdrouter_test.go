@@ -1,16 +1,20 @@
 package sim
 
-import "testing"
+import (
+	"testing"
 
-func pod(i int, topo Topology, waiting, running int, prefix float64) PodState {
+	"github.com/headroomhq/headroom/features"
+)
+
+func pod(i int, topo features.Topology, waiting, running int, prefix float64) PodState {
 	return PodState{ServerState: ServerState{Index: i, NumRequestWaiting: waiting, NumRequestRunning: running,
 		PrefixCacheScore: prefix}, Topology: topo}
 }
 
 func TestPDRouters(t *testing.T) {
-	a := Topology{"a", "r1", "z1", "eu"}
-	b := Topology{"b", "r1", "z1", "eu"}
-	far := Topology{"x", "r9", "z2", "eu"}
+	a := place("a", "r1", "z1", "eu")
+	b := place("b", "r1", "z1", "eu")
+	far := place("x", "r9", "z2", "eu")
 	req := &Request{ID: 1, PromptTokens: 1000, OutputTokens: 10}
 	decode := []PodState{pod(0, far, 3, 10, 0), pod(1, a, 0, 4, 0), pod(2, b, 1, 8, 0)}
 	// The far prefill pod holds most of the prompt; the one on the decode
@@ -48,16 +52,16 @@ func TestPDRouters(t *testing.T) {
 }
 
 func TestTopologyScoreIsLLMDs(t *testing.T) {
-	a := Topology{"a", "r1", "z1", "eu"}
+	a := place("a", "r1", "z1", "eu")
 	for _, tc := range []struct {
-		b    Topology
+		b    features.Topology
 		want float64
 	}{
 		{a, 1.0},
-		{Topology{"b", "r1", "z1", "eu"}, 0.2},
-		{Topology{"b", "r2", "z1", "eu"}, 0.05},
-		{Topology{"b", "r2", "z2", "eu"}, 0.02},
-		{Topology{"b", "r2", "z2", "us"}, 0},
+		{place("b", "r1", "z1", "eu"), 0.2},
+		{place("b", "r2", "z1", "eu"), 0.05},
+		{place("b", "r2", "z2", "eu"), 0.02},
+		{place("b", "r2", "z2", "us"), 0},
 	} {
 		if got := TopologyScore(a, tc.b); got != tc.want {
 			t.Errorf("%v to %v: %g, want %g", a, tc.b, got, tc.want)

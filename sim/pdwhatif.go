@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"text/tabwriter"
+
+	"github.com/headroomhq/headroom/features"
 )
 
 // PDLayouts lists the names PlacePods accepts.
@@ -21,12 +23,12 @@ var PDLayouts = []string{"one-node", "one-rack", "racks", "zones"}
 //   - one-rack: one node per pod, one rack;
 //   - racks: one node per pod, round-robin over 4 racks of one zone;
 //   - zones: one node per pod, round-robin over 2 zones of 2 racks each.
-func PlacePods(layout string, prefill, decode int) (p, d []Topology, err error) {
+func PlacePods(layout string, prefill, decode int) (p, d []features.Topology, err error) {
 	if prefill < 0 || decode < 1 {
 		return nil, nil, fmt.Errorf("pods: %d prefill and %d decode, need at least 0 and 1", prefill, decode)
 	}
-	place := func(k int) Topology {
-		t := Topology{Node: fmt.Sprintf("node-%d", k), Rack: "rack-0", Zone: "zone-a", Region: "region-1"}
+	place := func(k int) features.Topology {
+		t := features.Topology{Node: fmt.Sprintf("node-%d", k), Rack: "rack-0", Zone: "zone-a", Region: "region-1"}
 		switch layout {
 		case "one-node":
 			t.Node = "node-0"
@@ -149,26 +151,26 @@ func WritePDTable(w io.Writer, results []PDResult) error {
 // would report it: the fields issue 15's transfer model learns from, under
 // the names the sample wire format gives them.
 type PDSample struct {
-	Router              string    `json:"router,omitempty"`
-	RequestID           int       `json:"request_id"`
-	InputTokenLength    int       `json:"input_token_length"`
-	OutputTokens        int       `json:"output_tokens"`
-	Split               bool      `json:"split"`
-	PrefillFailed       bool      `json:"prefill_failed,omitempty"`
-	Rejected            bool      `json:"rejected,omitempty"`
-	PrefillPod          string    `json:"prefill_pod,omitempty"`
-	DecodePod           string    `json:"decode_pod"`
-	PrefillTopology     *Topology `json:"prefill_topology,omitempty"`
-	DecodeTopology      Topology  `json:"decode_topology"`
-	LinkClass           string    `json:"link_class,omitempty"`
-	PrefillMs           float64   `json:"prefill_ms,omitempty"`
-	ActualKVTransferMs  float64   `json:"actual_kv_transfer_ms,omitempty"`
-	KVTransferTokens    int       `json:"kv_transfer_tokens,omitempty"`
-	KVBytesPerToken     float64   `json:"kv_bytes_per_token,omitempty"`
-	ConcurrentTransfers int       `json:"concurrent_transfers,omitempty"`
-	MeanConcurrent      float64   `json:"mean_concurrent_transfers,omitempty"`
-	ActualTTFTMs        float64   `json:"actual_ttft_ms,omitempty"`
-	ActualTPOTMs        float64   `json:"actual_tpot_ms,omitempty"`
+	Router              string             `json:"router,omitempty"`
+	RequestID           int                `json:"request_id"`
+	InputTokenLength    int                `json:"input_token_length"`
+	OutputTokens        int                `json:"output_tokens"`
+	Split               bool               `json:"split"`
+	PrefillFailed       bool               `json:"prefill_failed,omitempty"`
+	Rejected            bool               `json:"rejected,omitempty"`
+	PrefillPod          string             `json:"prefill_pod,omitempty"`
+	DecodePod           string             `json:"decode_pod"`
+	PrefillTopology     *features.Topology `json:"prefill_topology,omitempty"`
+	DecodeTopology      features.Topology  `json:"decode_topology"`
+	LinkClass           string             `json:"link_class,omitempty"`
+	PrefillMs           float64            `json:"prefill_ms,omitempty"`
+	ActualKVTransferMs  float64            `json:"actual_kv_transfer_ms,omitempty"`
+	KVTransferTokens    int                `json:"kv_transfer_tokens,omitempty"`
+	KVBytesPerToken     float64            `json:"kv_bytes_per_token,omitempty"`
+	ConcurrentTransfers int                `json:"concurrent_transfers,omitempty"`
+	MeanConcurrent      float64            `json:"mean_concurrent_transfers,omitempty"`
+	ActualTTFTMs        float64            `json:"actual_ttft_ms,omitempty"`
+	ActualTPOTMs        float64            `json:"actual_tpot_ms,omitempty"`
 }
 
 // Sample is o as a sidecar would report it.

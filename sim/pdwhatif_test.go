@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"strings"
 	"testing"
+
+	"github.com/headroomhq/headroom/features"
 )
 
 func TestPlacePods(t *testing.T) {
-	classes := func(layout string) map[LinkClass]int {
+	classes := func(layout string) map[features.LinkClass]int {
 		p, d, err := PlacePods(layout, 4, 4)
 		if err != nil {
 			t.Fatal(err)
@@ -15,22 +17,22 @@ func TestPlacePods(t *testing.T) {
 		if len(p) != 4 || len(d) != 4 {
 			t.Fatalf("%s: %d prefill and %d decode pods", layout, len(p), len(d))
 		}
-		n := map[LinkClass]int{}
+		n := map[features.LinkClass]int{}
 		for _, a := range p {
 			for _, b := range d {
-				n[ClassOf(a, b)]++
+				n[features.ClassOf(a, b)]++
 			}
 		}
 		return n
 	}
 	for _, tc := range []struct {
 		layout string
-		want   map[LinkClass]int
+		want   map[features.LinkClass]int
 	}{
-		{"one-node", map[LinkClass]int{SameNode: 16}},
-		{"one-rack", map[LinkClass]int{SameRack: 16}},
-		{"racks", map[LinkClass]int{SameZone: 12, SameRack: 4}},
-		{"zones", map[LinkClass]int{CrossZone: 8, SameZone: 4, SameRack: 4}},
+		{"one-node", map[features.LinkClass]int{features.SameNode: 16}},
+		{"one-rack", map[features.LinkClass]int{features.SameRack: 16}},
+		{"racks", map[features.LinkClass]int{features.SameZone: 12, features.SameRack: 4}},
+		{"zones", map[features.LinkClass]int{features.CrossZone: 8, features.SameZone: 4, features.SameRack: 4}},
 	} {
 		got := classes(tc.layout)
 		if len(got) != len(tc.want) {

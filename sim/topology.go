@@ -5,56 +5,9 @@ import (
 	"fmt"
 	"slices"
 	"time"
+
+	"github.com/headroomhq/headroom/features"
 )
-
-// Topology places a pod, in the spirit of Kubernetes' well-known labels
-// (kubernetes.io/hostname, topology.kubernetes.io/zone and region, and the
-// rack label most clusters add). Two pods are on the same rack only if they
-// are in the same zone and region with the same rack name, and so on down:
-// a name is only meaningful inside its parent.
-type Topology struct {
-	Node   string `json:"node"`
-	Rack   string `json:"rack"`
-	Zone   string `json:"zone"`
-	Region string `json:"region"`
-}
-
-// LinkClass is how far apart two pods are, which decides the link their KV
-// transfer takes.
-type LinkClass int
-
-const (
-	SameNode    LinkClass = iota // NVLink between GPUs of one host
-	SameRack                     // RDMA through the top-of-rack switch
-	SameZone                     // across racks, through the spine
-	CrossZone                    // between zones of one region
-	CrossRegion                  // between regions
-	numLinkClasses
-)
-
-var linkClassNames = [numLinkClasses]string{"same-node", "same-rack", "same-zone", "cross-zone", "cross-region"}
-
-func (c LinkClass) String() string {
-	if c < 0 || c >= numLinkClasses {
-		return fmt.Sprintf("LinkClass(%d)", int(c))
-	}
-	return linkClassNames[c]
-}
-
-// ClassOf is the link class between two placements.
-func ClassOf(a, b Topology) LinkClass {
-	switch {
-	case a.Region != b.Region:
-		return CrossRegion
-	case a.Zone != b.Zone:
-		return CrossZone
-	case a.Rack != b.Rack:
-		return SameZone
-	case a.Node != b.Node:
-		return SameRack
-	}
-	return SameNode
-}
 
 // linkKey names the shared link a transfer between a and b occupies: the
 // node's NVLink fabric for one node, and otherwise the path between the two
@@ -62,21 +15,21 @@ func ClassOf(a, b Topology) LinkClass {
 // the same key share its bandwidth; transfers on different keys do not
 // interfere (a simplification: in a real cluster two transfers out of one
 // node to two other nodes also share that node's NIC).
-func linkKey(a, b Topology) string {
+func linkKey(a, b features.Topology) string {
 	pair := func(level, x, y string) string {
 		if y < x {
 			x, y = y, x
 		}
 		return level + ":" + x + "|" + y
 	}
-	switch ClassOf(a, b) {
-	case CrossRegion:
+	switch features.ClassOf(a, b) {
+	case features.CrossRegion:
 		return pair("region", a.Region, b.Region)
-	case CrossZone:
+	case features.CrossZone:
 		return pair("zone", a.Region+"/"+a.Zone, b.Region+"/"+b.Zone)
-	case SameZone:
+	case features.SameZone:
 		return pair("rack", a.Region+"/"+a.Zone+"/"+a.Rack, b.Region+"/"+b.Zone+"/"+b.Rack)
-	case SameRack:
+	case features.SameRack:
 		base := a.Region + "/" + a.Zone + "/" + a.Rack + "/"
 		return pair("node", base+a.Node, base+b.Node)
 	}
@@ -91,7 +44,7 @@ type Link struct {
 }
 
 // Links gives each link class its Link.
-type Links [numLinkClasses]Link
+type Links [features.NumLinkClasses]Link
 
 // DefaultLinks are effective KV-transfer rates for a GPU cluster of H200
 // hosts; each is about 80% of the line rate, what NIXL-style transfers of
@@ -109,11 +62,11 @@ type Links [numLinkClasses]Link
 // clusters.
 func DefaultLinks() Links {
 	return Links{
-		SameNode:    {BytesPerSec: 360e9, Latency: 5 * time.Microsecond},
-		SameRack:    {BytesPerSec: 40e9, Latency: 10 * time.Microsecond},
-		SameZone:    {BytesPerSec: 10e9, Latency: 50 * time.Microsecond},
-		CrossZone:   {BytesPerSec: 3e9, Latency: 500 * time.Microsecond},
-		CrossRegion: {BytesPerSec: 0.5e9, Latency: 20 * time.Millisecond},
+		features.SameNode:    {BytesPerSec: 360e9, Latency: 5 * time.Microsecond},
+		features.SameRack:    {BytesPerSec: 40e9, Latency: 10 * time.Microsecond},
+		features.SameZone:    {BytesPerSec: 10e9, Latency: 50 * time.Microsecond},
+		features.CrossZone:   {BytesPerSec: 3e9, Latency: 500 * time.Microsecond},
+		features.CrossRegion: {BytesPerSec: 0.5e9, Latency: 20 * time.Millisecond},
 	}
 }
 
@@ -122,7 +75,7 @@ func (l Links) Validate() error {
 	for c, k := range l {
 		if !(k.BytesPerSec > 0) || k.Latency < 0 {
 			return fmt.Errorf("link %s: bandwidth %g B/s and latency %v, need a positive bandwidth and no negative latency",
-				LinkClass(c), k.BytesPerSec, k.Latency)
+				features.LinkClass(c), k.BytesPerSec, k.Latency)
 		}
 	}
 	return nil
@@ -130,7 +83,7 @@ func (l Links) Validate() error {
 
 // Transfer is one KV-cache transfer from a prefill pod to a decode pod.
 type Transfer struct {
-	Class LinkClass
+	Class features.LinkClass
 	Bytes float64
 	Start time.Duration
 	End   time.Duration // zero until it completes
@@ -171,8 +124,8 @@ func newNetwork(links Links) *network {
 }
 
 // start begins a transfer of bytes from a to b at time now.
-func (n *network) start(now time.Duration, a, b Topology, bytes float64, owner *PDOutcome) *Transfer {
-	class := ClassOf(a, b)
+func (n *network) start(now time.Duration, a, b features.Topology, bytes float64, owner *PDOutcome) *Transfer {
+	class := features.ClassOf(a, b)
 	key := linkKey(a, b)
 	ls := n.byKey[key]
 	if ls == nil {

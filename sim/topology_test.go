@@ -4,29 +4,13 @@ import (
 	"math"
 	"testing"
 	"time"
+
+	"github.com/headroomhq/headroom/features"
 )
 
-func TestClassOf(t *testing.T) {
-	base := Topology{Node: "n1", Rack: "r1", Zone: "z1", Region: "eu"}
-	for _, tc := range []struct {
-		name string
-		b    Topology
-		want LinkClass
-	}{
-		{"same node", base, SameNode},
-		{"other node, same rack", Topology{"n2", "r1", "z1", "eu"}, SameRack},
-		{"other rack", Topology{"n2", "r2", "z1", "eu"}, SameZone},
-		// A rack name means nothing outside its zone: r1 in z2 is another rack.
-		{"same rack name, other zone", Topology{"n1", "r1", "z2", "eu"}, CrossZone},
-		{"other region", Topology{"n1", "r1", "z1", "us"}, CrossRegion},
-	} {
-		if got := ClassOf(base, tc.b); got != tc.want {
-			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
-		}
-		if got := ClassOf(tc.b, base); got != tc.want {
-			t.Errorf("%s, reversed: %v, want %v", tc.name, got, tc.want)
-		}
-	}
+// place is a pod's placement, for tables.
+func place(node, rack, zone, region string) features.Topology {
+	return features.Topology{Node: node, Rack: rack, Zone: zone, Region: region}
 }
 
 func TestDefaultLinksAreOrdered(t *testing.T) {
@@ -34,13 +18,13 @@ func TestDefaultLinksAreOrdered(t *testing.T) {
 	if err := l.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	for c := SameNode; c < CrossRegion; c++ {
+	for c := features.SameNode; c < features.CrossRegion; c++ {
 		if !(l[c].BytesPerSec > l[c+1].BytesPerSec) || l[c].Latency > l[c+1].Latency {
 			t.Errorf("%v (%+v) is not faster than %v (%+v)", c, l[c], c+1, l[c+1])
 		}
 	}
 	bad := l
-	bad[SameZone].BytesPerSec = 0
+	bad[features.SameZone].BytesPerSec = 0
 	if bad.Validate() == nil {
 		t.Error("a link without bandwidth validates")
 	}
@@ -48,7 +32,7 @@ func TestDefaultLinksAreOrdered(t *testing.T) {
 
 // runNetwork starts each transfer at its time and runs the network until
 // every transfer has ended.
-func runNetwork(t *testing.T, links Links, starts []time.Duration, pairs [][2]Topology, bytes []float64) []*Transfer {
+func runNetwork(t *testing.T, links Links, starts []time.Duration, pairs [][2]features.Topology, bytes []float64) []*Transfer {
 	t.Helper()
 	n := newNetwork(links)
 	ts := make([]*Transfer, len(starts))
@@ -82,11 +66,11 @@ func runNetwork(t *testing.T, links Links, starts []time.Duration, pairs [][2]To
 
 func TestTransferAloneTakesBytesOverBandwidth(t *testing.T) {
 	links := DefaultLinks()
-	a := Topology{"n1", "r1", "z1", "eu"}
-	for _, b := range []Topology{a, {"n2", "r1", "z1", "eu"}, {"n2", "r2", "z1", "eu"}, {"n2", "r2", "z2", "eu"}, {"n2", "r2", "z2", "us"}} {
+	a := place("n1", "r1", "z1", "eu")
+	for _, b := range []features.Topology{a, place("n2", "r1", "z1", "eu"), place("n2", "r2", "z1", "eu"), place("n2", "r2", "z2", "eu"), place("n2", "r2", "z2", "us")} {
 		bytes := 1000.0 * DefaultKVBytesPerToken // a 1 000-token prompt of Qwen3-32B
-		x := runNetwork(t, links, []time.Duration{time.Second}, [][2]Topology{{a, b}}, []float64{bytes})[0]
-		l := links[ClassOf(a, b)]
+		x := runNetwork(t, links, []time.Duration{time.Second}, [][2]features.Topology{{a, b}}, []float64{bytes})[0]
+		l := links[features.ClassOf(a, b)]
 		want := l.Latency + time.Duration(bytes/l.BytesPerSec*1e9)
 		if d := x.End - x.Start; d < want || d > want+time.Nanosecond {
 			t.Errorf("%v: %v, want latency + bytes/bandwidth = %v", x.Class, d, want)
@@ -99,15 +83,15 @@ func TestTransferAloneTakesBytesOverBandwidth(t *testing.T) {
 
 func TestConcurrentTransfersShareTheLink(t *testing.T) {
 	links := DefaultLinks()
-	a, b := Topology{"n1", "r1", "z1", "eu"}, Topology{"n2", "r1", "z1", "eu"}
-	c, d := Topology{"n3", "r1", "z1", "eu"}, Topology{"n4", "r1", "z1", "eu"}
-	l := links[SameRack]
+	a, b := place("n1", "r1", "z1", "eu"), place("n2", "r1", "z1", "eu")
+	c, d := place("n3", "r1", "z1", "eu"), place("n4", "r1", "z1", "eu")
+	l := links[features.SameRack]
 	bytes := 500.0 * DefaultKVBytesPerToken
 	alone := l.Latency + time.Duration(bytes/l.BytesPerSec*1e9)
 	within := func(got, want time.Duration) bool { return math.Abs(float64(got-want)) <= 2 }
 
 	// Two at once on one link: each takes the latency plus twice the time.
-	ts := runNetwork(t, links, []time.Duration{0, 0}, [][2]Topology{{a, b}, {b, a}}, []float64{bytes, bytes})
+	ts := runNetwork(t, links, []time.Duration{0, 0}, [][2]features.Topology{{a, b}, {b, a}}, []float64{bytes, bytes})
 	for i, x := range ts {
 		if want := l.Latency + 2*(alone-l.Latency); !within(x.End-x.Start, want) {
 			t.Errorf("shared transfer %d: %v, want %v", i, x.End-x.Start, want)
@@ -123,7 +107,7 @@ func TestConcurrentTransfersShareTheLink(t *testing.T) {
 	}
 
 	// On two different node pairs they do not interfere.
-	ts = runNetwork(t, links, []time.Duration{0, 0}, [][2]Topology{{a, b}, {c, d}}, []float64{bytes, bytes})
+	ts = runNetwork(t, links, []time.Duration{0, 0}, [][2]features.Topology{{a, b}, {c, d}}, []float64{bytes, bytes})
 	for i, x := range ts {
 		if !within(x.End-x.Start, alone) {
 			t.Errorf("transfer %d on its own link: %v, want %v", i, x.End-x.Start, alone)
@@ -135,7 +119,7 @@ func TestConcurrentTransfersShareTheLink(t *testing.T) {
 	// time after the second started; the second, having moved half its bytes
 	// by then, finishes the rest alone.
 	half := (alone - l.Latency) / 2
-	ts = runNetwork(t, links, []time.Duration{0, half}, [][2]Topology{{a, b}, {a, b}}, []float64{bytes, bytes})
+	ts = runNetwork(t, links, []time.Duration{0, half}, [][2]features.Topology{{a, b}, {a, b}}, []float64{bytes, bytes})
 	if want := l.Latency + half + 2*half; !within(ts[0].End-ts[0].Start, want) {
 		t.Errorf("first of staggered: %v, want %v", ts[0].End-ts[0].Start, want)
 	}
@@ -151,9 +135,9 @@ func TestConcurrentTransfersShareTheLink(t *testing.T) {
 }
 
 func TestEmptyTransferPaysOnlyLatency(t *testing.T) {
-	a, b := Topology{"n1", "r1", "z1", "eu"}, Topology{"n1", "r2", "z1", "eu"}
-	x := runNetwork(t, DefaultLinks(), []time.Duration{time.Millisecond}, [][2]Topology{{a, b}}, []float64{0})[0]
-	if d := x.End - x.Start; d != DefaultLinks()[SameZone].Latency {
+	a, b := place("n1", "r1", "z1", "eu"), place("n1", "r2", "z1", "eu")
+	x := runNetwork(t, DefaultLinks(), []time.Duration{time.Millisecond}, [][2]features.Topology{{a, b}}, []float64{0})[0]
+	if d := x.End - x.Start; d != DefaultLinks()[features.SameZone].Latency {
 		t.Errorf("empty transfer took %v, want the latency", d)
 	}
 }

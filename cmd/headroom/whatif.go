@@ -10,6 +10,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/headroomhq/headroom/features"
 	"github.com/headroomhq/headroom/sim"
 	"github.com/headroomhq/headroom/sim/workload"
 )
@@ -142,7 +143,7 @@ type pdFlags struct {
 	failureSeed      uint64
 	samples          string
 	resolvedRouters  []string
-	resolvedTopology [2][]sim.Topology
+	resolvedTopology [2][]features.Topology
 }
 
 func (p *pdFlags) register(fs *flag.FlagSet) {
@@ -166,7 +167,7 @@ func (p *pdFlags) check() error {
 	if err != nil {
 		return fmt.Errorf("--pd: %w", err)
 	}
-	p.resolvedTopology = [2][]sim.Topology{pre, dec}
+	p.resolvedTopology = [2][]features.Topology{pre, dec}
 	p.resolvedRouters = nil
 	for _, name := range strings.Split(p.routers, ",") {
 		name = strings.TrimSpace(name)
