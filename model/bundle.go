@@ -24,6 +24,9 @@ type Bundle struct {
 	CreatedAt time.Time    `json:"created_at"`
 	TTFT      *TargetModel `json:"ttft,omitempty"`
 	TPOT      *TargetModel `json:"tpot,omitempty"`
+	// Transfer predicts KV-cache transfer time between a prefill and a
+	// decode pod; nil until the trainer has seen disaggregated samples.
+	Transfer *TransferModel `json:"kv_transfer,omitempty"`
 	// XGBoostMissing records that the trainer ran without the xgboost binary,
 	// so every model in this bundle is linear only.
 	XGBoostMissing bool `json:"xgboost_missing,omitempty"`
@@ -120,6 +123,11 @@ func Decode(data []byte, key []byte) (*Bundle, error) {
 			if err := m.Prepare(); err != nil {
 				return nil, fmt.Errorf("decode bundle %d: %s model: %w", b.Version, t, err)
 			}
+		}
+	}
+	if b.Transfer != nil {
+		if err := b.Transfer.Prepare(); err != nil {
+			return nil, fmt.Errorf("decode bundle %d: %w", b.Version, err)
 		}
 	}
 	b.Checksum = env.SHA256

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"slices"
 	"testing"
 
 	"github.com/headroomhq/headroom/features"
@@ -71,6 +72,7 @@ func checkAccepted(t *testing.T, b *Bundle, payloadSum string) {
 			}
 		}
 	}
+	transferPreds := checkTransferAccepted(t, b.Transfer)
 	// A predictor that saves what it fetched, and a trainer that serves a
 	// loaded bundle, re-encode it: that must give back the same models.
 	data, err := b.Encode(nil)
@@ -95,6 +97,49 @@ func checkAccepted(t *testing.T, b *Bundle, payloadSum string) {
 			}
 		}
 	}
+	if again := checkTransferAccepted(t, again.Transfer); !slices.Equal(again, transferPreds) {
+		t.Fatalf("transfer predictions %v after re-encoding, %v before", again, transferPreds)
+	}
+}
+
+// checkTransferAccepted asserts what pair prediction needs of an accepted
+// transfer model: finite predictions within its clamps for any class, size
+// and contention, farther classes never faster, quantiles within the
+// clamps. It returns the predictions it made.
+func checkTransferAccepted(t *testing.T, m *TransferModel) []float64 {
+	t.Helper()
+	if m == nil {
+		return nil
+	}
+	var preds []float64
+	for _, tokens := range []int64{0, 1, 963, 1 << 20, math.MaxInt64} {
+		for _, bpt := range []float64{0, 1, 131072, math.MaxFloat64} {
+			for _, conc := range []int64{0, 1, 7, math.MaxInt64} {
+				prev := 0.0
+				for c := features.LinkClass(-1); c <= features.NumLinkClasses; c++ {
+					y, ok := m.Predict(c, tokens, bpt, conc)
+					if !ok {
+						preds = append(preds, -1)
+						continue
+					}
+					if math.IsNaN(y) || y < m.MinMs || y > m.MaxMs {
+						t.Fatalf("transfer %s %d tokens × %v B, %d concurrent: %v outside [%v, %v]", c, tokens, bpt, conc, y, m.MinMs, m.MaxMs)
+					}
+					if y < prev {
+						t.Fatalf("transfer %s predicts %v, below a nearer class's %v", c, y, prev)
+					}
+					prev = y
+					for _, q := range []float64{0.05, 0.5, 0.9} {
+						if v := m.Quantile(c, y, q); math.IsNaN(v) || v < m.MinMs || v > m.MaxMs {
+							t.Fatalf("transfer %s quantile %v = %v outside [%v, %v]", c, q, v, m.MinMs, m.MaxMs)
+						}
+					}
+					preds = append(preds, y)
+				}
+			}
+		}
+	}
+	return preds
 }
 
 func FuzzDecodeBundle(f *testing.F) {
@@ -171,5 +216,7 @@ func fuzzSeedBundles(tb testing.TB) []*Bundle {
 	linear := testBundle(tb)
 	linear.TTFT.Kind, linear.TTFT.Trees = KindLinear, nil
 	linear.XGBoostMissing = true
-	return []*Bundle{full, ttftOnly, logTrees, linear, {Version: 1}}
+	withTransfer := testBundle(tb)
+	withTransfer.Transfer = testTransferModel(tb)
+	return []*Bundle{full, ttftOnly, logTrees, linear, withTransfer, {Version: 1}}
 }

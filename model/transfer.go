@@ -1,0 +1,208 @@
+package model
+
+import (
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/headroomhq/headroom/features"
+)
+
+// TransferModel predicts the time a prefill pod's KV cache takes to reach a
+// decode pod: a bandwidth law per link class,
+//
+//	ms = latency + bytes / bandwidth · contention,
+//
+// where contention = 1 + Contention·(concurrent − 1) when the number of
+// transfers on the path is known and UnknownContention when it is not. A law
+// rather than trees because routing asks about prompt lengths the link has
+// not carried yet: the law's cost grows with bytes wherever they are, where a
+// tree would repeat its last leaf. It is immutable once built; Prepare must
+// be called (Decode does) before Predict.
+//
+// Classes the model never saw borrow from the classes it did, because a
+// farther class is never a faster link (see Predict).
+type TransferModel struct {
+	// DefaultBytesPerToken converts kv_transfer_tokens to bytes for samples
+	// and predictions that do not say kv_bytes_per_token: the pool's setting,
+	// or what the training samples reported most often.
+	DefaultBytesPerToken float64 `json:"default_bytes_per_token"`
+	// Classes are the fitted link classes, nearest first, each at most once.
+	Classes []TransferClass `json:"classes"`
+	// MinMs and MaxMs clamp every prediction, as TargetModel's do.
+	MinMs float64 `json:"min_ms"`
+	MaxMs float64 `json:"max_ms"`
+	// Calibration is the pooled distribution of log(actual/predicted) on
+	// rows the laws were not fitted on; a class with its own calibration
+	// uses that instead.
+	Calibration Calibration `json:"calibration"`
+
+	// Holdout figures over every class, and coverage of the calibrated
+	// quantile on the holdout.
+	Holdout         Quality           `json:"holdout"`
+	HoldoutCoverage *QuantileCoverage `json:"holdout_coverage,omitempty"`
+	TrainSamples    int               `json:"train_samples"`
+	HoldoutSamples  int               `json:"holdout_samples"`
+	TrainedAt       time.Time         `json:"trained_at"`
+	StoreGeneration uint64            `json:"store_generation"`
+	TrainSeconds    float64           `json:"train_seconds"`
+
+	byClass [features.NumLinkClasses]*TransferClass
+}
+
+// TransferClass is the law of one link class.
+type TransferClass struct {
+	Class string `json:"class"` // features.LinkClass name, e.g. "same-rack"
+	// LatencyMs is the fixed cost of a transfer: setup, handshakes, the
+	// first block's round trip.
+	LatencyMs float64 `json:"latency_ms"`
+	// BytesPerSec is the bandwidth one transfer gets alone on the link.
+	BytesPerSec float64 `json:"bytes_per_sec"`
+	// Contention is how much each other transfer on the path stretches the
+	// byte time: 1 when they share the link equally, 0 when they do not
+	// interfere.
+	Contention float64 `json:"contention"`
+	// UnknownContention is the byte-time multiplier for a transfer whose
+	// concurrency is not known: what the training samples saw on average.
+	UnknownContention float64 `json:"unknown_contention"`
+	// Tokens is the span of kv_transfer_tokens the law was fitted on; beyond
+	// it the law extrapolates.
+	Tokens Range `json:"tokens"`
+	// Calibration is this class's own residual distribution; empty when it
+	// had too few rows, and then the model's pooled one applies.
+	Calibration Calibration `json:"calibration"`
+	Holdout     Quality     `json:"holdout"`
+	Samples     int         `json:"samples"`
+}
+
+// Prepare checks a decoded model and indexes its classes, so that Predict
+// can neither panic nor return a non-finite number. It is idempotent.
+func (m *TransferModel) Prepare() error {
+	if !finite(m.DefaultBytesPerToken) || m.DefaultBytesPerToken <= 0 {
+		return fmt.Errorf("transfer model: default bytes per token %v, want a positive number", m.DefaultBytesPerToken)
+	}
+	if !finite(m.MinMs) || m.MinMs <= 0 || !finite(m.MaxMs) || m.MaxMs < m.MinMs {
+		return fmt.Errorf("transfer model: bad clamps: min %v, max %v", m.MinMs, m.MaxMs)
+	}
+	if len(m.Classes) == 0 {
+		return fmt.Errorf("transfer model: no link classes")
+	}
+	if err := m.Calibration.Validate(); err != nil {
+		return fmt.Errorf("transfer model: %w", err)
+	}
+	var byClass [features.NumLinkClasses]*TransferClass
+	for i := range m.Classes {
+		k := &m.Classes[i]
+		c, ok := features.ParseLinkClass(k.Class)
+		if !ok {
+			return fmt.Errorf("transfer model: unknown link class %q", k.Class)
+		}
+		if byClass[c] != nil {
+			return fmt.Errorf("transfer model: link class %s twice", c)
+		}
+		if err := k.validate(); err != nil {
+			return fmt.Errorf("transfer model: %s: %w", c, err)
+		}
+		byClass[c] = k
+	}
+	m.byClass = byClass
+	return nil
+}
+
+func (k *TransferClass) validate() error {
+	switch {
+	case !finite(k.LatencyMs) || k.LatencyMs < 0 || k.LatencyMs > 1e6:
+		return fmt.Errorf("latency %v ms, want a number in [0, 1e6]", k.LatencyMs)
+	case !finite(k.BytesPerSec) || k.BytesPerSec <= 0:
+		return fmt.Errorf("bandwidth %v B/s, want a positive number", k.BytesPerSec)
+	case !finite(k.Contention) || k.Contention < 0 || k.Contention > 100:
+		return fmt.Errorf("contention %v, want a number in [0, 100]", k.Contention)
+	case !finite(k.UnknownContention) || k.UnknownContention < 1 || k.UnknownContention > 1e4:
+		return fmt.Errorf("unknown-contention factor %v, want a number in [1, 1e4]", k.UnknownContention)
+	}
+	return k.Calibration.Validate()
+}
+
+// Seen reports whether the model has a law of its own for class c.
+func (m *TransferModel) Seen(c features.LinkClass) bool {
+	return c >= 0 && c < features.NumLinkClasses && m.byClass[c] != nil
+}
+
+// Class returns the law of class c, or nil when the model never saw it.
+func (m *TransferModel) Class(c features.LinkClass) *TransferClass {
+	if !m.Seen(c) {
+		return nil
+	}
+	return m.byClass[c]
+}
+
+// Predict returns the central transfer time in milliseconds of
+// tokens·bytesPerToken bytes over class c with concurrent transfers on the
+// path, this one included (0 when unknown); bytesPerToken 0 means
+// DefaultBytesPerToken.
+//
+// A farther class is never faster, so a seen class's prediction is raised to
+// that of any nearer seen class that would predict more (fitting noise must
+// not rank a cross-zone link above a same-rack one). A class the model never
+// saw takes the prediction of the nearest farther class it did see: an upper
+// bound, the cautious answer, so a router does not favour a link on a guess.
+// A class with no seen class beyond it has only lower bounds and gets
+// ok=false: the caller must not treat the link as known.
+func (m *TransferModel) Predict(c features.LinkClass, tokens int64, bytesPerToken float64, concurrent int64) (ms float64, ok bool) {
+	at, ok := m.lawFor(c)
+	if !ok {
+		return 0, false
+	}
+	if !(bytesPerToken > 0) || math.IsInf(bytesPerToken, 1) {
+		bytesPerToken = m.DefaultBytesPerToken
+	}
+	bytes := float64(max(tokens, 0)) * bytesPerToken
+	y := 0.0
+	for near := features.LinkClass(0); near <= at; near++ {
+		if k := m.byClass[near]; k != nil {
+			y = math.Max(y, k.predict(bytes, concurrent))
+		}
+	}
+	return m.clamp(y), true
+}
+
+// lawFor is the class whose law predicts class c: c itself when seen, else
+// the nearest seen farther class.
+func (m *TransferModel) lawFor(c features.LinkClass) (features.LinkClass, bool) {
+	if c < 0 || c >= features.NumLinkClasses {
+		return 0, false
+	}
+	for at := c; at < features.NumLinkClasses; at++ {
+		if m.byClass[at] != nil {
+			return at, true
+		}
+	}
+	return 0, false
+}
+
+func (k *TransferClass) predict(bytes float64, concurrent int64) float64 {
+	factor := k.UnknownContention
+	if concurrent > 0 {
+		factor = 1 + k.Contention*float64(concurrent-1)
+	}
+	return k.LatencyMs + 1000*bytes/k.BytesPerSec*factor
+}
+
+// Quantile scales a central prediction for class c to quantile q of the
+// calibrated error distribution: the class's own (or, for an unseen class,
+// that of the class whose law it borrowed) when it has one, else the
+// model's pooled one.
+func (m *TransferModel) Quantile(c features.LinkClass, central, q float64) float64 {
+	cal := m.Calibration
+	if at, ok := m.lawFor(c); ok && len(m.byClass[at].Calibration.LogResiduals) > 0 {
+		cal = m.byClass[at].Calibration
+	}
+	return m.clamp(central * math.Exp(cal.LogResidual(q)))
+}
+
+func (m *TransferModel) clamp(y float64) float64 {
+	if math.IsNaN(y) {
+		return m.MinMs
+	}
+	return math.Min(math.Max(y, m.MinMs), m.MaxMs)
+}

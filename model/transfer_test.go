@@ -1,0 +1,202 @@
+package model
+
+import (
+	"math"
+	"strings"
+	"testing"
+
+	"github.com/headroomhq/headroom/features"
+)
+
+// testTransferModel knows two classes: same-rack (40 GB/s, 10 µs, full
+// sharing) and cross-zone (3 GB/s, 0.5 ms, half sharing, with its own
+// calibration), at 160 KiB per token.
+func testTransferModel(t testing.TB) *TransferModel {
+	t.Helper()
+	res := make([]float64, 100)
+	for i := range res {
+		res[i] = float64(i-50) / 250 // ±20%
+	}
+	pooled, err := NewCalibration("holdout", res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range res {
+		res[i] *= 2
+	}
+	wide, err := NewCalibration("holdout", res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := &TransferModel{
+		DefaultBytesPerToken: 160 << 10, MinMs: 0.001, MaxMs: 600000, Calibration: pooled,
+		Classes: []TransferClass{
+			{Class: "same-rack", LatencyMs: 0.01, BytesPerSec: 40e9, Contention: 1, UnknownContention: 1.5,
+				Tokens: Range{Min: 100, Max: 1024}, Samples: 300},
+			{Class: "cross-zone", LatencyMs: 0.5, BytesPerSec: 3e9, Contention: 0.5, UnknownContention: 1,
+				Tokens: Range{Min: 100, Max: 1024}, Samples: 200, Calibration: wide},
+		},
+	}
+	if err := m.Prepare(); err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func TestTransferPredictIsTheBandwidthLaw(t *testing.T) {
+	m := testTransferModel(t)
+	const kib160 = 160 << 10
+	bytes := func(tokens int64) float64 { return float64(tokens) * kib160 }
+	for _, tc := range []struct {
+		name       string
+		class      features.LinkClass
+		tokens     int64
+		bpt        float64
+		concurrent int64
+		want       float64
+	}{
+		{"alone on the rack", features.SameRack, 1000, 0, 1, 0.01 + 1000*bytes(1000)/40e9},
+		{"explicit bytes per token", features.SameRack, 1000, 2 * kib160, 1, 0.01 + 1000*2*bytes(1000)/40e9},
+		{"four sharing the rack link", features.SameRack, 1000, 0, 4, 0.01 + 4*1000*bytes(1000)/40e9},
+		{"unknown concurrency uses the learned factor", features.SameRack, 1000, 0, 0, 0.01 + 1.5*1000*bytes(1000)/40e9},
+		{"beyond the fitted token range the law extrapolates", features.SameRack, 32768, 0, 1, 0.01 + 1000*bytes(32768)/40e9},
+		{"cross zone, half sharing", features.CrossZone, 2000, 0, 3, 0.5 + 2*1000*bytes(2000)/3e9},
+		{"nothing to move pays the latency", features.CrossZone, 0, 0, 1, 0.5},
+		{"negative tokens move nothing", features.CrossZone, -5, 0, 1, 0.5},
+		// Unseen same-zone sits between same-rack and cross-zone: it takes
+		// the nearest farther seen class, cross-zone, as its upper bound.
+		{"unseen same-zone borrows cross-zone", features.SameZone, 2000, 0, 3, 0.5 + 2*1000*bytes(2000)/3e9},
+		// Unseen same-node has same-rack beyond it.
+		{"unseen same-node borrows same-rack", features.SameNode, 1000, 0, 1, 0.01 + 1000*bytes(1000)/40e9},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, ok := m.Predict(tc.class, tc.tokens, tc.bpt, tc.concurrent)
+			if !ok {
+				t.Fatal("ok = false")
+			}
+			if math.Abs(got-tc.want) > 1e-9*tc.want {
+				t.Fatalf("got %v ms, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestTransferPredictRefusesWhatItCannotBound(t *testing.T) {
+	m := testTransferModel(t)
+	for _, c := range []features.LinkClass{features.CrossRegion, -1, features.NumLinkClasses} {
+		if y, ok := m.Predict(c, 1000, 0, 1); ok {
+			t.Errorf("%s: predicted %v, want ok=false: no seen class bounds it from above", c, y)
+		}
+	}
+}
+
+func TestTransferFartherIsNeverFaster(t *testing.T) {
+	m := testTransferModel(t)
+	// A fit where the farther class came out faster than the nearer one
+	// (too few samples, say) must not rank it ahead.
+	m.Classes[1].BytesPerSec = 400e9
+	m.Classes[1].LatencyMs = 0
+	if err := m.Prepare(); err != nil {
+		t.Fatal(err)
+	}
+	for _, tokens := range []int64{10, 1000, 100000} {
+		near, _ := m.Predict(features.SameRack, tokens, 0, 2)
+		far, ok := m.Predict(features.CrossZone, tokens, 0, 2)
+		if !ok || far < near {
+			t.Fatalf("%d tokens: cross-zone %v ms, same-rack %v ms", tokens, far, near)
+		}
+	}
+}
+
+func TestTransferQuantileUsesTheClassCalibration(t *testing.T) {
+	m := testTransferModel(t)
+	const central = 10.0
+	rackP90 := m.Quantile(features.SameRack, central, 0.9)
+	zoneP90 := m.Quantile(features.CrossZone, central, 0.9)
+	if !(rackP90 > central && zoneP90 > rackP90) {
+		t.Fatalf("p90: same-rack %v (pooled calibration), cross-zone %v (its own, twice as wide), central %v", rackP90, zoneP90, central)
+	}
+	if got := m.Quantile(features.SameZone, central, 0.9); got != zoneP90 {
+		t.Errorf("unseen same-zone p90 %v, want cross-zone's %v whose law it borrows", got, zoneP90)
+	}
+	if got := m.Quantile(features.CrossRegion, central, 0.9); got != rackP90 {
+		t.Errorf("unbounded cross-region p90 %v, want the pooled calibration's %v", got, rackP90)
+	}
+	if lo := m.Quantile(features.SameRack, central, 0.1); !(lo < central) {
+		t.Errorf("p10 %v not below the central %v", lo, central)
+	}
+}
+
+func TestTransferPrepareRefuses(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		break_ func(m *TransferModel)
+		want   string
+	}{
+		{"no classes", func(m *TransferModel) { m.Classes = nil }, "no link classes"},
+		{"unknown class", func(m *TransferModel) { m.Classes[0].Class = "same-galaxy" }, "unknown link class"},
+		{"class twice", func(m *TransferModel) { m.Classes[1].Class = "same-rack" }, "twice"},
+		{"zero bandwidth", func(m *TransferModel) { m.Classes[0].BytesPerSec = 0 }, "bandwidth"},
+		{"NaN bandwidth", func(m *TransferModel) { m.Classes[0].BytesPerSec = math.NaN() }, "bandwidth"},
+		{"negative latency", func(m *TransferModel) { m.Classes[0].LatencyMs = -1 }, "latency"},
+		{"negative contention", func(m *TransferModel) { m.Classes[0].Contention = -0.1 }, "contention"},
+		{"unknown contention below one", func(m *TransferModel) { m.Classes[0].UnknownContention = 0.5 }, "unknown-contention"},
+		{"no bytes per token", func(m *TransferModel) { m.DefaultBytesPerToken = 0 }, "bytes per token"},
+		{"inverted clamps", func(m *TransferModel) { m.MinMs, m.MaxMs = 5, 1 }, "clamps"},
+		{"decreasing class calibration", func(m *TransferModel) {
+			m.Classes[1].Calibration.LogResiduals[3] = 10
+		}, "decrease"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := testTransferModel(t)
+			tc.break_(m)
+			err := m.Prepare()
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Prepare: %v, want an error about %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestBundleCarriesTheTransferModel(t *testing.T) {
+	b := testBundle(t)
+	b.Transfer = testTransferModel(t)
+	data, err := b.Encode(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := Decode(data, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Transfer == nil {
+		t.Fatal("transfer model lost in the round trip")
+	}
+	want, _ := b.Transfer.Predict(features.CrossZone, 3000, 0, 2)
+	if have, ok := got.Transfer.Predict(features.CrossZone, 3000, 0, 2); !ok || have != want {
+		t.Fatalf("decoded model predicts %v (ok %v), the original %v", have, ok, want)
+	}
+
+	// A bundle whose transfer model is inconsistent is refused whole.
+	b.Transfer.Classes[0].BytesPerSec = -1
+	bad, err := b.Encode(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Decode(bad, nil); err == nil || !strings.Contains(err.Error(), "bandwidth") {
+		t.Fatalf("Decode of a bundle with a negative bandwidth: %v", err)
+	}
+
+	// A bundle without one (every bundle before this target) still decodes.
+	b.Transfer = nil
+	old, err := b.Encode(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(old), "kv_transfer") {
+		t.Fatal("a bundle without a transfer model mentions it")
+	}
+	if got, err := Decode(old, nil); err != nil || got.Transfer != nil {
+		t.Fatalf("Decode of a bundle without a transfer model: %v, %v", got, err)
+	}
+}
