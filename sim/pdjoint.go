@@ -1,0 +1,172 @@
+package sim
+
+import (
+	"errors"
+	"math"
+)
+
+// A joint router decides the pair, not two pods: for every (prefill,
+// decode) pair and every decode pod alone it asks a PairScorer what the
+// client's TTFT and TPOT would be, and takes the best route by one rule.
+// The scorer is where the latencies come from (a learned model over HTTP,
+// or foresight for an oracle); the rule is here, so that a router on
+// predictions and one on foreseen latencies differ only by their scorer.
+
+// PairEstimate is a scorer's answer for one route of a request.
+type PairEstimate struct {
+	Prefill int // index into the prefill pool, or NoSplit
+	Decode  int // index into the decode pool
+	// TTFTMs is the client's TTFT: prefill on P + KV transfer P→D + the
+	// first decode step on D, or D's own prefill without a split.
+	TTFTMs float64
+	TPOTMs float64 // on the decode pod
+	// The parts of a split route, when the scorer knows them (reports only).
+	PrefillMs, TransferMs, DecodeMs float64
+}
+
+// Choice is the route the estimate is for.
+func (e PairEstimate) Choice() PDChoice { return PDChoice{Prefill: e.Prefill, Decode: e.Decode} }
+
+// PairScorer estimates routes of req. It may return any subset of the
+// routes (every pair, the best k, the no-split options); a route it leaves
+// out is never taken. An error, or no usable estimate, makes the router
+// fall back.
+type PairScorer interface {
+	ScorePairs(req *Request, prefill, decode []PodState) ([]PairEstimate, error)
+}
+
+// PairSLO is a request's objectives in milliseconds; 0 means none.
+type PairSLO struct {
+	TTFTMs float64 `json:"ttft_ms,omitempty"`
+	TPOTMs float64 `json:"tpot_ms,omitempty"`
+}
+
+// Set reports whether any objective is given.
+func (s PairSLO) Set() bool { return s.TTFTMs > 0 || s.TPOTMs > 0 }
+
+// Headroom is the estimate's worst headroom relative to its objective:
+// min over the objectives set of (SLO − estimate) / SLO. Positive means
+// every objective is expected to be met, with that fraction to spare on
+// the tightest; +Inf without objectives.
+func (s PairSLO) Headroom(e PairEstimate) float64 {
+	h := math.Inf(1)
+	if s.TTFTMs > 0 {
+		h = min(h, (s.TTFTMs-e.TTFTMs)/s.TTFTMs)
+	}
+	if s.TPOTMs > 0 {
+		h = min(h, (s.TPOTMs-e.TPOTMs)/s.TPOTMs)
+	}
+	return h
+}
+
+// JointStats count what a JointRouter did.
+type JointStats struct {
+	Routed    int   `json:"routed"`    // requests routed on estimates
+	NotReady  int   `json:"not_ready"` // fallbacks because the scorer had no model yet
+	Failed    int   `json:"failed"`    // fallbacks because the scorer failed or gave nothing usable
+	Split     int   `json:"split"`     // of the routed, how many were split
+	LastError error `json:"-"`
+}
+
+// ErrNoModel is what a PairScorer returns (wrapped) before it can estimate
+// anything, so that a JointRouter counts the fallback as a cold start, not
+// a failure.
+var ErrNoModel = errors.New("pair scorer: no model yet")
+
+// JointRouter routes each request on its PairScorer's estimates:
+//   - without an SLO (joint), the route of least TTFT; TPOT, then the
+//     decode pod's in-flight count, break ties;
+//   - with one (joint-slo), the route of most SLO headroom (PairSLO.Headroom:
+//     the tightest objective's spare fraction), then least TTFT. A route
+//     expected to meet its TTFT objective by a wide margin but to miss TPOT
+//     loses to one that meets both; when none can, the least violation wins.
+//
+// On an error or no usable estimate it falls back to Fallback (nil: Greedy),
+// as llm-d fails open.
+type JointRouter struct {
+	Scorer   PairScorer
+	SLO      PairSLO
+	Fallback PDRouter
+
+	Stats JointStats
+	last  []PairEstimate
+	pick  int
+}
+
+// RoutePD implements PDRouter.
+func (j *JointRouter) RoutePD(req *Request, prefill, decode []PodState) PDChoice {
+	j.last, j.pick = nil, -1
+	est, err := j.Scorer.ScorePairs(req, prefill, decode)
+	if err == nil {
+		if i := PickPair(est, j.SLO, len(prefill), decode); i >= 0 {
+			j.Stats.Routed++
+			if est[i].Prefill != NoSplit {
+				j.Stats.Split++
+			}
+			j.last, j.pick = est, i
+			return est[i].Choice()
+		}
+		err = errors.New("pair scorer: no usable estimate")
+	}
+	if errors.Is(err, ErrNoModel) {
+		j.Stats.NotReady++
+	} else {
+		j.Stats.Failed++
+		j.Stats.LastError = err
+	}
+	fb := j.Fallback
+	if fb == nil {
+		fb = &Greedy{}
+		j.Fallback = fb
+	}
+	return fb.RoutePD(req, prefill, decode)
+}
+
+// Last returns the estimate the last routed request was sent on, and
+// false when it fell back. Valid until the next RoutePD.
+func (j *JointRouter) Last() (PairEstimate, bool) {
+	if j.pick < 0 {
+		return PairEstimate{}, false
+	}
+	return j.last[j.pick], true
+}
+
+// PickPair returns the index of the best estimate by JointRouter's rule,
+// or -1 when none names a valid route with finite, non-negative
+// latencies. prefillPods is the prefill pool's size; decode is the decode
+// pool as the router sees it (for the tie-break).
+func PickPair(est []PairEstimate, slo PairSLO, prefillPods int, decode []PodState) int {
+	best := -1
+	var bestH float64
+	for i, e := range est {
+		if !usable(e, prefillPods, len(decode)) {
+			continue
+		}
+		h := slo.Headroom(e)
+		if best < 0 || betterPair(e, h, est[best], bestH, slo.Set(), decode) {
+			best, bestH = i, h
+		}
+	}
+	return best
+}
+
+func usable(e PairEstimate, prefillPods, decodePods int) bool {
+	ok := func(v float64) bool { return v >= 0 && !math.IsInf(v, 0) }
+	return e.Decode >= 0 && e.Decode < decodePods &&
+		(e.Prefill == NoSplit || (e.Prefill >= 0 && e.Prefill < prefillPods)) &&
+		ok(e.TTFTMs) && ok(e.TPOTMs)
+}
+
+// betterPair reports whether a (with headroom ha) beats b (with hb).
+func betterPair(a PairEstimate, ha float64, b PairEstimate, hb float64, bySLO bool, decode []PodState) bool {
+	if bySLO && ha != hb {
+		return ha > hb
+	}
+	if a.TTFTMs != b.TTFTMs {
+		return a.TTFTMs < b.TTFTMs
+	}
+	if a.TPOTMs != b.TPOTMs {
+		return a.TPOTMs < b.TPOTMs
+	}
+	return decode[a.Decode].InFlight < decode[b.Decode].InFlight
+}

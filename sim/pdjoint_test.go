@@ -1,0 +1,156 @@
+package sim_test
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"testing"
+
+	"github.com/headroomhq/headroom/features"
+	"github.com/headroomhq/headroom/sim"
+)
+
+func TestPickPair(t *testing.T) {
+	decode := []sim.PodState{
+		{ServerState: sim.ServerState{Index: 0, InFlight: 3}},
+		{ServerState: sim.ServerState{Index: 1, InFlight: 1}},
+	}
+	est := func(p, d int, ttft, tpot float64) sim.PairEstimate {
+		return sim.PairEstimate{Prefill: p, Decode: d, TTFTMs: ttft, TPOTMs: tpot}
+	}
+	slo := sim.PairSLO{TTFTMs: 500, TPOTMs: 30}
+	for _, tc := range []struct {
+		name string
+		est  []sim.PairEstimate
+		slo  sim.PairSLO
+		want int
+	}{
+		{"least TTFT", []sim.PairEstimate{est(0, 0, 300, 20), est(1, 1, 200, 25), est(sim.NoSplit, 0, 250, 20)}, sim.PairSLO{}, 1},
+		{"no split when it is fastest", []sim.PairEstimate{est(0, 0, 300, 20), est(sim.NoSplit, 1, 150, 28)}, sim.PairSLO{}, 1},
+		{"TPOT breaks a TTFT tie", []sim.PairEstimate{est(0, 0, 200, 25), est(1, 0, 200, 21)}, sim.PairSLO{}, 1},
+		{"then the decode pod's in-flight count", []sim.PairEstimate{est(0, 0, 200, 21), est(0, 1, 200, 21)}, sim.PairSLO{}, 1},
+		// The faster route misses TPOT (−10% headroom); the slower meets both.
+		{"SLO: meeting both beats a faster TTFT", []sim.PairEstimate{est(0, 0, 100, 33), est(1, 1, 400, 27)}, slo, 1},
+		// 40% and 10% spare on TTFT, both 20% on TPOT: the tightest is what counts.
+		{"SLO: the most spare on the tightest objective", []sim.PairEstimate{est(0, 0, 300, 24), est(1, 1, 450, 24)}, slo, 0},
+		{"SLO: the least violation when none meets", []sim.PairEstimate{est(0, 0, 1000, 20), est(1, 1, 600, 20)}, slo, 1},
+		{"SLO: equal headroom falls back to TTFT", []sim.PairEstimate{est(0, 0, 300, 24), est(1, 1, 250, 24)}, slo, 1},
+		{"unusable estimates are skipped", []sim.PairEstimate{
+			est(0, 0, math.NaN(), 20), est(0, 0, -1, 20), est(0, 0, math.Inf(1), 20), est(0, 0, 10, math.NaN()),
+			est(2, 0, 10, 20), est(0, 2, 10, 20), est(-2, 0, 10, 20), est(1, 1, 400, 20)}, sim.PairSLO{}, 7},
+		{"nothing usable", []sim.PairEstimate{est(0, 5, 10, 10)}, sim.PairSLO{}, -1},
+		{"nothing at all", nil, sim.PairSLO{}, -1},
+	} {
+		if got := sim.PickPair(tc.est, tc.slo, 2, decode); got != tc.want {
+			t.Errorf("%s: picked %d, want %d", tc.name, got, tc.want)
+		}
+	}
+}
+
+type failingScorer struct{ err error }
+
+func (s failingScorer) ScorePairs(*sim.Request, []sim.PodState, []sim.PodState) ([]sim.PairEstimate, error) {
+	return nil, s.err
+}
+
+func TestJointRouterFallsBack(t *testing.T) {
+	prefill := []sim.PodState{{ServerState: sim.ServerState{Index: 0}}}
+	decode := []sim.PodState{{ServerState: sim.ServerState{Index: 0, NumRequestRunning: 5}}, {ServerState: sim.ServerState{Index: 1}}}
+	req := &sim.Request{ID: 1, PromptTokens: 100, OutputTokens: 5}
+	want := (&sim.Greedy{}).RoutePD(req, prefill, decode)
+	for _, tc := range []struct {
+		err                    error
+		notReady, failed, errs int
+	}{
+		{fmt.Errorf("predict pairs: %w", sim.ErrNoModel), 1, 0, 0},
+		{errors.New("connection refused"), 0, 1, 1},
+		{nil, 0, 1, 1}, // no estimates and no error: nothing usable
+	} {
+		j := &sim.JointRouter{Scorer: failingScorer{tc.err}}
+		if got := j.RoutePD(req, prefill, decode); got != want {
+			t.Errorf("%v: routed %+v, want greedy's %+v", tc.err, got, want)
+		}
+		if j.Stats.NotReady != tc.notReady || j.Stats.Failed != tc.failed || j.Stats.Routed != 0 {
+			t.Errorf("%v: stats %+v", tc.err, j.Stats)
+		}
+		if (j.Stats.LastError != nil) != (tc.errs > 0) {
+			t.Errorf("%v: last error %v", tc.err, j.Stats.LastError)
+		}
+		if _, ok := j.Last(); ok {
+			t.Errorf("%v: Last reports an estimate after a fallback", tc.err)
+		}
+	}
+}
+
+// linkScorer estimates split routes from a fleet's own cost model and links,
+// for one request on idle pods: prefill on P, then the KV over the link
+// (unless blind), then the decode pod's frontend and one step. It offers no
+// no-split routes, so that the test is about the pair alone.
+type linkScorer struct {
+	cfg   sim.PDConfig
+	blind bool
+}
+
+func (s linkScorer) ScorePairs(req *sim.Request, prefill, decode []sim.PodState) ([]sim.PairEstimate, error) {
+	var out []sim.PairEstimate
+	c := s.cfg.Prefill.Cost
+	for _, p := range prefill {
+		uncached := float64(req.PromptTokens) * (1 - p.PrefixCacheScore)
+		pre := c.FrontendMs + c.StepMs + c.PrefillTokenMs*uncached
+		for _, d := range decode {
+			xfer := 0.0
+			if !s.blind {
+				link := s.cfg.Links[features.ClassOf(p.Topology, d.Topology)]
+				bytes := float64(req.PromptTokens) * (1 - d.PrefixCacheScore) * s.cfg.KVBytesPerToken
+				xfer = float64(link.Latency)/1e6 + 1e3*bytes/link.BytesPerSec
+			}
+			dec := s.cfg.Decode.Cost.FrontendMs + s.cfg.Decode.Cost.StepMs
+			out = append(out, sim.PairEstimate{Prefill: p.Index, Decode: d.Index, TTFTMs: pre + xfer + dec,
+				TPOTMs: s.cfg.Decode.Cost.StepMs, PrefillMs: pre, TransferMs: xfer, DecodeMs: dec})
+		}
+	}
+	return out, nil
+}
+
+// Two idle prefill pods, the first in the other zone, the second on the
+// decode pod's rack: greedy takes the first (nothing tells them apart but
+// the index), and so does a joint router whose scorer leaves the transfer
+// out; with the transfer in, the joint router takes the rack and the
+// request's first token comes the cross-zone transfer's time sooner.
+func TestJointRouterTakesTheNearPairWhenTheTransferCounts(t *testing.T) {
+	cfg := pdTestConfig([]features.Topology{nodeZ2, nodeA}, []features.Topology{nodeB})
+	const prompt = 2000
+	run := func(r sim.PDRouter) *sim.PDOutcome {
+		return runPD(t, cfg, r, contentReq(1, 0, prompt, 5, 1)).Outcomes()[0]
+	}
+	greedy := run(&sim.Greedy{})
+	blind := &sim.JointRouter{Scorer: linkScorer{cfg: cfg, blind: true}}
+	aware := &sim.JointRouter{Scorer: linkScorer{cfg: cfg}}
+	blindOut, awareOut := run(blind), run(aware)
+	for _, tc := range []struct {
+		name  string
+		o     *sim.PDOutcome
+		class features.LinkClass
+	}{
+		{"greedy", greedy, features.CrossZone},
+		{"joint without the transfer", blindOut, features.CrossZone},
+		{"joint", awareOut, features.SameRack},
+	} {
+		if !tc.o.Split || tc.o.Transfer == nil || tc.o.Transfer.Class != tc.class {
+			t.Errorf("%s: split %v, transfer %+v, want one over %s", tc.name, tc.o.Split, tc.o.Transfer, tc.class)
+		}
+	}
+	if aware.Stats.Routed != 1 || aware.Stats.Split != 1 {
+		t.Errorf("joint stats %+v", aware.Stats)
+	}
+	// 2000 tokens × 256 KiB: 175 ms across zones, 13 ms on the rack.
+	bytes := float64(prompt) * cfg.KVBytesPerToken
+	saved := 1e3 * (bytes/cfg.Links[features.CrossZone].BytesPerSec - bytes/cfg.Links[features.SameRack].BytesPerSec)
+	got := ms(greedy.Decode.TTFT()) - ms(awareOut.Decode.TTFT())
+	if math.Abs(got-saved) > 1 {
+		t.Errorf("joint's TTFT is %.1f ms below greedy's, want the transfer's difference, %.1f ms", got, saved)
+	}
+	if e, ok := aware.Last(); !ok || e.Prefill != 1 || e.Decode != 0 || e.TransferMs <= 0 {
+		t.Errorf("joint's last estimate %+v (%v), want pair (1, 0) with its transfer", e, ok)
+	}
+}
