@@ -72,6 +72,10 @@ func (c PDConfig) Validate() error {
 type PodState struct {
 	ServerState
 	Topology features.Topology
+	// Transfers is the number of KV transfers into or out of the pod now
+	// (after their link's setup latency or still in it): the contention a
+	// sidecar can see on its own pod.
+	Transfers int
 }
 
 // PDChoice is a P/D router's decision for one request: the decode pod, and
@@ -143,6 +147,8 @@ func (o *PDOutcome) KVTransferTime() time.Duration {
 type PDHooks struct {
 	// OnTransfer: a KV transfer finished; o.KVTransferTime() is known.
 	OnTransfer func(o *PDOutcome)
+	// OnFirstToken: the client got its first token (o.Decode.FirstToken).
+	OnFirstToken func(o *PDOutcome)
 	// OnFinish: the request finished on its decode pod (or was rejected).
 	OnFinish func(o *PDOutcome)
 }
@@ -177,6 +183,7 @@ type pdPool struct {
 	topo            []features.Topology
 	inFlight        []int
 	prefillInFlight []int64
+	transfers       []int
 	states          []PodState
 }
 
@@ -186,6 +193,7 @@ func newPDPool(cfg Config, pods []features.Topology) (pdPool, error) {
 		topo:            pods,
 		inFlight:        make([]int, len(pods)),
 		prefillInFlight: make([]int64, len(pods)),
+		transfers:       make([]int, len(pods)),
 		states:          make([]PodState, len(pods)),
 	}
 	cfg.Servers = 1
@@ -214,7 +222,8 @@ func (p *pdPool) view(req *Request) []PodState {
 				InFlight:              p.inFlight[i],
 				PrefillTokensInFlight: p.prefillInFlight[i],
 			},
-			Topology: p.topo[i],
+			Topology:  p.topo[i],
+			Transfers: p.transfers[i],
 		}
 	}
 	return p.states
@@ -366,6 +375,9 @@ func (f *PDFleet) Step() (bool, error) {
 		switch ev.Kind {
 		case FirstToken:
 			pool.prefillInFlight[si] -= o.prefillCharge
+			if f.hooks.OnFirstToken != nil {
+				f.hooks.OnFirstToken(po)
+			}
 		case Finished:
 			pool.inFlight[si]--
 			if f.hooks.OnFinish != nil {
@@ -442,6 +454,8 @@ func (f *PDFleet) prefilled(po *PDOutcome) error {
 	po.KVTransferTokens = r.PromptTokens - cached
 	po.KVTransferBytes = float64(po.KVTransferTokens) * f.cfg.KVBytesPerToken
 	po.Transfer = f.net.start(arrive, po.PrefillTopology, po.DecodeTopology, po.KVTransferBytes, po)
+	f.prefill.transfers[po.PrefillPod]++
+	f.decode.transfers[po.DecodePod]++
 	return nil
 }
 
@@ -449,6 +463,8 @@ func (f *PDFleet) prefilled(po *PDOutcome) error {
 // pod, where it starts with the whole prompt computed.
 func (f *PDFleet) transferred(t *Transfer) error {
 	po := t.owner
+	f.prefill.transfers[po.PrefillPod]--
+	f.decode.transfers[po.DecodePod]--
 	if f.hooks.OnTransfer != nil {
 		f.hooks.OnTransfer(po)
 	}

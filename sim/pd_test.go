@@ -309,3 +309,60 @@ func TestPDConfigValidate(t *testing.T) {
 		t.Error("a router naming a missing prefill pod: no error")
 	}
 }
+
+// seeing records the pods a router saw for each request, routing by a
+// fixed table.
+type seeing struct {
+	routeByID
+	prefill, decode map[int][]sim.PodState
+}
+
+func (s *seeing) RoutePD(req *sim.Request, prefill, decode []sim.PodState) sim.PDChoice {
+	s.prefill[req.ID] = append([]sim.PodState(nil), prefill...)
+	s.decode[req.ID] = append([]sim.PodState(nil), decode...)
+	return s.routeByID.RoutePD(req, prefill, decode)
+}
+
+// A router sees the transfers in flight on each pod (what a sidecar knows
+// of its own links), and the first-token hook fires once per request with
+// the client's first token known.
+func TestPDRouterSeesTransfersInFlight(t *testing.T) {
+	cfg := pdTestConfig([]features.Topology{nodeA, nodeB}, []features.Topology{nodeZ2, nodeC})
+	r := &seeing{routeByID: routeByID{1: {Prefill: 0, Decode: 0}, 2: {Prefill: 1, Decode: 1}, 3: {Prefill: 1, Decode: 1}},
+		prefill: map[int][]sim.PodState{}, decode: map[int][]sim.PodState{}}
+	// Request 1's 400-token prefill ends near 56 ms; its 105 MB then cross
+	// the zones for 35 ms. Request 2 comes in the middle, request 3 after.
+	reqs := []*sim.Request{contentReq(1, 0, 400, 2, 1), contentReq(2, 75*time.Millisecond, 400, 2, 2),
+		contentReq(3, 500*time.Millisecond, 400, 2, 3)}
+	first := map[int]int{}
+	f, err := sim.SimulatePD(t.Context(), cfg, r, sim.PDHooks{OnFirstToken: func(o *sim.PDOutcome) {
+		if o.Decode.FirstToken == 0 {
+			t.Errorf("request %d: first-token hook before its first token", o.Request.ID)
+		}
+		first[o.Request.ID]++
+	}}, reqs...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o := f.Outcomes()[0]; o.Transfer == nil || o.Transfer.Start > 75*time.Millisecond || o.Transfer.End < 75*time.Millisecond {
+		t.Fatalf("request 1's transfer %+v does not span request 2's arrival", o.Transfer)
+	}
+	for id, want := range map[int][2][]int{
+		1: {{0, 0}, {0, 0}},
+		2: {{1, 0}, {1, 0}},
+		3: {{0, 0}, {0, 0}},
+	} {
+		for side, pods := range [][]sim.PodState{r.prefill[id], r.decode[id]} {
+			for i, p := range pods {
+				if p.Transfers != want[side][i] {
+					t.Errorf("request %d saw %d transfers on pod %d of pool %d, want %d", id, p.Transfers, i, side, want[side][i])
+				}
+			}
+		}
+	}
+	for _, req := range reqs {
+		if first[req.ID] != 1 {
+			t.Errorf("request %d: first-token hook fired %d times", req.ID, first[req.ID])
+		}
+	}
+}
