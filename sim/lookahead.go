@@ -87,13 +87,19 @@ type LookaheadRouter interface {
 // lookahead stops and reports false. steps is the number of engine steps
 // the copy completed.
 func (e *Engine) lookahead(r *Request, dispatch, arrive, deadline time.Duration, toFinish bool, j *poolJournal) (fs Foresight, steps int, ok bool) {
+	return e.lookaheadKV(r, dispatch, arrive, 0, deadline, toFinish, j)
+}
+
+// lookaheadKV is lookahead for a request whose first kvReady prompt tokens
+// arrive computed, their KV cache pulled from a prefill pod (P/D).
+func (e *Engine) lookaheadKV(r *Request, dispatch, arrive time.Duration, kvReady int, deadline time.Duration, toFinish bool, j *poolJournal) (fs Foresight, steps int, ok bool) {
 	if !e.Fits(r) {
 		return Foresight{}, 0, false
 	}
 	e.pool.begin(j)
 	defer e.pool.rollback()
 	c := e.fork()
-	o := &Outcome{Request: r, Server: -1, Dispatch: dispatch}
+	o := &Outcome{Request: r, Server: -1, Dispatch: dispatch, kvReady: kvReady}
 	if err := c.Submit(o, arrive); err != nil {
 		// Unreachable: arrive is not before the engine's time and r fits.
 		panic(err)

@@ -175,6 +175,9 @@ type PDFleet struct {
 	outcomes []*PDOutcome
 	// byPrefill finds a request's PDOutcome from its prefill run.
 	byPrefill map[*Outcome]*PDOutcome
+
+	journal   poolJournal // reused by every lookahead
+	lookStats LookaheadStats
 }
 
 // pdPool is one pool's engines with the router's bookkeeping for them.
@@ -396,7 +399,14 @@ func (f *PDFleet) dispatch(at time.Duration, po *PDOutcome) error {
 	d.Dispatch = at
 	pStates := f.prefill.view(r)
 	dStates := f.decode.view(r)
-	c := f.router.RoutePD(r, pStates, dStates)
+	var c PDChoice
+	if lr, ok := f.router.(PDLookaheadRouter); ok {
+		f.lookStats.Decisions++
+		la := &PDLookahead{f: f, req: r, dispatch: at, prefill: make([]prefillForesight, len(pStates))}
+		c = lr.RoutePDLookahead(r, pStates, dStates, la)
+	} else {
+		c = f.router.RoutePD(r, pStates, dStates)
+	}
 	if c.Decode < 0 || c.Decode >= len(dStates) {
 		return fmt.Errorf("pd fleet: router chose decode pod %d for request %d, have %d", c.Decode, r.ID, len(dStates))
 	}
@@ -420,15 +430,12 @@ func (f *PDFleet) dispatch(at time.Duration, po *PDOutcome) error {
 	}
 	po.Split = true
 	po.PrefillPod, po.PrefillTopology = c.Prefill, f.prefill.topo[c.Prefill]
-	// The sidecar asks the prefill pod for one token; the hashes must fit
-	// the shorter sequence.
-	pr := *r
-	pr.OutputTokens, pr.After, pr.Think = 1, 0, 0
-	pr.BlockHashes = r.BlockHashes[:min(len(r.BlockHashes), (pr.PromptTokens+1)/BlockSize)]
-	p := &Outcome{Request: &pr, Dispatch: at, Row: pStates[c.Prefill].Row(r)}
+	// The sidecar asks the prefill pod for one token.
+	pr := prefillCopy(r)
+	p := &Outcome{Request: pr, Dispatch: at, Row: pStates[c.Prefill].Row(r)}
 	po.Prefill = p
 	po.PrefillFailed = f.rng.Float64() < f.cfg.PrefillFailureRate
-	if !f.prefill.engines[c.Prefill].Fits(&pr) {
+	if !f.prefill.engines[c.Prefill].Fits(pr) {
 		// The prefill pod refuses a prompt it can never hold: a failure
 		// the sidecar sees at once.
 		p.Rejected, po.PrefillFailed = true, true
@@ -492,6 +499,12 @@ func (f *PDFleet) Run(ctx context.Context) error {
 
 // Outcomes returns every submitted request's outcome, in submission order.
 func (f *PDFleet) Outcomes() []*PDOutcome { return f.outcomes }
+
+// Now is the simulated time of the last event processed.
+func (f *PDFleet) Now() time.Duration { return f.now }
+
+// LookaheadStats reports the work of the router's lookaheads so far.
+func (f *PDFleet) LookaheadStats() LookaheadStats { return f.lookStats }
 
 // PDSummary is a disaggregated run in aggregate: the client's latencies
 // (Summary, over the decode side), how often requests were split, and the

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"testing"
+	"time"
 
 	"github.com/headroomhq/headroom/features"
 	"github.com/headroomhq/headroom/sim"
@@ -152,5 +153,75 @@ func TestJointRouterTakesTheNearPairWhenTheTransferCounts(t *testing.T) {
 	}
 	if e, ok := aware.Last(); !ok || e.Prefill != 1 || e.Decode != 0 || e.TransferMs <= 0 {
 		t.Errorf("joint's last estimate %+v (%v), want pair (1, 0) with its transfer", e, ok)
+	}
+}
+
+// recordingOracle keeps what the oracle foresaw for each request.
+type recordingOracle struct {
+	sim.PairOracle
+	seen map[int]sim.PairEstimate
+}
+
+func (o *recordingOracle) RoutePDLookahead(req *sim.Request, prefill, decode []sim.PodState, la *sim.PDLookahead) sim.PDChoice {
+	c := o.PairOracle.RoutePDLookahead(req, prefill, decode, la)
+	o.seen[req.ID] = o.Foresight()
+	return c
+}
+
+// What the oracle foresees is what happens when nothing arrives after the
+// request: the TTFT, TPOT and transfer of the route it takes, including a
+// transfer sharing its link with one already under way.
+func TestPairOracleForeseesTheRoute(t *testing.T) {
+	near := pdTestConfig([]features.Topology{nodeA, nodeZ2}, []features.Topology{nodeC, nodeB})
+	far := pdTestConfig([]features.Topology{nodeA, nodeA}, []features.Topology{nodeZ2, nodeZ2})
+	for _, tc := range []struct {
+		name      string
+		cfg       sim.PDConfig
+		splitOnly bool
+		reqs      []*sim.Request
+		exact     []int // the requests nothing arrived after in time to change
+	}{
+		{"alone", near, false, []*sim.Request{contentReq(1, 0, 2000, 5, 1)}, []int{1}},
+		{"split only", near, true, []*sim.Request{contentReq(1, 0, 2000, 5, 1)}, []int{1}},
+		// Request 1's 786 MB cross the zones from about 375 to 640 ms;
+		// request 2's prefill ends in the middle, and its KV shares the link.
+		{"sharing a link", far, true, []*sim.Request{contentReq(1, 0, 3000, 5, 1), contentReq(2, 400*time.Millisecond, 800, 5, 2)}, []int{2}},
+	} {
+		o := &recordingOracle{PairOracle: sim.PairOracle{SLO: sim.PairSLO{TPOTMs: 100}, SplitOnly: tc.splitOnly},
+			seen: map[int]sim.PairEstimate{}}
+		f := runPD(t, tc.cfg, o, tc.reqs...)
+		for _, id := range tc.exact {
+			out := f.Outcomes()[id-1]
+			e := o.seen[id]
+			if out.Split != (e.Prefill != sim.NoSplit) || out.DecodePod != e.Decode || out.Split != tc.splitOnly {
+				t.Errorf("%s: request %d took split %v to %d, foresaw %+v", tc.name, id, out.Split, out.DecodePod, e)
+			}
+			if got := ms(out.Decode.TTFT()); math.Abs(got-e.TTFTMs) > 1e-3 {
+				t.Errorf("%s: request %d TTFT %.4f ms, foreseen %.4f", tc.name, id, got, e.TTFTMs)
+			}
+			if got := ms(out.Decode.TPOT()); math.Abs(got-e.TPOTMs) > 1e-3 {
+				t.Errorf("%s: request %d TPOT %.4f ms, foreseen %.4f", tc.name, id, got, e.TPOTMs)
+			}
+			if got := ms(out.KVTransferTime()); math.Abs(got-e.TransferMs) > 1e-3 {
+				t.Errorf("%s: request %d transfer %.4f ms, foreseen %.4f", tc.name, id, got, e.TransferMs)
+			}
+		}
+		if tc.name == "sharing a link" {
+			if x := f.Outcomes()[1].Transfer; x == nil || x.Concurrent != 2 {
+				t.Errorf("%s: the second transfer did not share its link: %+v", tc.name, x)
+			}
+		}
+		if s := f.LookaheadStats(); s.Decisions != len(tc.reqs) || s.Forks == 0 {
+			t.Errorf("%s: lookahead stats %+v", tc.name, s)
+		}
+	}
+}
+
+// The oracle takes the near pair of TestJointRouterTakesTheNearPairWhenTheTransferCounts.
+func TestPairOracleTakesTheNearPair(t *testing.T) {
+	cfg := pdTestConfig([]features.Topology{nodeZ2, nodeA}, []features.Topology{nodeB})
+	o := runPD(t, cfg, &sim.PairOracle{SplitOnly: true}, contentReq(1, 0, 2000, 5, 1)).Outcomes()[0]
+	if o.Transfer == nil || o.Transfer.Class != features.SameRack {
+		t.Errorf("oracle's transfer %+v, want one over the rack", o.Transfer)
 	}
 }
