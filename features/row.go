@@ -32,9 +32,14 @@ type Target int
 const (
 	TTFT Target = iota // time to first token
 	TPOT               // time per output token
+	// KVTransfer is the KV-cache transfer of a disaggregated request
+	// (Sample.Transfer). It is not in Targets: it is predicted per pair of
+	// pods by a bandwidth law (model.TransferModel), not per pod from a row,
+	// and the loops over Targets are the per-pod models'.
+	KVTransfer
 )
 
-// Targets lists every target in a fixed order, for loops.
+// Targets lists every per-pod target in a fixed order, for loops.
 var Targets = [...]Target{TTFT, TPOT}
 
 func (t Target) String() string {
@@ -43,6 +48,8 @@ func (t Target) String() string {
 		return "ttft"
 	case TPOT:
 		return "tpot"
+	case KVTransfer:
+		return "kv_transfer"
 	}
 	return "unknown"
 }
@@ -54,6 +61,8 @@ func ParseTarget(s string) (Target, bool) {
 		return TTFT, true
 	case "tpot":
 		return TPOT, true
+	case "kv_transfer":
+		return KVTransfer, true
 	}
 	return 0, false
 }

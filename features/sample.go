@@ -16,7 +16,8 @@ var (
 
 // Sample is one observed request: the row the router saw at scheduling time
 // and the latencies it measured. A zero label means "not measured": a sample
-// is a TTFT sample iff ActualTTFTMs > 0 and a TPOT sample iff ActualTPOTMs > 0.
+// is a TTFT sample iff its TTFT label (Label) is positive, a TPOT sample iff
+// ActualTPOTMs > 0, and a KV-transfer sample iff Transfer.Ms > 0.
 type Sample struct {
 	Row          Row
 	ActualTTFTMs float64
@@ -32,20 +33,42 @@ type Sample struct {
 	Transfer *Transfer
 }
 
-// Label returns the sample's label for a target, and whether it has one.
+// Label returns the sample's label for a target, and whether it has one:
+// for KVTransfer, the measured transfer time.
+//
+// The TTFT label of a sample with a measured transfer is its TTFT minus the
+// transfer: the TTFT of a disaggregated request is prefill on P, transfer
+// P→D and the first decode step on D, and the transfer is the transfer
+// model's to learn. Left in, it would be averaged into the per-pod TTFT
+// model, which cannot tell a same-rack pair from a cross-zone one. The wire
+// refuses a transfer as long as the TTFT it is part of; a stored sample
+// where it is not shorter has no TTFT label.
 func (s *Sample) Label(t Target) (float64, bool) {
-	v := s.ActualTTFTMs
-	if t == TPOT {
+	var v float64
+	switch t {
+	case TTFT:
+		v = s.ActualTTFTMs
+		if s.Transfer != nil && s.Transfer.Ms > 0 && v > 0 {
+			v -= s.Transfer.Ms
+		}
+	case TPOT:
 		v = s.ActualTPOTMs
+	case KVTransfer:
+		if s.Transfer != nil {
+			v = s.Transfer.Ms
+		}
 	}
 	return v, v > 0
 }
 
 // Predicted returns the served prediction for a target, and whether the
-// router reported one.
+// router reported one. Samples carry no served transfer prediction.
 func (s *Sample) Predicted(t Target) (float64, bool) {
-	v := s.PredictedTTFTMs
-	if t == TPOT {
+	var v float64
+	switch t {
+	case TTFT:
+		v = s.PredictedTTFTMs
+	case TPOT:
 		v = s.PredictedTPOTMs
 	}
 	return v, v > 0

@@ -36,15 +36,19 @@ type Bundle struct {
 	Checksum string `json:"-"`
 }
 
-// Target returns the model for a target, or nil.
+// Target returns the per-pod model of a target, or nil; KVTransfer's model
+// is Transfer, of another kind.
 func (b *Bundle) Target(t features.Target) *TargetModel {
 	if b == nil {
 		return nil
 	}
-	if t == features.TPOT {
+	switch t {
+	case features.TTFT:
+		return b.TTFT
+	case features.TPOT:
 		return b.TPOT
 	}
-	return b.TTFT
+	return nil
 }
 
 // envelope is the serialised bundle. The checksum and signature cover the

@@ -11,11 +11,11 @@ import (
 
 // AddResult counts what one Add did. Arrays are indexed by features.Target.
 type AddResult struct {
-	Train   [numTargets]int // samples put into the target's training buckets
-	Holdout [numTargets]int // samples put into the target's holdout
+	Train   [numStreams]int // samples put into the target's training buckets
+	Holdout [numStreams]int // samples put into the target's holdout
 	// Evicted counts the target's samples removed to make room, the call's
 	// own included when it brings more than a bucket holds.
-	Evicted   [numTargets]int
+	Evicted   [numStreams]int
 	Discarded int // samples with neither label
 }
 
@@ -25,8 +25,8 @@ type addPlan struct {
 	enc  []byte  // every record, back to back
 	ends []int32 // record i is enc[ends[i-1]:ends[i]]
 	// train[t][idx] lists, ascending, the samples going to bucket idx.
-	train   [numTargets][][]int32
-	holdout [numTargets][]int32
+	train   [numStreams][][]int32
+	holdout [numStreams][]int32
 	res     AddResult
 }
 
@@ -43,7 +43,6 @@ func (db *DB) plan(samples []features.Sample) (*addPlan, error) {
 		enc:  make([]byte, 0, 64*len(samples)),
 		ends: make([]int32, len(samples)),
 	}
-	nb := db.opts.Scheme.NumBuckets()
 	for i := range samples {
 		s := &samples[i]
 		var err error
@@ -53,7 +52,7 @@ func (db *DB) plan(samples []features.Sample) (*addPlan, error) {
 		p.ends[i] = int32(len(p.enc))
 		rec := p.record(int32(i))
 		labelled := false
-		for _, t := range features.Targets {
+		for _, t := range streams {
 			if _, ok := s.Label(t); !ok {
 				continue
 			}
@@ -64,9 +63,9 @@ func (db *DB) plan(samples []features.Sample) (*addPlan, error) {
 				continue
 			}
 			if p.train[t] == nil {
-				p.train[t] = make([][]int32, nb)
+				p.train[t] = make([][]int32, db.schemeOf(t).NumBuckets())
 			}
-			idx := db.opts.Scheme.Index(&s.Row)
+			idx := db.bucketIndex(t, s)
 			p.train[t][idx] = append(p.train[t][idx], int32(i))
 			p.res.Train[t]++
 		}
@@ -190,8 +189,8 @@ func (db *DB) commitPlans(plans []*addPlan, res []AddResult) error {
 // built commits: copied from the DB when it starts, published after commit.
 type txState struct {
 	seq     uint64
-	gen     [numTargets]uint64
-	holdout [numTargets]int
+	gen     [numStreams]uint64
+	holdout [numStreams]int
 	train   map[bucketRef]int // counts of the training buckets written
 }
 
@@ -243,7 +242,7 @@ func (db *DB) apply(tx *bolt.Tx, p *addPlan, st *txState) (AddResult, error) {
 	key := func(i int32) []byte { return keys[8*i : 8*i+8] }
 
 	meta := tx.Bucket(bucketMeta)
-	for _, t := range features.Targets {
+	for _, t := range streams {
 		if res.Train[t]+res.Holdout[t] == 0 {
 			continue
 		}
@@ -253,14 +252,14 @@ func (db *DB) apply(tx *bolt.Tx, p *addPlan, st *txState) (AddResult, error) {
 			if len(list) == 0 {
 				continue
 			}
-			b, err := train.CreateBucketIfNotExists(db.keyBytes[idx])
+			b, err := train.CreateBucketIfNotExists(db.keyBytes[t][idx])
 			if err != nil {
-				return AddResult{}, fmt.Errorf("%s/%s/%s: %w", t, bucketTrain, db.keyBytes[idx], err)
+				return AddResult{}, fmt.Errorf("%s/%s/%s: %w", t, bucketTrain, db.keyBytes[t][idx], err)
 			}
 			ref := bucketRef{t, idx}
 			kept, evicted, err := appendBounded(b, st.trainCount(db, ref), db.opts.BucketCapacity, list, key, p.record)
 			if err != nil {
-				return AddResult{}, fmt.Errorf("%s/%s/%s: %w", t, bucketTrain, db.keyBytes[idx], err)
+				return AddResult{}, fmt.Errorf("%s/%s/%s: %w", t, bucketTrain, db.keyBytes[t][idx], err)
 			}
 			res.Evicted[t] += evicted
 			st.train[ref] = kept
@@ -337,9 +336,10 @@ const (
 // holdoutSeed is FNV-64a's state after each target's salt. The salts are
 // part of the file format: changing them moves future samples of a known
 // content to the other side.
-var holdoutSeed = [numTargets]uint64{
-	features.TTFT: fnvString("headroom/holdout/ttft"),
-	features.TPOT: fnvString("headroom/holdout/tpot"),
+var holdoutSeed = [numStreams]uint64{
+	features.TTFT:       fnvString("headroom/holdout/ttft"),
+	features.TPOT:       fnvString("headroom/holdout/tpot"),
+	features.KVTransfer: fnvString("headroom/holdout/kv_transfer"),
 }
 
 func fnvString(s string) uint64 {

@@ -35,7 +35,7 @@ func TestAddRoutesByLabel(t *testing.T) {
 			o.HoldoutFraction = -1
 			db := openTest(t, tempPath(t), o)
 			res := mustAdd(t, db, []features.Sample{tc.sample})
-			want := AddResult{Train: [numTargets]int{tc.ttft, tc.tpot}, Discarded: tc.discarded}
+			want := AddResult{Train: [numStreams]int{tc.ttft, tc.tpot}, Discarded: tc.discarded}
 			if res != want {
 				t.Errorf("Add = %+v, want %+v", res, want)
 			}
@@ -164,7 +164,7 @@ func TestHoldoutSplit(t *testing.T) {
 		}
 		return m
 	}
-	var sets [numTargets]map[time.Time]bool
+	var sets [numStreams]map[time.Time]bool
 	for _, tg := range features.Targets {
 		labelled := res.Train[tg] + res.Holdout[tg]
 		if labelled != n*4/5 {

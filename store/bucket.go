@@ -285,3 +285,64 @@ func (s Scheme) index(key string) int {
 	}
 	return -1
 }
+
+// The KV-transfer stream is stratified by what its model is a law of: the
+// link class, and the amount moved, so that a burst of short transfers on
+// one link cannot evict the long ones the bandwidth is learned from, and a
+// busy same-rack link cannot evict the few cross-zone samples. The scheme
+// is fixed (not an option): its keys are part of file format 2.
+//
+// transferTokenBands are the exclusive upper bounds of the kv_transfer_tokens
+// levels below the last, log4-spaced from 256 tokens.
+var transferTokenBands = []int64{256, 1024, 4096, 16384}
+
+// transferScheme's buckets are link class × transfer size: 5 × 5 = 25, with
+// keys "link_<class>_kvtok_<band>", e.g. "link_1_kvtok_2" for a same-rack
+// transfer of 1,024 to 4,095 tokens.
+var transferScheme = func() Scheme {
+	nc := int(features.NumLinkClasses)
+	nb := len(transferTokenBands) + 1
+	s := Scheme{keys: make([]string, 0, nc*nb)}
+	for c := range nc {
+		for b := range nb {
+			s.keys = append(s.keys, fmt.Sprintf("link_%d_kvtok_%d", c, b))
+		}
+	}
+	return s
+}()
+
+// transferIndex is the transfer bucket of a sample: its Transfer's class
+// and size band (a sample without a transfer, which the stream never
+// holds, would be bucket 0).
+func transferIndex(s *features.Sample) int {
+	tr := s.Transfer
+	if tr == nil {
+		return 0
+	}
+	c := min(max(int(tr.Class()), 0), int(features.NumLinkClasses)-1)
+	band := len(transferTokenBands)
+	for i, limit := range transferTokenBands {
+		if tr.Tokens < limit {
+			band = i
+			break
+		}
+	}
+	return c*(len(transferTokenBands)+1) + band
+}
+
+// schemeOf is the scheme a stream's training buckets follow: the configured
+// one for the per-pod targets, transferScheme for KV transfer.
+func (db *DB) schemeOf(t features.Target) Scheme {
+	if t == features.KVTransfer {
+		return transferScheme
+	}
+	return db.opts.Scheme
+}
+
+// bucketIndex is the training bucket of a sample in stream t.
+func (db *DB) bucketIndex(t features.Target, s *features.Sample) int {
+	if t == features.KVTransfer {
+		return transferIndex(s)
+	}
+	return db.opts.Scheme.Index(&s.Row)
+}

@@ -1,20 +1,27 @@
 // Package store is Headroom's durable sample store: one bbolt file holding,
 // per target, training samples stratified into buckets and a holdout set.
 //
+// A stream is a target's samples: TTFT, TPOT, and since format 2 the KV
+// transfers of disaggregated requests (features.KVTransfer), stratified by
+// link class and transfer size rather than by the row.
+//
 // On-disk layout (bbolt buckets nest as indented):
 //
 //	meta/
 //	    format            uint64 big-endian: layout version, formatVersion
 //	    scheme            bucket scheme name, e.g. "kv10,prefix4" (bucket.go)
 //	    seq               uint64 big-endian: the last sequence number handed out
-//	    generation.ttft   uint64 big-endian: DB.Generation of each target
+//	    generation.ttft   uint64 big-endian: DB.Generation of each stream
 //	    generation.tpot
+//	    generation.kv_transfer
 //	ttft/
 //	    train/
 //	        kv_3_prefix_0/    key: uint64 big-endian sequence number
 //	        ...               value: sample record (encoding.go)
 //	    holdout/              same keys and values
 //	tpot/                     same as ttft/
+//	kv_transfer/              same, with buckets of the fixed transfer
+//	                          scheme: link_1_kvtok_2/ ... (bucket.go)
 //
 // Invariants:
 //   - A sample with a target's label is in exactly one of that target's
@@ -57,12 +64,27 @@ import (
 	"github.com/headroomhq/headroom/features"
 )
 
-// formatVersion is the on-disk layout this binary reads and writes. Bump it
-// when a file written by the new code cannot be read by the old, or vice
-// versa; Open refuses any other version.
-const formatVersion = 1
+// formatVersion is the on-disk layout this binary writes. Bump it when a
+// file written by the new code cannot be read by the old, or vice versa;
+// Open refuses any version but this one and those it upgrades.
+//
+// Version 2 added the kv_transfer stream and sample records of format 2
+// (encoding.go). Open upgrades a version 1 file in place, in one
+// transaction: it adds the empty stream and sets the version; the samples
+// are untouched. A binary of version 1 then refuses the file.
+const formatVersion = 2
 
-const numTargets = len(features.Targets)
+// minFormatVersion is the oldest layout Open upgrades.
+const minFormatVersion = 1
+
+// The store keeps one stream of samples per target: the per-pod targets,
+// then KV transfer. streams lists them in file order.
+const (
+	numTargets = len(features.Targets)
+	numStreams = numTargets + 1
+)
+
+var streams = [numStreams]features.Target{features.TTFT, features.TPOT, features.KVTransfer}
 
 // Defaults for zero Options fields.
 const (
@@ -164,8 +186,8 @@ func (o Options) withDefaults() (Options, error) {
 type DB struct {
 	bolt     *bolt.DB
 	path     string
-	opts     Options // with defaults applied
-	keyBytes [][]byte
+	opts     Options              // with defaults applied
+	keyBytes [numStreams][][]byte // bucket keys of each stream's scheme
 	report   OpenReport
 
 	// writeMu makes Add and Flush one writer at a time for the whole of
@@ -178,10 +200,10 @@ type DB struct {
 	pending *commitGroup // Adds waiting to commit together (add.go); nil when none
 
 	mu         sync.RWMutex // guards the fields below
-	train      [numTargets][]int
-	trainTotal [numTargets]int
-	holdout    [numTargets]int
-	gen        [numTargets]uint64
+	train      [numStreams][]int
+	trainTotal [numStreams]int
+	holdout    [numStreams]int
+	gen        [numStreams]uint64
 
 	commits atomic.Uint64 // successful write transactions
 }
@@ -192,7 +214,7 @@ type OpenReport struct {
 	FromScheme string // the stored scheme, when Open re-bucketed; else ""
 	// Dropped counts samples removed per target to fit the scheme and the
 	// capacities (after a scheme change or a capacity decrease).
-	Dropped [numTargets]int
+	Dropped [numStreams]int
 }
 
 // Open opens or creates the store at path. A second Open of the same file,
@@ -205,8 +227,10 @@ func Open(path string, opts Options) (db *DB, err error) {
 		return nil, fmt.Errorf("open store %s: %w", path, err)
 	}
 	db = &DB{path: path, opts: opts}
-	for _, k := range opts.Scheme.keys {
-		db.keyBytes = append(db.keyBytes, []byte(k))
+	for _, t := range streams {
+		for _, k := range db.schemeOf(t).keys {
+			db.keyBytes[t] = append(db.keyBytes[t], []byte(k))
+		}
 	}
 
 	// bbolt reads the file through a memory map. On a truncated or damaged
@@ -291,11 +315,12 @@ func (db *DB) incompatible(format string, args ...any) error {
 // fileState is what load reads from the file.
 type fileState struct {
 	empty   bool
+	format  uint64
 	scheme  Scheme
 	seq     uint64
-	gen     [numTargets]uint64
-	train   [numTargets][]int // per bucket index of scheme
-	holdout [numTargets]int
+	gen     [numStreams]uint64
+	train   [numStreams][]int // per bucket index of scheme
+	holdout [numStreams]int
 }
 
 func (s *fileState) trainTotal(t features.Target) int {
@@ -313,6 +338,11 @@ func (db *DB) load() error {
 	if err != nil {
 		return err
 	}
+	if !st.empty && st.format < formatVersion {
+		if err := db.upgrade(); err != nil {
+			return fmt.Errorf("open store %s: upgrade from format version %d: %w", db.path, st.format, err)
+		}
+	}
 	switch {
 	case st.empty:
 		if err := db.initialize(); err != nil {
@@ -320,8 +350,8 @@ func (db *DB) load() error {
 		}
 		db.report.Created = true
 		st = &fileState{scheme: db.opts.Scheme}
-		for _, t := range features.Targets {
-			st.train[t] = make([]int, db.opts.Scheme.NumBuckets())
+		for _, t := range streams {
+			st.train[t] = make([]int, db.schemeOf(t).NumBuckets())
 		}
 	case db.needsReshape(st):
 		if err := db.reshape(st); err != nil {
@@ -335,7 +365,7 @@ func (db *DB) load() error {
 	db.train = st.train
 	db.holdout = st.holdout
 	db.gen = st.gen
-	for _, t := range features.Targets {
+	for _, t := range streams {
 		db.trainTotal[t] = st.trainTotal(t)
 	}
 	return nil
@@ -358,7 +388,7 @@ func (db *DB) readState() (*fileState, error) {
 		if st, err = db.readMeta(tx); err != nil || st.empty {
 			return err
 		}
-		for _, t := range features.Targets {
+		for _, t := range streams {
 			if err := db.readTarget(tx, st, t); err != nil {
 				return err
 			}
@@ -399,10 +429,10 @@ func (db *DB) readMeta(tx *bolt.Tx) (*fileState, error) {
 	if err != nil {
 		return nil, db.corrupt("%v", err)
 	}
-	if format != formatVersion {
-		return nil, db.incompatible("it has format version %d, this binary reads %d", format, formatVersion)
+	if format < minFormatVersion || format > formatVersion {
+		return nil, db.incompatible("it has format version %d, this binary reads %d to %d", format, minFormatVersion, formatVersion)
 	}
-	st := &fileState{}
+	st := &fileState{format: format}
 	name := meta.Get(keyScheme)
 	if name == nil {
 		return nil, db.corrupt("meta/%s is missing", keyScheme)
@@ -413,7 +443,10 @@ func (db *DB) readMeta(tx *bolt.Tx) (*fileState, error) {
 	if st.seq, err = getUint64(meta, keySeq); err != nil {
 		return nil, db.corrupt("%v", err)
 	}
-	for _, t := range features.Targets {
+	for _, t := range streams {
+		if t == features.KVTransfer && format < 2 {
+			continue // added by version 2
+		}
 		if st.gen[t], err = getUint64(meta, generationKey(t)); err != nil {
 			return nil, db.corrupt("%v", err)
 		}
@@ -425,6 +458,10 @@ func (db *DB) readMeta(tx *bolt.Tx) (*fileState, error) {
 // the rest of the package relies on, and counts them.
 func (db *DB) readTarget(tx *bolt.Tx, st *fileState, t features.Target) error {
 	root := tx.Bucket(targetBucket(t))
+	if root == nil && t == features.KVTransfer && st.format < 2 {
+		st.train[t] = make([]int, transferScheme.NumBuckets())
+		return nil // added by the upgrade to version 2
+	}
 	if root == nil {
 		return db.corrupt("bucket %s is missing", t)
 	}
@@ -432,14 +469,18 @@ func (db *DB) readTarget(tx *bolt.Tx, st *fileState, t features.Target) error {
 	if train == nil || holdout == nil {
 		return db.corrupt("bucket %s/%s or %s/%s is missing", t, bucketTrain, t, bucketHoldout)
 	}
-	st.train[t] = make([]int, st.scheme.NumBuckets())
+	scheme, schemeName := st.scheme, st.scheme.String()
+	if t == features.KVTransfer {
+		scheme, schemeName = transferScheme, "link×kvtok (fixed)"
+	}
+	st.train[t] = make([]int, scheme.NumBuckets())
 	err := train.ForEach(func(name, v []byte) error {
-		idx := st.scheme.index(string(name))
+		idx := scheme.index(string(name))
 		switch {
 		case v != nil:
 			return db.corrupt("%s/%s holds a record %x where only buckets belong", t, bucketTrain, name)
 		case idx < 0:
-			return db.corrupt("%s/%s/%s is not a bucket of scheme %s", t, bucketTrain, name, st.scheme)
+			return db.corrupt("%s/%s/%s is not a bucket of scheme %s", t, bucketTrain, name, schemeName)
 		}
 		n, err := db.checkRecords(train.Bucket(name), fmt.Sprintf("%s/%s/%s", t, bucketTrain, name), st.seq)
 		st.train[t][idx] = n
@@ -518,21 +559,43 @@ func (db *DB) initialize() error {
 		if err := putUint64(meta, keySeq, 0); err != nil {
 			return err
 		}
-		for _, t := range features.Targets {
-			if err := putUint64(meta, generationKey(t), 0); err != nil {
+		for _, t := range streams {
+			if err := createStream(tx, meta, t); err != nil {
 				return err
-			}
-			root, err := tx.CreateBucketIfNotExists(targetBucket(t))
-			if err != nil {
-				return err
-			}
-			for _, name := range [][]byte{bucketTrain, bucketHoldout} {
-				if _, err := root.CreateBucketIfNotExists(name); err != nil {
-					return err
-				}
 			}
 		}
 		return nil
+	})
+}
+
+// createStream adds an empty stream: its buckets and its generation.
+func createStream(tx *bolt.Tx, meta *bolt.Bucket, t features.Target) error {
+	if err := putUint64(meta, generationKey(t), 0); err != nil {
+		return err
+	}
+	root, err := tx.CreateBucketIfNotExists(targetBucket(t))
+	if err != nil {
+		return err
+	}
+	for _, name := range [][]byte{bucketTrain, bucketHoldout} {
+		if _, err := root.CreateBucketIfNotExists(name); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// upgrade brings a version 1 file to formatVersion in one transaction:
+// the kv_transfer stream, empty, and the new version number.
+func (db *DB) upgrade() error {
+	return db.update(func(tx *bolt.Tx) error {
+		meta := tx.Bucket(bucketMeta)
+		if tx.Bucket(targetBucket(features.KVTransfer)) == nil {
+			if err := createStream(tx, meta, features.KVTransfer); err != nil {
+				return err
+			}
+		}
+		return putUint64(meta, keyFormat, formatVersion)
 	})
 }
 
@@ -599,7 +662,7 @@ func MoveAside(path string) (string, error) {
 	return newPath, nil
 }
 
-func validTarget(t features.Target) bool { return t >= 0 && int(t) < numTargets }
+func validTarget(t features.Target) bool { return t >= 0 && int(t) < numStreams }
 
 func checkTarget(t features.Target) error {
 	if !validTarget(t) {

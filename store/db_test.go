@@ -158,7 +158,7 @@ func TestOptionsValidation(t *testing.T) {
 	o.HoldoutFraction = -1
 	db := openTest(t, tempPath(t), o)
 	res := mustAdd(t, db, testSamples(2000, 3, 0))
-	if res.Holdout != [numTargets]int{} {
+	if res.Holdout != [numStreams]int{} {
 		t.Errorf("holdout disabled, but Add held out %v", res.Holdout)
 	}
 }
@@ -194,9 +194,9 @@ func TestRestartKeepsEverything(t *testing.T) {
 		mustAdd(t, db, testSamples(1000, uint64(i), time.Duration(i)*time.Second))
 	}
 	counts := db.Counts()
-	var gens [numTargets]uint64
-	var buckets [numTargets]map[string]int
-	var trains, holdouts [numTargets][]features.Sample
+	var gens [numStreams]uint64
+	var buckets [numStreams]map[string]int
+	var trains, holdouts [numStreams][]features.Sample
 	for _, tg := range features.Targets {
 		gens[tg] = db.Generation(tg)
 		buckets[tg] = db.BucketCounts(tg)
@@ -362,7 +362,7 @@ func TestOpenRefusesBadFiles(t *testing.T) {
 		}, ErrCorrupt, ""},
 		{"format version 9", edit(func(tx *bolt.Tx) error {
 			return putUint64(tx.Bucket(bucketMeta), keyFormat, 9)
-		}), ErrIncompatible, "format version 9, this binary reads 1"},
+		}), ErrIncompatible, "format version 9, this binary reads 1 to 2"},
 		{"unknown scheme", edit(func(tx *bolt.Tx) error {
 			return tx.Bucket(bucketMeta).Put(keyScheme, []byte("kv10,gpu3"))
 		}), ErrIncompatible, `unknown dimension "gpu3"`},

@@ -26,7 +26,38 @@ import (
 // A float is present iff its bit pattern is non-zero, so +0 costs nothing and
 // every value, -0 included, round-trips exactly. Every sample has exactly one
 // encoding; the holdout hash relies on that.
-const sampleFormat = 1
+//
+// Version 2 is the record of a sample with a Transfer: version 1's fields
+// with byte 0 set to 2, then
+//
+//	byte     presence bits: 0 Transfer.Ms, 1 Transfer.BytesPerToken; others 0
+//	         each present float as above
+//	         zig-zag varints: Tokens, Concurrent
+//	         ten strings, each a uvarint length and its bytes: PrefillPod,
+//	         DecodePod, Prefill.Node, .Rack, .Zone, .Region, Decode.Node,
+//	         .Rack, .Zone, .Region
+//
+// A sample without a Transfer is written as version 1, byte for byte as
+// before version 2 existed, so its holdout side does not move.
+const (
+	sampleFormat         = 1
+	sampleFormatTransfer = 2
+)
+
+const (
+	numTransferFloats    = 2
+	knownTransferBits    = 1<<numTransferFloats - 1
+	numTransferStrings   = 10
+	maxTransferStringLen = 1 << 10 // the wire allows 253; a longer one is damage
+)
+
+var transferFloatNames = [numTransferFloats]string{"actual_kv_transfer_ms", "kv_bytes_per_token"}
+
+func transferStrings(t *features.Transfer) [numTransferStrings]*string {
+	return [numTransferStrings]*string{&t.PrefillPod, &t.DecodePod,
+		&t.Prefill.Node, &t.Prefill.Rack, &t.Prefill.Zone, &t.Prefill.Region,
+		&t.Decode.Node, &t.Decode.Rack, &t.Decode.Zone, &t.Decode.Region}
+}
 
 const (
 	numFloats    = 6
@@ -84,7 +115,11 @@ func appendSample(dst []byte, s *features.Sample) ([]byte, error) {
 		}
 		bits |= bitTimestamp
 	}
-	dst = append(dst, sampleFormat, bits)
+	version := byte(sampleFormat)
+	if s.Transfer != nil {
+		version = sampleFormatTransfer
+	}
+	dst = append(dst, version, bits)
 	for i, f := range fs {
 		if bits&(1<<i) != 0 {
 			dst = binary.BigEndian.AppendUint64(dst, math.Float64bits(f))
@@ -97,7 +132,98 @@ func appendSample(dst []byte, s *features.Sample) ([]byte, error) {
 		dst = binary.AppendVarint(dst, s.Timestamp.UnixNano())
 	}
 	dst = binary.AppendUvarint(dst, uint64(len(s.Row.PodType)))
-	return append(dst, s.Row.PodType...), nil
+	dst = append(dst, s.Row.PodType...)
+	if s.Transfer != nil {
+		return appendTransfer(dst, s.Transfer)
+	}
+	return dst, nil
+}
+
+func appendTransfer(dst []byte, t *features.Transfer) ([]byte, error) {
+	fs := [numTransferFloats]float64{t.Ms, t.BytesPerToken}
+	var bits byte
+	for i, f := range fs {
+		if math.IsNaN(f) || math.IsInf(f, 0) {
+			return dst, fmt.Errorf("%s is %v", transferFloatNames[i], f)
+		}
+		if math.Float64bits(f) != 0 {
+			bits |= 1 << i
+		}
+	}
+	dst = append(dst, bits)
+	for i, f := range fs {
+		if bits&(1<<i) != 0 {
+			dst = binary.BigEndian.AppendUint64(dst, math.Float64bits(f))
+		}
+	}
+	dst = binary.AppendVarint(dst, t.Tokens)
+	dst = binary.AppendVarint(dst, t.Concurrent)
+	for _, p := range transferStrings(t) {
+		if len(*p) > maxTransferStringLen {
+			return dst, fmt.Errorf("transfer label of %d bytes, over %d", len(*p), maxTransferStringLen)
+		}
+		dst = binary.AppendUvarint(dst, uint64(len(*p)))
+		dst = append(dst, *p...)
+	}
+	return dst, nil
+}
+
+// decodeTransfer decodes a version 2 record's transfer part, which must
+// end the record.
+func decodeTransfer(b []byte) (*features.Transfer, error) {
+	if len(b) < 1 {
+		return nil, errTruncated
+	}
+	bits := b[0]
+	if bits&^knownTransferBits != 0 {
+		return nil, fmt.Errorf("%w: unknown transfer presence bits %#x", errMalformed, bits&^knownTransferBits)
+	}
+	b = b[1:]
+	var fs [numTransferFloats]float64
+	for i := range fs {
+		if bits&(1<<i) == 0 {
+			continue
+		}
+		if len(b) < 8 {
+			return nil, errTruncated
+		}
+		u := binary.BigEndian.Uint64(b)
+		if u == 0 {
+			return nil, fmt.Errorf("%w: %s stored as zero", errMalformed, transferFloatNames[i])
+		}
+		if fs[i] = math.Float64frombits(u); math.IsNaN(fs[i]) || math.IsInf(fs[i], 0) {
+			return nil, fmt.Errorf("%w: %s is %v", errMalformed, transferFloatNames[i], fs[i])
+		}
+		b = b[8:]
+	}
+	t := &features.Transfer{Ms: fs[0], BytesPerToken: fs[1]}
+	for _, dst := range [...]*int64{&t.Tokens, &t.Concurrent} {
+		v, n := binary.Varint(b)
+		if n <= 0 {
+			return nil, varintErr(n)
+		}
+		*dst = v
+		b = b[n:]
+	}
+	for _, p := range transferStrings(t) {
+		l, n := binary.Uvarint(b)
+		if n <= 0 {
+			return nil, varintErr(n)
+		}
+		b = b[n:]
+		if l > maxTransferStringLen {
+			return nil, fmt.Errorf("%w: transfer label of %d bytes", errMalformed, l)
+		}
+		if uint64(len(b)) < l {
+			return nil, errTruncated
+		}
+		*p = string(b[:l])
+		b = b[l:]
+	}
+	if len(b) > 0 {
+		return nil, fmt.Errorf("%w: %d trailing bytes", errMalformed, len(b))
+	}
+	return t, nil
 }
 
 // decodeSample decodes one record into s, overwriting every field. It
@@ -106,8 +232,9 @@ func decodeSample(b []byte, s *features.Sample) error {
 	if len(b) < 2 {
 		return errTruncated
 	}
-	if b[0] != sampleFormat {
-		return fmt.Errorf("record format version %d, this binary reads %d", b[0], sampleFormat)
+	version := b[0]
+	if version != sampleFormat && version != sampleFormatTransfer {
+		return fmt.Errorf("record format version %d, this binary reads %d and %d", version, sampleFormat, sampleFormatTransfer)
 	}
 	bits := b[1]
 	if bits&^knownBits != 0 {
@@ -155,10 +282,19 @@ func decodeSample(b []byte, s *features.Sample) error {
 	if uint64(len(b)) < l {
 		return errTruncated
 	}
+	var transfer *features.Transfer
+	if version == sampleFormatTransfer {
+		var err error
+		if transfer, err = decodeTransfer(b[l:]); err != nil {
+			return err
+		}
+		b = b[:l]
+	}
 	if uint64(len(b)) > l {
 		return fmt.Errorf("%w: %d trailing bytes", errMalformed, uint64(len(b))-l)
 	}
 	*s = features.Sample{
+		Transfer:        transfer,
 		ActualTTFTMs:    fs[2],
 		ActualTPOTMs:    fs[3],
 		PredictedTTFTMs: fs[4],

@@ -22,7 +22,70 @@ func sampleEqual(a, b *features.Sample) bool {
 		ra.EncoderMatchedSize == rb.EncoderMatchedSize &&
 		floatsEq(a.ActualTTFTMs, b.ActualTTFTMs) && floatsEq(a.ActualTPOTMs, b.ActualTPOTMs) &&
 		floatsEq(a.PredictedTTFTMs, b.PredictedTTFTMs) && floatsEq(a.PredictedTPOTMs, b.PredictedTPOTMs) &&
-		a.Timestamp.Equal(b.Timestamp)
+		a.Timestamp.Equal(b.Timestamp) && transferEqual(a.Transfer, b.Transfer)
+}
+
+func transferEqual(a, b *features.Transfer) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return *a == *b && math.Float64bits(a.Ms) == math.Float64bits(b.Ms) &&
+		math.Float64bits(a.BytesPerToken) == math.Float64bits(b.BytesPerToken)
+}
+
+// A sample with a transfer is a version 2 record that round-trips every
+// field; one without is the version 1 record it always was.
+func TestEncodingTransfer(t *testing.T) {
+	base := features.Sample{Row: features.Row{InputTokenLength: 963, PodType: "decode"}, ActualTTFTMs: 253,
+		Timestamp: time.Date(2026, 11, 29, 15, 42, 36, 0, time.UTC)}
+	v1, err := appendSample(nil, &base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The bytes a version 1 binary (commit ca4c47f) wrote for this sample.
+	const wantV1 = "0144406fa00000000000860f0000000000000080e0c18bcb9bc7ec31066465636f6465"
+	if got := fmt.Sprintf("%x", v1); got != wantV1 {
+		t.Fatalf("a sample without a transfer encodes as %s, want the version 1 record %s", got, wantV1)
+	}
+	tests := map[string]*features.Transfer{
+		"empty": {},
+		"full": {Ms: 3.25, Tokens: 900, BytesPerToken: 163840, PrefillPod: "vllm-p-0", DecodePod: "vllm-d-λ",
+			Prefill: features.Topology{Node: "n0", Rack: "r0", Zone: "z", Region: "eu"},
+			Decode:  features.Topology{Node: "n1", Rack: "r1", Zone: "z", Region: "eu"}, Concurrent: 3},
+		"extremes":      {Ms: math.SmallestNonzeroFloat64, Tokens: math.MaxInt64, Concurrent: math.MinInt64, BytesPerToken: math.MaxFloat64},
+		"negative zero": {Ms: math.Copysign(0, -1), Prefill: features.Topology{Node: "n"}},
+	}
+	for name, tr := range tests {
+		s := base
+		s.Transfer = tr
+		enc, err := appendSample(nil, &s)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if enc[0] != sampleFormatTransfer || !bytes.Equal(enc[1:len(v1)], v1[1:]) {
+			t.Fatalf("%s: %x is not version 1's fields under version 2", name, enc)
+		}
+		var got features.Sample
+		if err := decodeSample(enc, &got); err != nil {
+			t.Fatalf("%s: decode: %v", name, err)
+		}
+		if !sampleEqual(&got, &s) {
+			t.Fatalf("%s: round trip\n got %+v %+v\nwant %+v %+v", name, got, got.Transfer, s, s.Transfer)
+		}
+		for cut := len(v1); cut < len(enc); cut++ {
+			if err := decodeSample(enc[:cut], &got); err == nil {
+				t.Fatalf("%s: record cut at %d of %d decodes", name, cut, len(enc))
+			}
+		}
+		if err := decodeSample(append(bytes.Clone(enc), 0), &got); err == nil || !strings.Contains(err.Error(), "trailing") {
+			t.Fatalf("%s: trailing byte: %v", name, err)
+		}
+	}
+	bad := base
+	bad.Transfer = &features.Transfer{Ms: math.NaN()}
+	if _, err := appendSample(nil, &bad); err == nil || !strings.Contains(err.Error(), "actual_kv_transfer_ms") {
+		t.Fatalf("NaN transfer time: %v", err)
+	}
 }
 
 func TestEncodingRoundTrip(t *testing.T) {
@@ -96,12 +159,13 @@ func TestEncodingRejects(t *testing.T) {
 		rec  []byte
 		want string
 	}{
-		"empty":          {nil, "truncated"},
-		"future version": {append([]byte{2}, good[1:]...), "format version 2"},
-		"version zero":   {append([]byte{0}, good[1:]...), "format version 0"},
-		"unknown bit":    {append([]byte{good[0], good[1] | 0x80}, good[2:]...), "presence bits"},
-		"trailing byte":  {append(bytes.Clone(good), 0), "trailing"},
-		"zero float":     {append([]byte{1, 1}, make([]byte, 8+8+1)...), "stored as zero"},
+		"empty":                 {nil, "truncated"},
+		"future version":        {append([]byte{3}, good[1:]...), "format version 3"},
+		"transfer part missing": {append([]byte{2}, good[1:]...), "truncated"},
+		"version zero":          {append([]byte{0}, good[1:]...), "format version 0"},
+		"unknown bit":           {append([]byte{good[0], good[1] | 0x80}, good[2:]...), "presence bits"},
+		"trailing byte":         {append(bytes.Clone(good), 0), "trailing"},
+		"zero float":            {append([]byte{1, 1}, make([]byte, 8+8+1)...), "stored as zero"},
 	}
 	for cut := 1; cut < len(good); cut++ {
 		tests[fmt.Sprintf("cut at %d", cut)] = struct {

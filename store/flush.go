@@ -11,8 +11,8 @@ import (
 // FlushResult holds the pre-flush sizes of what a Flush deleted, per
 // target; 0 for what it left alone.
 type FlushResult struct {
-	Train   [numTargets]int
-	Holdout [numTargets]int
+	Train   [numStreams]int
+	Holdout [numStreams]int
 }
 
 // Flush deletes a target's training samples, holdout samples, or both, for
@@ -21,9 +21,9 @@ type FlushResult struct {
 // numbers are not reset.
 func (db *DB) Flush(train, holdout bool, targets ...features.Target) (FlushResult, error) {
 	if len(targets) == 0 {
-		targets = features.Targets[:]
+		targets = streams[:]
 	}
-	var chosen [numTargets]bool
+	var chosen [numStreams]bool
 	for _, t := range targets {
 		if err := checkTarget(t); err != nil {
 			return FlushResult{}, fmt.Errorf("flush store: %w", err)
@@ -36,7 +36,7 @@ func (db *DB) Flush(train, holdout bool, targets ...features.Target) (FlushResul
 
 	var res FlushResult
 	gen := db.gen
-	for _, t := range features.Targets {
+	for _, t := range streams {
 		if !chosen[t] {
 			continue
 		}
@@ -56,7 +56,7 @@ func (db *DB) Flush(train, holdout bool, targets ...features.Target) (FlushResul
 
 	err := db.update(func(tx *bolt.Tx) error {
 		meta := tx.Bucket(bucketMeta)
-		for _, t := range features.Targets {
+		for _, t := range streams {
 			if gen[t] == db.gen[t] {
 				continue
 			}
@@ -89,7 +89,7 @@ func (db *DB) Flush(train, holdout bool, targets ...features.Target) (FlushResul
 	}
 
 	db.mu.Lock()
-	for _, t := range features.Targets {
+	for _, t := range streams {
 		if res.Train[t] > 0 {
 			clear(db.train[t])
 			db.trainTotal[t] = 0

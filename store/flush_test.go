@@ -13,14 +13,14 @@ func TestFlush(t *testing.T) {
 		train, holdout bool
 		targets        []features.Target
 		// which (target, side) pairs are emptied
-		emptied [numTargets][2]bool
+		emptied [numStreams][2]bool
 	}{
-		{"everything", true, true, nil, [numTargets][2]bool{{true, true}, {true, true}}},
-		{"training only", true, false, nil, [numTargets][2]bool{{true, false}, {true, false}}},
-		{"holdout only", false, true, nil, [numTargets][2]bool{{false, true}, {false, true}}},
-		{"ttft only", true, true, []features.Target{features.TTFT}, [numTargets][2]bool{{true, true}, {false, false}}},
-		{"tpot training", true, false, []features.Target{features.TPOT}, [numTargets][2]bool{{false, false}, {true, false}}},
-		{"nothing", false, false, nil, [numTargets][2]bool{}},
+		{"everything", true, true, nil, [numStreams][2]bool{{true, true}, {true, true}}},
+		{"training only", true, false, nil, [numStreams][2]bool{{true, false}, {true, false}}},
+		{"holdout only", false, true, nil, [numStreams][2]bool{{false, true}, {false, true}}},
+		{"ttft only", true, true, []features.Target{features.TTFT}, [numStreams][2]bool{{true, true}, {false, false}}},
+		{"tpot training", true, false, []features.Target{features.TPOT}, [numStreams][2]bool{{false, false}, {true, false}}},
+		{"nothing", false, false, nil, [numStreams][2]bool{}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -28,7 +28,7 @@ func TestFlush(t *testing.T) {
 			db := openTest(t, path, testOptions())
 			mustAdd(t, db, testSamples(2000, 1, 0))
 			before := db.Counts()
-			var gens [numTargets]uint64
+			var gens [numStreams]uint64
 			for _, tg := range features.Targets {
 				gens[tg] = db.Generation(tg)
 			}

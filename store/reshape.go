@@ -19,7 +19,7 @@ func (db *DB) needsReshape(st *fileState) bool {
 	if st.scheme.String() != db.opts.Scheme.String() {
 		return true
 	}
-	for _, t := range features.Targets {
+	for _, t := range streams {
 		if st.holdout[t] > db.opts.HoldoutCapacity {
 			return true
 		}
@@ -38,17 +38,18 @@ func (db *DB) needsReshape(st *fileState) bool {
 // between training and holdout, so the holdout stays disjoint from training.
 func (db *DB) reshape(st *fileState) error {
 	rebucket := st.scheme.String() != db.opts.Scheme.String()
-	var dropped [numTargets]int
+	var dropped [numStreams]int
 	err := db.update(func(tx *bolt.Tx) error {
 		meta := tx.Bucket(bucketMeta)
-		for _, t := range features.Targets {
+		for _, t := range streams {
 			root := tx.Bucket(targetBucket(t))
 			var n int
 			var err error
-			if rebucket {
-				n, err = db.rebucket(root)
+			// The transfer stream's scheme is fixed: only capacities change it.
+			if rebucket && t != features.KVTransfer {
+				n, err = db.rebucket(root, t)
 			} else {
-				n, err = db.trimTrain(root.Bucket(bucketTrain), st.train[t])
+				n, err = db.trimTrain(root.Bucket(bucketTrain), t, st.train[t])
 			}
 			if err != nil {
 				return fmt.Errorf("%s: %w", t, err)
@@ -59,7 +60,7 @@ func (db *DB) reshape(st *fileState) error {
 			}
 			dropped[t] = n + h
 			// The training set changed, or at least its stratification did.
-			if dropped[t] > 0 || (rebucket && st.trainTotal(t) > 0) {
+			if dropped[t] > 0 || (rebucket && t != features.KVTransfer && st.trainTotal(t) > 0) {
 				if err := putUint64(meta, generationKey(t), st.gen[t]+1); err != nil {
 					return err
 				}
@@ -83,7 +84,7 @@ func (db *DB) reshape(st *fileState) error {
 // rebucket replaces a target's training buckets by ones of the new scheme,
 // each keeping its newest BucketCapacity samples under their original
 // sequence numbers. It returns how many samples it dropped.
-func (db *DB) rebucket(root *bolt.Bucket) (int, error) {
+func (db *DB) rebucket(root *bolt.Bucket, t features.Target) (int, error) {
 	type record struct {
 		seq uint64
 		idx int // bucket index in the new scheme
@@ -137,7 +138,7 @@ func (db *DB) rebucket(root *bolt.Bucket) (int, error) {
 		}
 		b := buckets[r.idx]
 		if b == nil {
-			if b, err = train.CreateBucket(db.keyBytes[r.idx]); err != nil {
+			if b, err = train.CreateBucket(db.keyBytes[t][r.idx]); err != nil {
 				return 0, err
 			}
 			b.FillPercent = fillPercent
@@ -151,18 +152,18 @@ func (db *DB) rebucket(root *bolt.Bucket) (int, error) {
 	return dropped, nil
 }
 
-// trimTrain trims each training bucket to capacity; counts are per bucket
-// index of the (unchanged) scheme.
-func (db *DB) trimTrain(train *bolt.Bucket, counts []int) (int, error) {
+// trimTrain trims each training bucket of stream t to capacity; counts are
+// per bucket index of the stream's (unchanged) scheme.
+func (db *DB) trimTrain(train *bolt.Bucket, t features.Target, counts []int) (int, error) {
 	dropped := 0
 	for idx, n := range counts {
 		if n <= db.opts.BucketCapacity {
 			continue
 		}
-		d, err := trimOldest(train.Bucket(db.keyBytes[idx]), n-db.opts.BucketCapacity)
+		d, err := trimOldest(train.Bucket(db.keyBytes[t][idx]), n-db.opts.BucketCapacity)
 		dropped += d
 		if err != nil {
-			return dropped, fmt.Errorf("%s/%s: %w", bucketTrain, db.keyBytes[idx], err)
+			return dropped, fmt.Errorf("%s/%s: %w", bucketTrain, db.keyBytes[t][idx], err)
 		}
 	}
 	return dropped, nil

@@ -8,8 +8,8 @@ import (
 )
 
 type storeContent struct {
-	train, holdout [numTargets][]features.Sample
-	gen            [numTargets]uint64
+	train, holdout [numStreams][]features.Sample
+	gen            [numStreams]uint64
 }
 
 func contentOf(t *testing.T, db *DB) storeContent {

@@ -190,7 +190,7 @@ func (r *targetRead) merged() []features.Sample {
 
 // Counts are a store's sample counts per target.
 type Counts struct {
-	train, holdout [numTargets]int
+	train, holdout [numStreams]int
 }
 
 // Train is the number of training samples of a target.
@@ -228,7 +228,7 @@ func (db *DB) BucketCounts(t features.Target) map[string]int {
 	defer db.mu.RUnlock()
 	for idx, n := range db.train[t] {
 		if n > 0 {
-			m[db.opts.Scheme.keys[idx]] = n
+			m[db.schemeOf(t).keys[idx]] = n
 		}
 	}
 	return m
@@ -272,7 +272,7 @@ func (db *DB) SnapshotNewest(ctx context.Context, t features.Target, maxTrain in
 	err = db.bolt.View(func(tx *bolt.Tx) error {
 		train := tx.Bucket(targetBucket(t)).Bucket(bucketTrain)
 		for idx, q := range quotas {
-			b := train.Bucket(db.keyBytes[idx])
+			b := train.Bucket(db.keyBytes[t][idx])
 			if q == 0 || b == nil {
 				continue
 			}
@@ -283,12 +283,12 @@ func (db *DB) SnapshotNewest(ctx context.Context, t features.Target, maxTrain in
 				return err
 			}
 			var rerr error
-			path := fmt.Sprintf("%s/%s/%s", t, bucketTrain, db.keyBytes[idx])
+			path := fmt.Sprintf("%s/%s/%s", t, bucketTrain, db.keyBytes[t][idx])
 			if r.train, r.seqs, rerr = readNewest(b, path, q, r.train, r.seqs); rerr != nil {
 				return rerr
 			}
 			if n := len(r.train); n > r.bounds[len(r.bounds)-1] {
-				r.keys = append(r.keys, string(db.keyBytes[idx]))
+				r.keys = append(r.keys, string(db.keyBytes[t][idx]))
 				r.bounds = append(r.bounds, n)
 			}
 		}

@@ -492,8 +492,8 @@ func (d *entryDecoder) entry(depth int, base locBase, out *features.Sample) bool
 	}
 	start := s.Pos()
 	*out = features.Sample{}
-	var seen fieldSet
-	prev := numFields // the previous known field; numFields at the start
+	var seen, nulls fieldSet // nulls: fields given as null, which count as absent
+	prev := numFields        // the previous known field; numFields at the start
 	for more := s.Open(depth); more; more = s.Next('}') {
 		f, known := d.predictedKey(prev)
 		if s.Failed() {
@@ -526,6 +526,12 @@ func (d *entryDecoder) entry(depth int, base locBase, out *features.Sample) bool
 		}
 		seen |= 1 << f
 		s.SkipSpace()
+		if fieldKinds[f] == kindTopology && s.Peek() == '{' {
+			if !d.topology(depth+1, base, f, out) {
+				return false
+			}
+			continue
+		}
 		if fieldKinds[f].isNumeric() {
 			// Fast path: a plain number that is valid for the field. Anything
 			// else takes the general path below, which also reports.
@@ -538,6 +544,9 @@ func (d *entryDecoder) entry(depth int, base locBase, out *features.Sample) bool
 		t, ok := s.ReadToken(depth + 1)
 		if !ok {
 			return false
+		}
+		if t.Kind == jsonscan.Null {
+			nulls |= 1 << f
 		}
 		if code := d.set(f, &t, out); code != noProblem {
 			d.report(d.problemFor(f, code, &t), base, fieldNames[f], t.Start, t.End)
@@ -562,7 +571,126 @@ func (d *entryDecoder) entry(depth int, base locBase, out *features.Sample) bool
 			d.add(problem{code: probMissing}.fieldError(base.loc(fieldNames[f]), whole))
 		}
 	}
+	if out.Transfer != nil {
+		d.checkTransfer(base, seen&^nulls, start, out)
+	}
 	return true
+}
+
+// checkTransfer applies the rules that tie a sample's transfer fields to
+// each other and to its labels (docs/PROTOCOL.md §5.1):
+//   - a measured transfer (actual_kv_transfer_ms > 0) must say how many
+//     tokens moved and where both pods are, or it cannot be learned from;
+//   - it is part of the TTFT, so it must be shorter than actual_ttft_ms
+//     when that is measured (the trainer subtracts it);
+//   - no more tokens can move than the prompt has.
+func (d *entryDecoder) checkTransfer(base locBase, given fieldSet, start int, out *features.Sample) {
+	tr := out.Transfer
+	if tr.Ms > 0 {
+		var whole any
+		for _, f := range [...]fieldID{fKVTransferTokens, fPrefillTopology, fDecodeTopology} {
+			if given.has(f) {
+				continue
+			}
+			if whole == nil && len(d.errs) < d.errLimit {
+				whole = d.s.Echo(start, d.s.Pos())
+			}
+			d.add(problem{code: probMissing}.fieldError(base.loc(fieldNames[f]), whole))
+		}
+		if ttft := out.ActualTTFTMs; ttft > 0 && tr.Ms >= ttft {
+			p := problem{code: probLessThan, bound: ttft, reason: "actual_ttft_ms, which includes the transfer"}
+			d.add(p.fieldError(base.loc(fieldNames[fKVTransferMs]), tr.Ms))
+		}
+	}
+	if tr.Tokens > out.Row.InputTokenLength {
+		p := le(float64(out.Row.InputTokenLength), true)
+		d.add(p.fieldError(base.loc(fieldNames[fKVTransferTokens]), tr.Tokens))
+	}
+}
+
+// topology decodes a pod's placement, the object at the read position, into
+// the transfer's prefill or decode topology. node is required; the other
+// labels default to "", which equals "" (a cluster without zones has one
+// unnamed zone). It returns false only on a syntax error.
+func (d *entryDecoder) topology(depth int, base locBase, f fieldID, out *features.Sample) bool {
+	s := &d.s
+	start := s.Pos()
+	dst := &transferOf(out).Prefill
+	if f == fDecodeTopology {
+		dst = &out.Transfer.Decode
+	}
+	var seen, reported [len(topologyLabels)]bool
+	for more := s.Open(depth); more; more = s.Next('}') {
+		key, ok := s.ReadKey()
+		if !ok {
+			return false
+		}
+		label := -1
+		for i, name := range topologyLabels {
+			if string(key) == name {
+				label = i
+			}
+		}
+		if label < 0 {
+			if !s.SkipValue(depth + 1) {
+				return false
+			}
+			continue
+		}
+		t, ok := s.ReadToken(depth + 1)
+		if !ok {
+			return false
+		}
+		loc := func() []any { return append(base.loc(fieldNames[f]), topologyLabels[label]) }
+		if seen[label] {
+			reported[label] = true
+			d.add(problem{code: probDuplicateKey, reason: topologyLabels[label]}.fieldError(loc(), s.Echo(t.Start, t.End)))
+			continue
+		}
+		seen[label] = true
+		if t.Kind == jsonscan.Null {
+			continue
+		}
+		v, code := labelValue(&t, MaxTopologyLabelLen)
+		if code != noProblem {
+			reported[label] = true
+			d.add(problem{code: code, bound: MaxTopologyLabelLen}.fieldError(loc(), s.Echo(t.Start, t.End)))
+			continue
+		}
+		*topologyLabel(dst, label) = v
+	}
+	if s.Failed() {
+		return false
+	}
+	if dst.Node == "" && !reported[0] {
+		loc := append(base.loc(fieldNames[f]), topologyLabels[0])
+		d.add(problem{code: probMissing}.fieldError(loc, s.Echo(start, s.Pos())))
+	}
+	return true
+}
+
+// topologyLabels are the keys of a topology object; node comes first
+// because it is the one required.
+var topologyLabels = [...]string{"node", "rack", "zone", "region"}
+
+func topologyLabel(t *features.Topology, i int) *string {
+	switch i {
+	case 0:
+		return &t.Node
+	case 1:
+		return &t.Rack
+	case 2:
+		return &t.Zone
+	}
+	return &t.Region
+}
+
+// transferOf returns the sample's transfer, creating it on its first field.
+func transferOf(out *features.Sample) *features.Transfer {
+	if out.Transfer == nil {
+		out.Transfer = new(features.Transfer)
+	}
+	return out.Transfer
 }
 
 // predictedKey consumes the key at the read position and its colon if the
@@ -585,8 +713,8 @@ func (d *entryDecoder) setNumber(f fieldID, n jsonscan.Number, lit []byte, out *
 		if st != jsonscan.IntOK || v < 0 || v > d.maxCount {
 			return false
 		}
-		*intField(f, &out.Row) = v
-	case kindFraction, kindLatency, kindPredicted:
+		*countField(f, out) = v
+	case kindFraction, kindLatency, kindPredicted, kindBytes:
 		v, ok := n.Float(lit)
 		if !ok || v < 0 || v > d.floatMax(f) {
 			return false
@@ -614,10 +742,13 @@ func (d *entryDecoder) set(f fieldID, t *jsonscan.Token, out *features.Sample) p
 			v, code = 0, noProblem
 		}
 		if code == noProblem {
-			*intField(f, &out.Row) = v
+			*countField(f, out) = v
 		}
-	case kindFraction, kindLatency, kindPredicted:
-		*floatField(f, out), code = boundedFloat(t, d.floatMax(f))
+	case kindFraction, kindLatency, kindPredicted, kindBytes:
+		var v float64
+		if v, code = boundedFloat(t, d.floatMax(f)); code == noProblem {
+			*floatField(f, out) = v
+		}
 	case kindPodType:
 		out.Row.PodType, code = podTypeValue(t, d.lastPod)
 		if code == noProblem && len(t.Text) > 0 {
@@ -625,6 +756,17 @@ func (d *entryDecoder) set(f fieldID, t *jsonscan.Token, out *features.Sample) p
 		}
 	case kindTimestamp:
 		out.Timestamp, code = timestampValue(t)
+	case kindPodName:
+		var v string
+		if v, code = labelValue(t, MaxPodNameLen); code == noProblem {
+			if f == fPrefillPod {
+				transferOf(out).PrefillPod = v
+			} else {
+				transferOf(out).DecodePod = v
+			}
+		}
+	case kindTopology:
+		code = probModelType // an object goes to entryDecoder.topology
 	}
 	return code
 }
@@ -636,6 +778,8 @@ func (d *entryDecoder) floatMax(f fieldID) float64 {
 		return 1
 	case kindLatency:
 		return d.lim.MaxLatencyMs
+	case kindBytes:
+		return MaxKVBytesPerToken
 	}
 	// predicted_*_ms: no ceiling; a wild prediction is what accuracy
 	// tracking is for.
@@ -657,6 +801,10 @@ func (d *entryDecoder) problemFor(f fieldID, code problemCode, t *jsonscan.Token
 	case probDatetimeParsing:
 		_, reason := parseTimestamp(t.Text)
 		return problem{code: code, reason: reason}
+	case probStringTooLong:
+		if fieldKinds[f] == kindPodName {
+			return problem{code: code, bound: MaxPodNameLen}
+		}
 	}
 	return problem{code: code}
 }
@@ -686,9 +834,24 @@ func intField(f fieldID, row *features.Row) *int64 {
 	panic("wire: not an integer field: " + fieldNames[f])
 }
 
+// countField is the destination of integer field f of a sample.
+func countField(f fieldID, out *features.Sample) *int64 {
+	switch f {
+	case fKVTransferTokens:
+		return &transferOf(out).Tokens
+	case fConcurrentTransfers:
+		return &transferOf(out).Concurrent
+	}
+	return intField(f, &out.Row)
+}
+
 // floatField is the destination of float field f.
 func floatField(f fieldID, out *features.Sample) *float64 {
 	switch f {
+	case fKVTransferMs:
+		return &transferOf(out).Ms
+	case fKVBytesPerToken:
+		return &transferOf(out).BytesPerToken
 	case fKVCache:
 		return &out.Row.KVCachePercentage
 	case fPrefixScore:

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"math"
 	"math/big"
+	"reflect"
 	"strconv"
 	"strings"
 	"testing"
@@ -45,6 +46,9 @@ func fuzzSeeds(f *testing.F) {
 		"{\"requests\":[{\"pod_type\":\"\xff\"}]}",
 		`{"requests":[` + row + `,` + row + `]} trailing`,
 		`{"entries":[` + entry + `,{"kv_cache_percentage":-Infinity}]}`,
+		object(transferEntry),
+		`{"entries":[` + object(transferEntry, "decode_topology", `{"node":"n\u00e9","rack":null,"zone":7}`, "actual_kv_transfer_ms", "300") + `]}`,
+		`[` + object(transferEntry, "prefill_topology", `{"rack":"r"}`, "kv_transfer_tokens", `"12"`, "prefill_pod", `""`) + `]`,
 		``, `null`, `[]`, `{}`, `"x"`,
 	} {
 		f.Add([]byte(s))
@@ -227,6 +231,9 @@ func oracleEntry(m map[string]any, training bool) (features.Sample, bool) {
 	if training {
 		ok = ok && float("actual_ttft_ms", &s.ActualTTFTMs) && float("actual_tpot_ms", &s.ActualTPOTMs) &&
 			float("predicted_ttft_ms", &s.PredictedTTFTMs) && float("predicted_tpot_ms", &s.PredictedTPOTMs)
+		if !oracleTransfer(m, &s, count, float) {
+			return s, false
+		}
 		if ts, isString := m["timestamp"].(string); isString {
 			parsed, err := time.Parse(time.RFC3339Nano, ts)
 			if err != nil {
@@ -237,6 +244,10 @@ func oracleEntry(m map[string]any, training bool) (features.Sample, bool) {
 	}
 	if r.KVCachePercentage == 0 {
 		r.KVCachePercentage = 0 // -0 reads as 0
+	}
+	if tr := s.Transfer; tr != nil {
+		tr.Ms += 0 // -0 reads as 0
+		tr.BytesPerToken += 0
 	}
 	if r.PrefixCacheScore == 0 {
 		r.PrefixCacheScore = 0
@@ -370,7 +381,7 @@ func FuzzDecodeSamples(f *testing.F) {
 				got := samples[next]
 				next++
 				if m, ok := item.(map[string]any); ok {
-					if want, ok := oracleEntry(m, true); ok && want != got {
+					if want, ok := oracleEntry(m, true); ok && !reflect.DeepEqual(want, got) {
 						t.Fatalf("entry %d of %q = %+v, encoding/json reads %+v", i, body, got, want)
 					}
 				}
@@ -389,4 +400,33 @@ func FuzzDecodeFlush(f *testing.F) {
 			t.Fatalf("rejected body returned %+v", req)
 		}
 	})
+}
+
+// oracleTransfer reads the KV-transfer members of an accepted entry into
+// s.Transfer, which exists when any of them is present and not null.
+func oracleTransfer(m map[string]any, s *features.Sample, count func(string, *int64) bool, float func(string, *float64) bool) bool {
+	var tr features.Transfer
+	present := false
+	for _, k := range []string{"actual_kv_transfer_ms", "kv_transfer_tokens", "kv_bytes_per_token", "prefill_pod",
+		"decode_pod", "prefill_topology", "decode_topology", "concurrent_transfers"} {
+		if v, ok := m[k]; ok && v != nil {
+			present = true
+		}
+	}
+	if !present {
+		return true
+	}
+	ok := float("actual_kv_transfer_ms", &tr.Ms) && float("kv_bytes_per_token", &tr.BytesPerToken) &&
+		count("kv_transfer_tokens", &tr.Tokens) && count("concurrent_transfers", &tr.Concurrent)
+	tr.PrefillPod, _ = m["prefill_pod"].(string)
+	tr.DecodePod, _ = m["decode_pod"].(string)
+	for key, dst := range map[string]*features.Topology{"prefill_topology": &tr.Prefill, "decode_topology": &tr.Decode} {
+		obj, _ := m[key].(map[string]any)
+		dst.Node, _ = obj["node"].(string)
+		dst.Rack, _ = obj["rack"].(string)
+		dst.Zone, _ = obj["zone"].(string)
+		dst.Region, _ = obj["region"].(string)
+	}
+	s.Transfer = &tr
+	return ok
 }

@@ -96,6 +96,12 @@ var wholeObject = struct{}{} // marker: the input is the enclosing object
 
 func fieldCases() []fieldCase {
 	setTokens := func(v int64) func(*features.Sample) { return func(s *features.Sample) { s.Row.InputTokenLength = v } }
+	setTransfer := func(set func(*features.Transfer)) func(*features.Sample) {
+		return func(s *features.Sample) {
+			s.Transfer = new(features.Transfer)
+			set(s.Transfer)
+		}
+	}
 	setKV := func(v float64) func(*features.Sample) {
 		return func(s *features.Sample) { s.Row.KVCachePercentage = v }
 	}
@@ -228,6 +234,42 @@ func fieldCases() []fieldCase {
 		both(fieldCase{field: "pod_type", lit: `"` + strings.Repeat("x", 1<<20) + `"`, typ: "string_too_long"}),
 		entriesOnly(fieldCase{field: "timestamp", lit: `"not a time"`, typ: "datetime_parsing", input: "not a time"}),
 		entriesOnly(fieldCase{field: "timestamp", lit: "1764430956", typ: "datetime_type"}),
+
+		// KV transfer fields, one at a time (the rules that tie them
+		// together are in TestDecodeTransfer). Each makes the sample's
+		// Transfer; in a prediction row they are unknown and ignored.
+		entriesOnly(fieldCase{field: "kv_transfer_tokens", lit: "400", want: setTransfer(func(tr *features.Transfer) { tr.Tokens = 400 })}),
+		entriesOnly(fieldCase{field: "kv_transfer_tokens", lit: "512", want: setTransfer(func(tr *features.Transfer) { tr.Tokens = 512 })}),
+		entriesOnly(fieldCase{field: "kv_transfer_tokens", lit: "513", typ: "less_than_equal", input: int64(513), ctx: map[string]any{"le": int64(512)}}),
+		entriesOnly(fieldCase{field: "kv_transfer_tokens", lit: "-1", typ: "greater_than_equal"}),
+		entriesOnly(fieldCase{field: "kv_transfer_tokens", lit: "1.5", typ: "int_from_float"}),
+		entriesOnly(fieldCase{field: "kv_transfer_tokens", lit: "null", want: func(*features.Sample) {}}),
+		entriesOnly(fieldCase{field: "kv_bytes_per_token", lit: "163840", want: setTransfer(func(tr *features.Transfer) { tr.BytesPerToken = 163840 })}),
+		entriesOnly(fieldCase{field: "kv_bytes_per_token", lit: "-1", typ: "greater_than_equal"}),
+		entriesOnly(fieldCase{field: "kv_bytes_per_token", lit: "1e12", typ: "less_than_equal", ctx: map[string]any{"le": float64(MaxKVBytesPerToken)}}),
+		entriesOnly(fieldCase{field: "kv_bytes_per_token", lit: "NaN", typ: "finite_number"}),
+		entriesOnly(fieldCase{field: "concurrent_transfers", lit: "3", want: setTransfer(func(tr *features.Transfer) { tr.Concurrent = 3 })}),
+		entriesOnly(fieldCase{field: "concurrent_transfers", lit: "-3", typ: "greater_than_equal"}),
+		entriesOnly(fieldCase{field: "actual_kv_transfer_ms", lit: "-2", typ: "greater_than_equal"}),
+		entriesOnly(fieldCase{field: "actual_kv_transfer_ms", lit: "Infinity", typ: "finite_number"}),
+		entriesOnly(fieldCase{field: "actual_kv_transfer_ms", lit: "0", want: setTransfer(func(*features.Transfer) {})}),
+		entriesOnly(fieldCase{field: "prefill_pod", lit: `"vllm-p-7f9c"`, want: setTransfer(func(tr *features.Transfer) { tr.PrefillPod = "vllm-p-7f9c" })}),
+		entriesOnly(fieldCase{field: "decode_pod", lit: `"vllm-d-0"`, want: setTransfer(func(tr *features.Transfer) { tr.DecodePod = "vllm-d-0" })}),
+		entriesOnly(fieldCase{field: "decode_pod", lit: "null", want: func(*features.Sample) {}}),
+		entriesOnly(fieldCase{field: "decode_pod", lit: "7", typ: "string_type"}),
+		entriesOnly(fieldCase{field: "decode_pod", lit: `""`, typ: "string_too_short"}),
+		entriesOnly(fieldCase{field: "prefill_pod", lit: `"` + strings.Repeat("p", MaxPodNameLen+1) + `"`, typ: "string_too_long", ctx: map[string]any{"max_length": MaxPodNameLen}}),
+		entriesOnly(fieldCase{field: "decode_topology", lit: `{"node":"n1","rack":"r1","zone":"z","region":"eu","future":[1]}`,
+			want: setTransfer(func(tr *features.Transfer) {
+				tr.Decode = features.Topology{Node: "n1", Rack: "r1", Zone: "z", Region: "eu"}
+			})}),
+		entriesOnly(fieldCase{field: "prefill_topology", lit: `{"node":"n1","zone":null}`,
+			want: setTransfer(func(tr *features.Transfer) { tr.Prefill = features.Topology{Node: "n1"} })}),
+		entriesOnly(fieldCase{field: "prefill_topology", lit: "null", want: func(*features.Sample) {}}),
+		entriesOnly(fieldCase{field: "prefill_topology", lit: `"rack-1"`, typ: "model_attributes_type", input: "rack-1"}),
+		entriesOnly(fieldCase{field: "decode_topology", lit: `[1]`, typ: "model_attributes_type"}),
+		rowsOnly(fieldCase{field: "prefill_topology", lit: `"rack-1"`, want: func(*features.Sample) {}}),
+		rowsOnly(fieldCase{field: "actual_kv_transfer_ms", lit: "NaN", want: func(*features.Sample) {}}),
 	}
 	// Every integer field follows the same rules.
 	for _, f := range []string{"num_request_waiting", "num_request_running", "num_tokens_generated",
@@ -362,7 +404,7 @@ func TestDecodeSamplesFields(t *testing.T) {
 			}
 			good := samples
 			if b.form != "single" {
-				if len(samples) == 0 || samples[0] != baseSample {
+				if len(samples) == 0 || !reflect.DeepEqual(samples[0], baseSample) {
 					t.Fatalf("%s %s=%s: the valid entry was not returned first: %+v", b.form, c.field, c.lit, samples)
 				}
 				good = samples[1:]
@@ -380,7 +422,7 @@ func TestDecodeSamplesFields(t *testing.T) {
 			}
 			want := baseSample
 			c.want(&want)
-			if len(rejected) != 0 || len(good) != 1 || good[0] != want {
+			if len(rejected) != 0 || len(good) != 1 || !reflect.DeepEqual(good[0], want) {
 				t.Errorf("%s %s=%s: got %+v, rejected %+v; want %+v", b.form, c.field, c.lit, good, rejected, want)
 			}
 		}
@@ -1097,5 +1139,121 @@ func TestDecodeEntryMatchesTrainingBodies(t *testing.T) {
 				t.Errorf("%s: DecodeEntry %+v %+v, DecodeSamples %+v", line, got, errs, samples)
 			}
 		}
+	}
+}
+
+// transferEntry is a complete disaggregated sample: a 400-token KV moved
+// same-zone across racks in 3.5 ms of a 253 ms TTFT.
+var transferEntry = append(append([]kv(nil), baseEntryFields...),
+	kv{"actual_kv_transfer_ms", "3.5"}, kv{"kv_transfer_tokens", "400"}, kv{"kv_bytes_per_token", "163840"},
+	kv{"prefill_pod", `"p-0"`}, kv{"decode_pod", `"d-3"`},
+	kv{"prefill_topology", `{"node":"n0","rack":"r0","zone":"z","region":"eu"}`},
+	kv{"decode_topology", `{"node":"n3","rack":"r1","zone":"z","region":"eu"}`},
+	kv{"concurrent_transfers", "2"})
+
+func TestDecodeTransfer(t *testing.T) {
+	full := baseSample
+	full.Transfer = &features.Transfer{Ms: 3.5, Tokens: 400, BytesPerToken: 163840, PrefillPod: "p-0", DecodePod: "d-3",
+		Prefill: features.Topology{Node: "n0", Rack: "r0", Zone: "z", Region: "eu"},
+		Decode:  features.Topology{Node: "n3", Rack: "r1", Zone: "z", Region: "eu"}, Concurrent: 2}
+	type fieldErr struct {
+		typ string
+		loc []any
+	}
+	at := func(path ...any) []any { return append([]any{"body"}, path...) }
+	for _, tc := range []struct {
+		name  string
+		edits []string
+		want  func(*features.Sample) // accepted: the sample from full
+		errs  []fieldErr             // rejected: exactly these errors
+	}{
+		{name: "complete", want: func(*features.Sample) {}},
+		{name: "class is where the pods are", want: func(s *features.Sample) {
+			if c := s.Transfer.Class(); c != features.SameZone {
+				t.Errorf("class %s, want same-zone", c)
+			}
+		}},
+		{name: "only node is required", edits: []string{"prefill_topology", `{"node":"n0"}`, "decode_topology", `{"node":"n0"}`},
+			want: func(s *features.Sample) {
+				s.Transfer.Prefill, s.Transfer.Decode = features.Topology{Node: "n0"}, features.Topology{Node: "n0"}
+			}},
+		{name: "pods, bytes per token and concurrency are optional",
+			edits: []string{"prefill_pod", "", "decode_pod", "", "kv_bytes_per_token", "", "concurrent_transfers", ""},
+			want: func(s *features.Sample) {
+				s.Transfer.PrefillPod, s.Transfer.DecodePod, s.Transfer.BytesPerToken, s.Transfer.Concurrent = "", "", 0, 0
+			}},
+		{name: "a transfer sample needs no TTFT", edits: []string{"actual_ttft_ms", "0"},
+			want: func(s *features.Sample) { s.ActualTTFTMs = 0 }},
+		{name: "topology without a measured transfer", edits: []string{"actual_kv_transfer_ms", "", "kv_transfer_tokens", ""},
+			want: func(s *features.Sample) { s.Transfer.Ms, s.Transfer.Tokens = 0, 0 }},
+		{name: "no tokens moved: the decode pod had the prompt", edits: []string{"kv_transfer_tokens", "0"},
+			want: func(s *features.Sample) { s.Transfer.Tokens = 0 }},
+
+		{name: "a measured transfer needs its token count", edits: []string{"kv_transfer_tokens", ""},
+			errs: []fieldErr{{"missing", at("kv_transfer_tokens")}}},
+		{name: "null is absent", edits: []string{"kv_transfer_tokens", "null"},
+			errs: []fieldErr{{"missing", at("kv_transfer_tokens")}}},
+		{name: "a measured transfer needs both placements", edits: []string{"prefill_topology", "", "decode_topology", "null"},
+			errs: []fieldErr{{"missing", at("prefill_topology")}, {"missing", at("decode_topology")}}},
+		{name: "the transfer is part of the TTFT", edits: []string{"actual_kv_transfer_ms", "253"},
+			errs: []fieldErr{{"less_than", at("actual_kv_transfer_ms")}}},
+		{name: "node is required in a topology", edits: []string{"decode_topology", `{"rack":"r1"}`},
+			errs: []fieldErr{{"missing", at("decode_topology", "node")}}},
+		{name: "an empty topology has no node", edits: []string{"decode_topology", `{}`},
+			errs: []fieldErr{{"missing", at("decode_topology", "node")}}},
+		{name: "labels are strings", edits: []string{"prefill_topology", `{"node":"n0","rack":7}`},
+			errs: []fieldErr{{"string_type", at("prefill_topology", "rack")}}},
+		{name: "labels are not empty", edits: []string{"prefill_topology", `{"node":""}`},
+			errs: []fieldErr{{"string_too_short", at("prefill_topology", "node")}}},
+		{name: "labels are at most 63 characters", edits: []string{"prefill_topology", `{"node":"n0","zone":"` + strings.Repeat("z", 64) + `"}`},
+			errs: []fieldErr{{"string_too_long", at("prefill_topology", "zone")}}},
+		{name: "a label twice", edits: []string{"prefill_topology", `{"node":"n0","rack":"a","rack":"b"}`},
+			errs: []fieldErr{{"duplicate_key", at("prefill_topology", "rack")}}},
+		{name: "every error of an entry is reported",
+			edits: []string{"prefill_topology", `{"rack":1}`, "concurrent_transfers", "-1", "kv_transfer_tokens", "9999"},
+			errs: []fieldErr{{"string_type", at("prefill_topology", "rack")}, {"missing", at("prefill_topology", "node")},
+				{"greater_than_equal", at("concurrent_transfers")}, {"less_than_equal", at("kv_transfer_tokens")}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			body := object(transferEntry, tc.edits...)
+			got, errs := DecodeEntry([]byte(body))
+			checkErrors(t, errs)
+			if tc.errs == nil {
+				if len(errs) > 0 {
+					t.Fatalf("refused %s: %+v", body, errs)
+				}
+				want := full
+				tr := *full.Transfer
+				want.Transfer = &tr
+				tc.want(&want)
+				if !reflect.DeepEqual(got, want) {
+					t.Fatalf("got %+v %+v\nwant %+v %+v", got, got.Transfer, want, want.Transfer)
+				}
+				// What the decoder accepted, the encoder writes back the same.
+				again, errs := DecodeEntry(AppendEntry(nil, &got))
+				if len(errs) > 0 || !reflect.DeepEqual(again, got) {
+					t.Fatalf("re-encoded %s reads back as %+v, %+v", AppendEntry(nil, &got), again, errs)
+				}
+				return
+			}
+			var have []fieldErr
+			for _, e := range errs {
+				have = append(have, fieldErr{e.Type, e.Loc})
+			}
+			if !reflect.DeepEqual(have, tc.errs) {
+				t.Fatalf("errors %+v, want %+v", have, tc.errs)
+			}
+		})
+	}
+}
+
+// A sample without transfer fields encodes exactly as before they existed.
+func TestEntryWithoutTransferIsUnchanged(t *testing.T) {
+	s := baseSample
+	const want = `{"kv_cache_percentage":0.5,"input_token_length":512,"num_request_waiting":1,"num_request_running":2,` +
+		`"num_tokens_generated":1,"prefix_cache_score":0.25,"encoder_input_size":0,"encoder_matched_size":0,` +
+		`"prefill_tokens_in_flight":0,"decode_tokens_in_flight":0,"actual_ttft_ms":253,"actual_tpot_ms":0}`
+	if got := string(AppendEntry(nil, &s)); got != want {
+		t.Fatalf("got  %s\nwant %s", got, want)
 	}
 }

@@ -55,14 +55,16 @@ const (
 	probListType
 	probDuplicateKey
 	probStringTooLong
+	probStringTooShort
+	probLessThan
 )
 
 // problem is a validation failure before it knows where it happened.
 type problem struct {
 	code     problemCode
-	bound    float64 // probGreaterEqual, probLessEqual
+	bound    float64 // probGreaterEqual, probLessEqual, probLessThan; probStringTooLong: the length (0: MaxPodTypeLen)
 	intBound bool    // bound belongs to an integer field: shown without a fraction in ctx
-	reason   string  // probDatetimeParsing: what is wrong; probDuplicateKey: the key
+	reason   string  // probDatetimeParsing: what is wrong; probDuplicateKey: the key; probLessThan: why
 }
 
 func ge(bound float64, integer bool) problem {
@@ -113,13 +115,26 @@ func (p problem) fieldError(loc []any, input any) FieldError {
 	case probListType:
 		e.Type, e.Msg = "list_type", "Input should be a valid list"
 	case probStringTooLong:
-		e.Type, e.Msg = "string_too_long", "String should have at most "+strconv.Itoa(MaxPodTypeLen)+" characters"
-		e.Ctx = map[string]any{"max_length": MaxPodTypeLen}
+		max := MaxPodTypeLen
+		if p.bound > 0 {
+			max = int(p.bound)
+		}
+		e.Type, e.Msg = "string_too_long", "String should have at most "+strconv.Itoa(max)+" characters"
+		e.Ctx = map[string]any{"max_length": max}
 		// Not the whole input: a 10 MB string echoed back is the problem
 		// again, in the answer.
-		if in, ok := input.(string); ok && len(in) > 2*MaxPodTypeLen {
-			e.Input = fmt.Sprintf("%s… (%d bytes)", strings.ToValidUTF8(in[:MaxPodTypeLen], ""), len(in))
+		if in, ok := input.(string); ok && len(in) > 2*max {
+			e.Input = fmt.Sprintf("%s… (%d bytes)", strings.ToValidUTF8(in[:max], ""), len(in))
 		}
+	case probStringTooShort:
+		e.Type, e.Msg = "string_too_short", "String should have at least 1 character"
+		e.Ctx = map[string]any{"min_length": 1}
+	case probLessThan:
+		e.Type, e.Msg = "less_than", "Input should be less than "+formatBound(p.bound)
+		if p.reason != "" {
+			e.Msg += " (" + p.reason + ")"
+		}
+		e.Ctx = map[string]any{"lt": p.bound}
 	case probDuplicateKey:
 		// Not a pydantic error: pydantic keeps the last duplicate, which
 		// silently picks one of two conflicting values. Refusing is safer.

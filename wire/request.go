@@ -71,6 +71,59 @@ func AppendEntry(dst []byte, s *features.Sample) []byte {
 		dst = s.Timestamp.UTC().AppendFormat(dst, time.RFC3339Nano)
 		dst = append(dst, '"')
 	}
+	if tr := s.Transfer; tr != nil {
+		dst = appendTransfer(dst, tr)
+	}
+	return append(dst, '}')
+}
+
+// appendTransfer writes a sample's KV-transfer members: the token count
+// always (it is what says the sample has a transfer), the others when set.
+func appendTransfer(dst []byte, tr *features.Transfer) []byte {
+	if tr.Ms > 0 {
+		dst = appendFloatField(dst, fKVTransferMs, tr.Ms)
+	}
+	dst = appendKey(dst, fKVTransferTokens)
+	dst = strconv.AppendInt(dst, tr.Tokens, 10)
+	if tr.BytesPerToken > 0 {
+		dst = appendFloatField(dst, fKVBytesPerToken, tr.BytesPerToken)
+	}
+	for _, pod := range [...]struct {
+		f    fieldID
+		name string
+	}{{fPrefillPod, tr.PrefillPod}, {fDecodePod, tr.DecodePod}} {
+		if pod.name != "" {
+			dst = appendString(appendKey(dst, pod.f), pod.name)
+		}
+	}
+	for _, topo := range [...]struct {
+		f fieldID
+		t *features.Topology
+	}{{fPrefillTopology, &tr.Prefill}, {fDecodeTopology, &tr.Decode}} {
+		if *topo.t != (features.Topology{}) {
+			dst = appendTopology(appendKey(dst, topo.f), topo.t)
+		}
+	}
+	if tr.Concurrent > 0 {
+		dst = appendKey(dst, fConcurrentTransfers)
+		dst = strconv.AppendInt(dst, tr.Concurrent, 10)
+	}
+	return dst
+}
+
+// appendTopology writes a placement object; empty labels are left out.
+func appendTopology(dst []byte, t *features.Topology) []byte {
+	dst = append(dst, '{')
+	for i, name := range topologyLabels {
+		v := *topologyLabel(t, i)
+		if v == "" {
+			continue
+		}
+		if dst[len(dst)-1] != '{' {
+			dst = append(dst, ',')
+		}
+		dst = appendString(append(appendString(dst, name), ':'), v)
+	}
 	return append(dst, '}')
 }
 

@@ -27,6 +27,18 @@ func randomSample(r *rand.Rand, i int) features.Sample {
 		s.PredictedTTFTMs, s.PredictedTPOTMs = r.Float64()*5000, r.Float64()*100
 		s.Timestamp = time.Date(2026, 11, 29, 15, 42, 36, r.IntN(1e9), time.UTC)
 	}
+	if i%3 == 0 {
+		place := func() features.Topology {
+			return features.Topology{Node: "node-" + pods[r.IntN(len(pods))], Rack: pods[r.IntN(len(pods))],
+				Zone: pods[r.IntN(len(pods))], Region: pods[r.IntN(len(pods))]}
+		}
+		s.Transfer = &features.Transfer{Ms: s.ActualTTFTMs * r.Float64(), Tokens: r.Int64N(s.Row.InputTokenLength + 1),
+			Prefill: place(), Decode: place()}
+		if i%2 == 0 {
+			s.Transfer.BytesPerToken, s.Transfer.Concurrent = float64(r.IntN(1<<20)), r.Int64N(10)
+			s.Transfer.PrefillPod, s.Transfer.DecodePod = "p-"+pods[r.IntN(len(pods))], "d-"+pods[r.IntN(len(pods))]
+		}
+	}
 	return s
 }
 

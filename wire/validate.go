@@ -82,6 +82,16 @@ const (
 	fTimestamp
 	fPredictedTTFT
 	fPredictedTPOT
+	// The measured KV transfer of a disaggregated request
+	// (features.Transfer; docs/PROTOCOL.md §5.1).
+	fKVTransferMs
+	fKVTransferTokens
+	fKVBytesPerToken
+	fPrefillPod
+	fDecodePod
+	fPrefillTopology
+	fDecodeTopology
+	fConcurrentTransfers
 	numFields
 )
 
@@ -104,6 +114,15 @@ var fieldNames = [numFields]string{
 	fTimestamp:       "timestamp",
 	fPredictedTTFT:   "predicted_ttft_ms",
 	fPredictedTPOT:   "predicted_tpot_ms",
+
+	fKVTransferMs:        "actual_kv_transfer_ms",
+	fKVTransferTokens:    "kv_transfer_tokens",
+	fKVBytesPerToken:     "kv_bytes_per_token",
+	fPrefillPod:          "prefill_pod",
+	fDecodePod:           "decode_pod",
+	fPrefillTopology:     "prefill_topology",
+	fDecodeTopology:      "decode_topology",
+	fConcurrentTransfers: "concurrent_transfers",
 }
 
 // fieldKind is how a field's value is read and bounded.
@@ -114,12 +133,15 @@ const (
 	kindFraction                   // number in [0, 1]
 	kindLatency                    // milliseconds in [0, MaxLatencyMs]
 	kindPredicted                  // milliseconds, >= 0
+	kindBytes                      // bytes, in [0, MaxKVBytesPerToken]
 	kindPodType                    // string or null
 	kindTimestamp                  // RFC 3339 string
+	kindPodName                    // string of at most MaxPodNameLen characters, or null
+	kindTopology                   // {"node", "rack", "zone", "region"} or null
 )
 
 // isNumeric reports whether values of the kind are numbers.
-func (k fieldKind) isNumeric() bool { return k <= kindPredicted }
+func (k fieldKind) isNumeric() bool { return k <= kindBytes }
 
 var fieldKinds = [numFields]fieldKind{
 	fKVCache:         kindFraction,
@@ -138,6 +160,15 @@ var fieldKinds = [numFields]fieldKind{
 	fTimestamp:       kindTimestamp,
 	fPredictedTTFT:   kindPredicted,
 	fPredictedTPOT:   kindPredicted,
+
+	fKVTransferMs:        kindLatency,
+	fKVTransferTokens:    kindCount,
+	fKVBytesPerToken:     kindBytes,
+	fPrefillPod:          kindPodName,
+	fDecodePod:           kindPodName,
+	fPrefillTopology:     kindTopology,
+	fDecodeTopology:      kindTopology,
+	fConcurrentTransfers: kindCount,
 }
 
 // lookupField matches a key exactly (pydantic field names are case
@@ -150,6 +181,16 @@ func lookupField(key []byte) (fieldID, bool) {
 		f = fPodType
 	case 9:
 		f = fTimestamp
+	case 10:
+		f = fDecodePod
+	case 11:
+		f = fPrefillPod
+	case 15:
+		f = fDecodeTopology
+	case 16:
+		f = fPrefillTopology
+	case 21:
+		f = fKVTransferMs
 	case 14: // actual_ttft_ms, actual_tpot_ms
 		f = fActualTTFT
 		if key[8] == 'p' {
@@ -160,12 +201,17 @@ func lookupField(key []byte) (fieldID, bool) {
 		if key[11] == 'p' {
 			f = fPredictedTPOT
 		}
-	case 18: // input_token_length, prefix_cache_score, encoder_input_size
+	case 18: // input_token_length, prefix_cache_score, encoder_input_size, kv_transfer_tokens, kv_bytes_per_token
 		switch key[0] {
 		case 'i':
 			f = fInputTokens
 		case 'p':
 			f = fPrefixScore
+		case 'k':
+			f = fKVTransferTokens
+			if key[3] == 'b' {
+				f = fKVBytesPerToken
+			}
 		default:
 			f = fEncoderInput
 		}
@@ -178,10 +224,14 @@ func lookupField(key []byte) (fieldID, bool) {
 		default:
 			f = fRunning
 		}
-	case 20: // num_tokens_generated, encoder_matched_size
-		f = fGenerated
-		if key[0] == 'e' {
+	case 20: // num_tokens_generated, encoder_matched_size, concurrent_transfers
+		switch key[0] {
+		case 'e':
 			f = fEncoderMatched
+		case 'c':
+			f = fConcurrentTransfers
+		default:
+			f = fGenerated
 		}
 	case 23:
 		f = fDecodeInFlight
@@ -306,6 +356,19 @@ func boundedFloat(t *jsonscan.Token, max float64) (float64, problemCode) {
 // keeps the common rows free of string allocations.
 var podLabels = [...]string{"", "prefill", "decode", "both", "monolithic"}
 
+// MaxPodNameLen is the most characters prefill_pod and decode_pod may
+// have: a Kubernetes object name (a DNS subdomain) is at most 253.
+const MaxPodNameLen = 253
+
+// MaxTopologyLabelLen is the most characters a topology label value may
+// have, Kubernetes' limit on label values.
+const MaxTopologyLabelLen = 63
+
+// MaxKVBytesPerToken bounds kv_bytes_per_token: a few MB per token is
+// already beyond the largest models' KV caches; a larger value is a unit
+// error that would poison the transfer model.
+const MaxKVBytesPerToken = 64 << 20
+
 // MaxPodTypeLen is the most characters a pod_type may have. Routers send a
 // role label (prefill, decode, both, monolithic); Kubernetes label values
 // stop at 63 characters. Without a limit, 18 samples with a 10 MB pod_type
@@ -321,7 +384,7 @@ func podTypeValue(t *jsonscan.Token, last string) (string, problemCode) {
 	case jsonscan.Null:
 		return "", noProblem
 	case jsonscan.String:
-		if len(t.Text) > MaxPodTypeLen && utf8.RuneCount(t.Text) > MaxPodTypeLen {
+		if tooLong(t.Text, MaxPodTypeLen) {
 			return "", probStringTooLong
 		}
 		for _, l := range podLabels {
@@ -335,4 +398,23 @@ func podTypeValue(t *jsonscan.Token, last string) (string, problemCode) {
 		return string(t.Text), noProblem
 	}
 	return "", probStringType
+}
+
+// tooLong reports whether s has more than max characters.
+func tooLong(s []byte, max int) bool {
+	return len(s) > max && utf8.RuneCount(s) > max
+}
+
+// labelValue converts a pod name or topology label: a string of 1 to max
+// characters. null is handled by the caller.
+func labelValue(t *jsonscan.Token, max int) (string, problemCode) {
+	switch {
+	case t.Kind != jsonscan.String:
+		return "", probStringType
+	case len(t.Text) == 0:
+		return "", probStringTooShort
+	case tooLong(t.Text, max):
+		return "", probStringTooLong
+	}
+	return string(t.Text), noProblem
 }

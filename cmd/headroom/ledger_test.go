@@ -208,7 +208,7 @@ func (l *ledger) check(t *testing.T, path string, opts store.Options) ledgerCoun
 		t.Fatalf("reopen store after the test: %v", err)
 	}
 	defer db.Close()
-	if r := db.OpenReport(); r.Dropped != ([2]int{}) || r.FromScheme != "" {
+	if r := db.OpenReport(); r.Dropped != (store.OpenReport{}).Dropped || r.FromScheme != "" {
 		t.Fatalf("reopening changed the store (%+v): check options differ from the trainer's", r)
 	}
 	l.mu.Lock()
