@@ -96,11 +96,18 @@ func (t *Trace) requests() ([]*sim.Request, error) {
 // arrives (whole milliseconds, as the router truncates them) and a TPOT row
 // when each request of more than one output token finishes, each with the
 // chosen server's features at dispatch and a timestamp of trace.Epoch() plus
-// the simulated time of the event.
+// the simulated time of the event. A P/D trace's rows are described at PD.
 func (t *Trace) Samples(ctx context.Context) ([]features.Sample, error) {
 	reqs, err := t.requests()
 	if err != nil {
 		return nil, fmt.Errorf("trace %q: %w", t.Name, err)
+	}
+	if t.PD != nil {
+		rows, err := t.pdSamples(ctx, reqs)
+		if err != nil {
+			return nil, fmt.Errorf("trace %q: %w", t.Name, err)
+		}
+		return rows, nil
 	}
 	router, ok := sim.NewRouter(t.Router)
 	if !ok {

@@ -3,6 +3,7 @@ package suite
 import (
 	"bytes"
 	"context"
+	"math"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -115,10 +116,18 @@ func TestRegimesHaveTheirShape(t *testing.T) {
 		waitingShare, prefixMean  float64
 		promptMedian, tpotMedian  float64
 		runningMedian, ttftMedian float64
+		tpotSpread                float64 // TPOT p90 / p50
+		// Rows per pod_type ("" monolithic) and label.
+		ttftPods, tpotPods map[string]int
+		// The prompts and TTFT of prefill pods' TTFT rows (split
+		// requests) and the prompts of decode pods' (not split).
+		minSplitPrompt, maxUnsplitPrompt int64
+		minSplitTTFT                     float64
 	}
 	of := func(s []features.Sample) stats {
 		var prompt, tpot, running, ttft []float64
-		st := stats{rows: len(s)}
+		st := stats{rows: len(s), ttftPods: map[string]int{}, tpotPods: map[string]int{},
+			minSplitPrompt: math.MaxInt64, minSplitTTFT: math.Inf(1)}
 		for _, x := range s {
 			if x.Row.NumRequestWaiting > 0 {
 				st.waitingShare++
@@ -128,20 +137,34 @@ func TestRegimesHaveTheirShape(t *testing.T) {
 			running = append(running, float64(x.Row.NumRequestRunning))
 			if x.ActualTPOTMs > 0 {
 				tpot = append(tpot, x.ActualTPOTMs)
+				st.tpotPods[x.Row.PodType]++
 			}
 			if x.ActualTTFTMs > 0 {
 				ttft = append(ttft, x.ActualTTFTMs)
+				st.ttftPods[x.Row.PodType]++
+				switch x.Row.PodType {
+				case PodTypePrefill:
+					st.minSplitPrompt = min(st.minSplitPrompt, x.Row.InputTokenLength)
+					st.minSplitTTFT = min(st.minSplitTTFT, x.ActualTTFTMs)
+				case PodTypeDecode:
+					st.maxUnsplitPrompt = max(st.maxUnsplitPrompt, x.Row.InputTokenLength)
+				}
 			}
 		}
 		st.waitingShare /= float64(len(s))
 		st.prefixMean /= float64(len(s))
 		st.promptMedian, st.tpotMedian = median(prompt), median(tpot)
 		st.runningMedian, st.ttftMedian = median(running), median(ttft)
+		st.tpotSpread = quantile(tpot, 0.9) / st.tpotMedian
 		return st
 	}
 	m := Default()
 	by := map[string]stats{}
+	var pd *PD
 	for i := range m.Traces {
+		if m.Traces[i].Regime == "pd-pool" {
+			pd = m.Traces[i].PD
+		}
 		s, err := m.Traces[i].Samples(context.Background())
 		if err != nil {
 			t.Fatal(err)
@@ -161,9 +184,34 @@ func TestRegimesHaveTheirShape(t *testing.T) {
 		{"prefix-reuse: most of the prompt is cached", by["prefix-reuse"].prefixMean > 0.7},
 		{"no prefix hits in the chat regimes", by["small-model"].prefixMean == 0},
 		{"small model decodes faster than large", by["small-model"].tpotMedian < 0.5*by["large-model"].tpotMedian},
+		// The P/D pool: rows of both pod types, as llm-d's router records
+		// them (the TTFT row of a split request on the prefill pod, every
+		// TPOT row on the decode pod), the split decided by llm-d's
+		// threshold, and the disaggregation's effects on the labels.
+		{"pd-pool: most TTFT rows are prefill pods' (split requests)", pd != nil &&
+			by["pd-pool"].ttftPods[PodTypePrefill] > 3*by["pd-pool"].ttftPods[PodTypeDecode]},
+		{"pd-pool: some TTFT rows are decode pods' (requests not split)", by["pd-pool"].ttftPods[PodTypeDecode] > 50},
+		{"pd-pool: every row has a pod type", by["pd-pool"].ttftPods[""] == 0 && by["pd-pool"].tpotPods[""] == 0},
+		{"pd-pool: every TPOT row is a decode pod's", by["pd-pool"].tpotPods[PodTypePrefill] == 0 && by["pd-pool"].tpotPods[PodTypeDecode] > 800},
+		{"pd-pool: split exactly at the threshold (no prefix hits in chat)", pd != nil &&
+			by["pd-pool"].minSplitPrompt >= int64(pd.SplitThreshold) && by["pd-pool"].maxUnsplitPrompt < int64(pd.SplitThreshold)},
+		{"pd-pool: a split request pays two frontends (P, then D) before its first token", pd != nil &&
+			by["pd-pool"].minSplitTTFT >= 2*m.Traces[len(m.Traces)-1].Fleet.Cost.FrontendMs},
+		{"pd-pool: decode pods run no prefills of split requests, so TPOT barely moves", by["pd-pool"].tpotSpread < 1.05},
 	} {
 		if !c.ok {
 			t.Errorf("%s: not so", c.what)
+		}
+	}
+	for regime, st := range by {
+		if regime == "pd-pool" {
+			continue
+		}
+		if len(st.ttftPods) != 1 || len(st.tpotPods) != 1 || st.ttftPods[""] == 0 {
+			t.Errorf("%s: pod types %v (TTFT) and %v (TPOT); a monolithic regime has none", regime, st.ttftPods, st.tpotPods)
+		}
+		if st.tpotSpread <= by["pd-pool"].tpotSpread {
+			t.Errorf("%s: TPOT p90/p50 %.3f, at or below the P/D pool's %.3f", regime, st.tpotSpread, by["pd-pool"].tpotSpread)
 		}
 	}
 	for regime, st := range by {
@@ -173,13 +221,16 @@ func TestRegimesHaveTheirShape(t *testing.T) {
 	}
 }
 
-func median(v []float64) float64 {
+func median(v []float64) float64 { return quantile(v, 0.5) }
+
+// quantile is the value below which a share q of v lies (nearest rank).
+func quantile(v []float64, q float64) float64 {
 	if len(v) == 0 {
 		return 0
 	}
 	s := slices.Clone(v)
 	slices.Sort(s)
-	return s[len(s)/2]
+	return s[int(q*float64(len(s)))]
 }
 
 // tinyManifest is two small traces of the default suite's regimes, a tuning

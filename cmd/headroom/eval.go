@@ -36,6 +36,7 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		synthRows  = fs.Int("synthetic-rows", 4000, "rows of the --synthetic trace")
 		synthSeed  = fs.Uint64("synthetic-seed", 1, "seed of the --synthetic trace")
 		suiteDir   = fs.String("suite", "", "replay every trace of a suite directory (headroom suite) in split and prequential mode, one table; --seeds and --every default to its manifest's")
+		only       = fs.String("only", "", "with --suite: replay only these traces, by name or regime, comma-separated (a whole suite takes minutes)")
 		mode       = fs.String("mode", eval.ModeSplit, "split, prequential or extrapolate")
 		seeds      = fs.Int("seeds", 5, "split: number of random 90/10 splits")
 		every      = fs.Int("every", 100, "prequential: retrain every this many rows")
@@ -124,7 +125,10 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		if set["every"] {
 			suiteEvery = *every
 		}
-		return runEvalSuite(ctx, *suiteDir, opts, suiteSeeds, suiteEvery, *asJSON, stdout, stderr)
+		return runEvalSuite(ctx, *suiteDir, columns(*only), opts, suiteSeeds, suiteEvery, *asJSON, stdout, stderr)
+	}
+	if *only != "" {
+		return errors.New("--only selects traces of a --suite")
 	}
 
 	samples, name := []features.Sample(nil), *tracePath
@@ -156,12 +160,24 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	return eval.WriteTable(stdout, rep)
 }
 
-// runEvalSuite evaluates every trace of a suite directory and prints one
-// table; progress goes to stderr because a suite takes minutes.
-func runEvalSuite(ctx context.Context, dir string, opts eval.Options, seeds, every int, asJSON bool, stdout, stderr io.Writer) error {
+// runEvalSuite evaluates every trace of a suite directory, or those named
+// in only, and prints one table; progress goes to stderr because a suite
+// takes minutes.
+func runEvalSuite(ctx context.Context, dir string, only []string, opts eval.Options, seeds, every int, asJSON bool, stdout, stderr io.Writer) error {
 	m, traces, err := suite.Load(dir)
 	if err != nil {
 		return err
+	}
+	if len(only) > 0 {
+		sub, idx, err := m.Select(only)
+		if err != nil {
+			return fmt.Errorf("--only: %w", err)
+		}
+		picked := make([][]features.Sample, len(idx))
+		for i, k := range idx {
+			picked[i] = traces[k]
+		}
+		m, traces = sub, picked
 	}
 	rep, err := suite.Evaluate(ctx, m, traces, opts, seeds, every, stderr)
 	if err != nil {

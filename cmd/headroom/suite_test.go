@@ -71,8 +71,8 @@ func TestEvalSuite(t *testing.T) {
 		t.Skip("xgboost CLI not installed (apt-get install xgboost)")
 	}
 	m := suite.Default()
-	m.Traces = m.Traces[4:] // small-model (tune), large-model (held out)
-	m.HeldOutRegimes = []string{"large-model"}
+	m.Traces = m.Traces[4:] // small-model (tune), large-model and pd-pool (held out)
+	m.HeldOutRegimes = []string{"large-model", "pd-pool"}
 	m.Eval = suite.Eval{Seeds: 1, Every: 100}
 	for i := range m.Traces {
 		m.Traces[i].Workload.Requests = 120
@@ -81,8 +81,9 @@ func TestEvalSuite(t *testing.T) {
 	if err := suite.Generate(context.Background(), m, dir, false); err != nil {
 		t.Fatal(err)
 	}
+	// --only leaves large-model out; pd-pool's rows carry both pod types.
 	var stdout, stderr bytes.Buffer
-	err := runEval(context.Background(), []string{"--suite", dir, "--model-kind", "linear"}, &stdout, &stderr)
+	err := runEval(context.Background(), []string{"--suite", dir, "--only", "small-model,pd-pool", "--model-kind", "linear"}, &stdout, &stderr)
 	if err != nil {
 		t.Fatalf("eval --suite: %v\n%s", err, stderr.String())
 	}
@@ -90,16 +91,21 @@ func TestEvalSuite(t *testing.T) {
 	if n := strings.Count(out, "small-model "); n != 4 {
 		t.Errorf("%d small-model lines, want 4 (2 targets × 2 modes):\n%s", n, out)
 	}
-	if n := strings.Count(out, "large-model "); n != 4 || !strings.Contains(out, "held-out") {
-		t.Errorf("%d large-model lines, want 4, held out:\n%s", n, out)
+	if n := strings.Count(out, "pd-pool "); n != 4 || !strings.Contains(out, "held-out") {
+		t.Errorf("%d pd-pool lines, want 4, held out:\n%s", n, out)
 	}
-	if !strings.Contains(out, "split over 1 seeds, prequential retraining every 100 rows") {
+	if strings.Contains(out, "large-model") {
+		t.Errorf("--only small-model,pd-pool reported large-model:\n%s", out)
+	}
+	if !strings.Contains(out, "split over 1 seeds, prequential retraining every 100 rows, 8 lines") {
 		t.Errorf("the manifest's settings are not the ones used:\n%s", out)
 	}
 	for _, bad := range [][]string{
 		{"--suite", dir, "--mode", "split"},
 		{"--suite", dir, "--synthetic"},
 		{"--suite", t.TempDir()},
+		{"--suite", dir, "--only", "galaxy"},
+		{"--synthetic", "--only", "pd-pool"},
 	} {
 		if err := runEval(context.Background(), bad, &stdout, &stderr); err == nil {
 			t.Errorf("eval %v accepted", bad)

@@ -1,0 +1,243 @@
+package suite
+
+import (
+	"bytes"
+	"context"
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/headroomhq/headroom/features"
+	"github.com/headroomhq/headroom/sim"
+	"github.com/headroomhq/headroom/trace"
+)
+
+// pdTrace is the default suite's P/D trace, shortened, with a prefill
+// failure rate high enough that a few hundred requests include failures.
+func pdTrace(t *testing.T) Trace {
+	t.Helper()
+	for _, tr := range Default().Traces {
+		if tr.PD != nil {
+			tr.Workload.Requests = 300
+			pd := *tr.PD
+			pd.PrefillFailureRate = 0.1
+			tr.PD = &pd
+			return tr
+		}
+	}
+	t.Fatal("the default suite has no P/D trace")
+	return Trace{}
+}
+
+// Every request of a P/D run gives the rows llm-d's router records for it,
+// on the pod and with the label the PD doc comment promises: split requests'
+// TTFT on the prefill pod's dispatch-time features, unsplit requests' on the
+// decode pod's, every TPOT on the decode pod's; failed splits recorded as
+// splits; rows in time order; and the rows survive the wire format.
+func TestPDRowsAreWhatTheRouterRecords(t *testing.T) {
+	tr := pdTrace(t)
+	rows, err := tr.Samples(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The same run again, to read its outcomes (a run is a pure function
+	// of its inputs).
+	reqs, err := tr.requests()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := tr.pdConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	router, err := tr.pdRouter()
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := sim.SimulatePD(context.Background(), cfg, router, sim.PDHooks{}, reqs...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type key struct {
+		at    time.Time
+		label bool // TPOT
+	}
+	// Several first tokens can come out of one engine step: rows are
+	// matched by time and label kind, then by content.
+	byKey := map[key][]features.Sample{}
+	take := func(k key, row features.Row, label float64) bool {
+		for i, r := range byKey[k] {
+			if r.Row == row && (r.ActualTTFTMs == label || r.ActualTPOTMs == label) {
+				byKey[k] = append(byKey[k][:i], byKey[k][i+1:]...)
+				return true
+			}
+		}
+		return false
+	}
+	for i, r := range rows {
+		if i > 0 && r.Timestamp.Before(rows[i-1].Timestamp) {
+			t.Fatalf("row %d at %v, before row %d at %v", i, r.Timestamp, i-1, rows[i-1].Timestamp)
+		}
+		if (r.ActualTTFTMs > 0) == (r.ActualTPOTMs > 0) {
+			t.Fatalf("row %d has labels TTFT %v and TPOT %v; the router sends one per entry", i, r.ActualTTFTMs, r.ActualTPOTMs)
+		}
+		k := key{r.Timestamp, r.ActualTPOTMs > 0}
+		byKey[k] = append(byKey[k], r)
+	}
+	var split, unsplit, failed, want int
+	for _, o := range f.Outcomes() {
+		d := o.Decode
+		if !d.Done {
+			continue
+		}
+		wantTTFT := d.Row
+		wantTTFT.PodType = PodTypeDecode
+		switch {
+		case o.Split:
+			wantTTFT = o.Prefill.Row
+			wantTTFT.PodType = PodTypePrefill
+			split++
+			if o.PrefillFailed {
+				failed++
+			}
+		default:
+			unsplit++
+		}
+		want++
+		if ttft := math.Trunc(float64(d.TTFT()) / 1e6); !take(key{trace.Epoch().Add(d.FirstToken), false}, wantTTFT, ttft) {
+			t.Errorf("request %d (split %v, failed %v): no TTFT row %+v labelled %v at its first token",
+				o.Request.ID, o.Split, o.PrefillFailed, wantTTFT, ttft)
+		}
+		if o.Request.OutputTokens > 1 {
+			want++
+			wantTPOT := d.Row
+			wantTPOT.PodType = PodTypeDecode
+			if tpot := float64(d.TPOT()) / 1e6; !take(key{trace.Epoch().Add(d.Finish), true}, wantTPOT, tpot) {
+				t.Errorf("request %d: no TPOT row %+v labelled %v at its end", o.Request.ID, wantTPOT, tpot)
+			}
+		}
+	}
+	if len(rows) != want {
+		t.Errorf("%d rows, want %d", len(rows), want)
+	}
+	if split == 0 || unsplit == 0 || failed == 0 {
+		t.Errorf("the run covers %d splits (%d failed) and %d unsplit requests; the test needs each", split, failed, unsplit)
+	}
+
+	back, err := trace.Read(bytes.NewReader(Encode(rows)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range rows {
+		if back[i].Row.PodType != rows[i].Row.PodType {
+			t.Fatalf("row %d: pod type %q after the wire, %q before", i, back[i].Row.PodType, rows[i].Row.PodType)
+		}
+	}
+}
+
+func TestManifestLinksAreSimsLinks(t *testing.T) {
+	p := PD{Links: ManifestLinks(sim.DefaultLinks())}
+	got, err := p.simLinks()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got != sim.DefaultLinks() {
+		t.Errorf("links %+v after the manifest, want %+v", got, sim.DefaultLinks())
+	}
+	p.Links = p.Links[:3]
+	if _, err := p.simLinks(); err == nil || !strings.Contains(err.Error(), "one per link class") {
+		t.Errorf("three links accepted: %v", err)
+	}
+}
+
+// The split threshold reaches the router, and a router that never splits
+// refuses one.
+func TestPDRouterTakesTheThreshold(t *testing.T) {
+	tr := pdTrace(t)
+	for _, c := range []struct {
+		router    string
+		threshold int
+		want      string // error, or "" for none
+	}{
+		{"greedy", 300, ""},
+		{"topology-constant", 300, ""},
+		{"decode-only", 0, ""},
+		{"decode-only", 300, "never splits"},
+		{"least-queue", 0, "p/d router"},
+	} {
+		tr.Router, tr.PD.SplitThreshold = c.router, c.threshold
+		r, err := tr.pdRouter()
+		if c.want != "" {
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("%s, threshold %d: error %v, want %q", c.router, c.threshold, err, c.want)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", c.router, err)
+		}
+		var got int
+		switch r := r.(type) {
+		case *sim.Greedy:
+			got = r.SplitThreshold
+		case *sim.TopologyConstant:
+			got = r.SplitThreshold
+		}
+		if got != c.threshold {
+			t.Errorf("%s: threshold %d, want %d", c.router, got, c.threshold)
+		}
+	}
+}
+
+// The default P/D trace's KV transfers take longer the farther apart the
+// pods are (its TTFT rows' blind spot, docs/ACCURACY.md); -v prints the
+// figures the docs quote.
+func TestPDTransfersFollowTheLinks(t *testing.T) {
+	var tr Trace
+	for _, x := range Default().Traces {
+		if x.PD != nil {
+			tr = x
+		}
+	}
+	reqs, err := tr.requests()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := tr.pdConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	router, err := tr.pdRouter()
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := sim.SimulatePD(context.Background(), cfg, router, sim.PDHooks{}, reqs...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	by := map[features.LinkClass][]float64{}
+	for _, o := range f.Outcomes() {
+		if ms := float64(o.KVTransferTime()) / 1e6; ms > 0 {
+			by[o.Transfer.Class] = append(by[o.Transfer.Class], ms)
+		}
+	}
+	s := f.Summary()
+	t.Logf("%d requests, %d split (%d prefill failures); KV transfer p50 %.1f ms, p95 %.1f ms; client TTFT p50 %.1f ms",
+		s.Requests, s.Split, s.PrefillFailed, s.KVTransfer.P50, s.KVTransfer.P95, s.TTFT.P50)
+	prev := 0.0
+	for c := features.SameNode; c < features.NumLinkClasses; c++ {
+		if len(by[c]) == 0 {
+			continue
+		}
+		m := median(by[c])
+		t.Logf("%-12s %4d transfers, median %.1f ms", c, len(by[c]), m)
+		if m <= prev {
+			t.Errorf("%s: median transfer %.1f ms, not above the nearer class's %.1f ms", c, m, prev)
+		}
+		prev = m
+	}
+	if len(by) < 3 {
+		t.Errorf("transfers over %d link classes; the zones layout should give same-rack, same-zone and cross-zone", len(by))
+	}
+}
