@@ -123,12 +123,24 @@ func TestRegimesHaveTheirShape(t *testing.T) {
 		// requests) and the prompts of decode pods' (not split).
 		minSplitPrompt, maxUnsplitPrompt int64
 		minSplitTTFT                     float64
+		// Measured KV transfers: on prefill pods' TTFT rows, elsewhere,
+		// and the link classes they took.
+		splitTransfers, otherTransfers int
+		transferClasses                map[features.LinkClass]int
 	}
 	of := func(s []features.Sample) stats {
 		var prompt, tpot, running, ttft []float64
 		st := stats{rows: len(s), ttftPods: map[string]int{}, tpotPods: map[string]int{},
-			minSplitPrompt: math.MaxInt64, minSplitTTFT: math.Inf(1)}
+			minSplitPrompt: math.MaxInt64, minSplitTTFT: math.Inf(1), transferClasses: map[features.LinkClass]int{}}
 		for _, x := range s {
+			if tr := x.Transfer; tr != nil {
+				if x.ActualTTFTMs > 0 && x.Row.PodType == PodTypePrefill && tr.Ms > 0 && tr.Ms < x.ActualTTFTMs {
+					st.splitTransfers++
+				} else {
+					st.otherTransfers++
+				}
+				st.transferClasses[tr.Class()]++
+			}
 			if x.Row.NumRequestWaiting > 0 {
 				st.waitingShare++
 			}
@@ -198,6 +210,11 @@ func TestRegimesHaveTheirShape(t *testing.T) {
 		{"pd-pool: a split request pays two frontends (P, then D) before its first token", pd != nil &&
 			by["pd-pool"].minSplitTTFT >= 2*m.Traces[len(m.Traces)-1].Fleet.Cost.FrontendMs},
 		{"pd-pool: decode pods run no prefills of split requests, so TPOT barely moves", by["pd-pool"].tpotSpread < 1.05},
+		// A split request's TTFT row carries its measured transfer, shorter
+		// than the TTFT it is part of; only prefill failures (1%) lack one.
+		{"pd-pool: split requests' TTFT rows carry their transfers", by["pd-pool"].splitTransfers >= by["pd-pool"].ttftPods[PodTypePrefill]*95/100},
+		{"pd-pool: no transfer on any other row", by["pd-pool"].otherTransfers == 0},
+		{"pd-pool: transfers cross racks and zones", len(by["pd-pool"].transferClasses) >= 3},
 	} {
 		if !c.ok {
 			t.Errorf("%s: not so", c.what)
@@ -207,8 +224,8 @@ func TestRegimesHaveTheirShape(t *testing.T) {
 		if regime == "pd-pool" {
 			continue
 		}
-		if len(st.ttftPods) != 1 || len(st.tpotPods) != 1 || st.ttftPods[""] == 0 {
-			t.Errorf("%s: pod types %v (TTFT) and %v (TPOT); a monolithic regime has none", regime, st.ttftPods, st.tpotPods)
+		if len(st.ttftPods) != 1 || len(st.tpotPods) != 1 || st.ttftPods[""] == 0 || len(st.transferClasses) > 0 {
+			t.Errorf("%s: pod types %v (TTFT) and %v (TPOT), transfers %v; a monolithic regime has none", regime, st.ttftPods, st.tpotPods, st.transferClasses)
 		}
 		if st.tpotSpread <= by["pd-pool"].tpotSpread {
 			t.Errorf("%s: TPOT p90/p50 %.3f, at or below the P/D pool's %.3f", regime, st.tpotSpread, by["pd-pool"].tpotSpread)

@@ -22,15 +22,19 @@ import (
 //   - a split request gives a TTFT row with the prefill pod's features at
 //     dispatch (pod_type "prefill") labelled with the client's TTFT, which
 //     spans the prefill, the second hop, the KV transfer and the decode
-//     pod's first step; and a TPOT row with the decode pod's features at
-//     dispatch (pod_type "decode") labelled with the client's TPOT;
+//     pod's first step, and carrying the measured transfer (Sample.Transfer:
+//     its time, tokens, bytes per token, both pods, their placement and the
+//     transfers on its link), which the TTFT label then excludes
+//     (features.Sample.Label, docs/PROTOCOL.md); and a TPOT row with the
+//     decode pod's features at dispatch (pod_type "decode") labelled with
+//     the client's TPOT;
 //   - a request the router does not split (its uncached prompt is below
 //     SplitThreshold) gives both rows from the decode pod (pod_type
 //     "decode"), which ran it alone;
 //   - a split whose prefill pod failed is recorded like a split (the
 //     router chose that prefill pod and never learns the sidecar fell
 //     back), so its TTFT row, on the prefill pod's features, carries the
-//     wasted prefill and the decode pod's whole run.
+//     wasted prefill and the decode pod's whole run, and no transfer.
 type PD struct {
 	// Layout is a sim.PDLayouts name; PrefillPods and DecodePods are placed
 	// on it by sim.PlacePods.
@@ -166,14 +170,15 @@ func (t *Trace) pdSamples(ctx context.Context, reqs []*sim.Request) ([]features.
 		if !d.Done {
 			continue // rejected: the client got no tokens, the router no labels
 		}
-		ttftRow := d.Row
-		ttftRow.PodType = PodTypeDecode
+		ttft := features.Sample{Row: d.Row, ActualTTFTMs: math.Trunc(float64(d.TTFT()) / 1e6), Timestamp: at(d.FirstToken)}
+		ttft.Row.PodType = PodTypeDecode
 		if o.Split {
-			ttftRow = o.Prefill.Row
-			ttftRow.PodType = PodTypePrefill
+			ttft.Row = o.Prefill.Row
+			ttft.Row.PodType = PodTypePrefill
+			ttft.Transfer = measuredTransfer(o)
 		}
-		if ms := math.Trunc(float64(d.TTFT()) / 1e6); ms > 0 {
-			rows = append(rows, features.Sample{Row: ttftRow, ActualTTFTMs: ms, Timestamp: at(d.FirstToken)})
+		if ttft.ActualTTFTMs > 0 {
+			rows = append(rows, ttft)
 		}
 		if o.Request.OutputTokens > 1 {
 			tpotRow := d.Row
@@ -184,4 +189,26 @@ func (t *Trace) pdSamples(ctx context.Context, reqs []*sim.Request) ([]features.
 	}
 	slices.SortStableFunc(rows, func(a, b features.Sample) int { return a.Timestamp.Compare(b.Timestamp) })
 	return rows, nil
+}
+
+// measuredTransfer is a split request's KV transfer as the sidecar reports
+// it (the names PDOutcome.Sample gives the pods), nil when none completed.
+func measuredTransfer(o *sim.PDOutcome) *features.Transfer {
+	d := o.KVTransferTime()
+	if d <= 0 {
+		return nil
+	}
+	tr := &features.Transfer{
+		Ms:         float64(d) / 1e6,
+		Tokens:     int64(o.KVTransferTokens),
+		PrefillPod: fmt.Sprintf("prefill-%d", o.PrefillPod),
+		DecodePod:  fmt.Sprintf("decode-%d", o.DecodePod),
+		Prefill:    o.PrefillTopology,
+		Decode:     o.DecodeTopology,
+		Concurrent: int64(o.Transfer.Concurrent),
+	}
+	if o.KVTransferTokens > 0 {
+		tr.BytesPerToken = o.KVTransferBytes / float64(o.KVTransferTokens)
+	}
+	return tr
 }
