@@ -18,7 +18,9 @@ import (
 // first bundle, is held until a new version is published or D has passed.
 // Predictors keep one such request open, so a new bundle reaches them the
 // moment it is published instead of at their next poll; the poll stays as
-// the fallback (predictor.Syncer).
+// the fallback (predictor.Syncer). "New" is by ETag, not by version: a
+// predictor holding v57 of a trainer whose bundles were since wiped is
+// answered with the new lineage's v1 (model.Supersedes takes it).
 
 // MaxBundleWait bounds ?wait=: the answer must be written within the
 // server's write timeout (60 s), and a proxy between predictor and trainer

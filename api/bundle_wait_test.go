@@ -193,3 +193,37 @@ func TestBundleLongPollEndsWhenDraining(t *testing.T) {
 		t.Errorf("watchers after shutdown: %v", got)
 	}
 }
+
+// A trainer whose bundles were wiped starts a new lineage at version 1. A
+// predictor's long poll still naming the old lineage's v3 is held until
+// that v1 is published, and gets it: a new bundle is one with another
+// ETag, not a higher version. Status and info show the new epoch.
+func TestBundleLongPollWakesForANewLineage(t *testing.T) {
+	old := newWaitService(t)
+	for range 3 {
+		old.publish(t)
+	}
+	w := do(old.trainerH, "GET", "/model/bundle", "")
+	oldETag, oldEpoch := w.Header().Get("ETag"), w.Header().Get("X-Headroom-Bundle-Epoch")
+	if w.Header().Get("X-Headroom-Bundle-Version") != "3" || oldEpoch == "" || oldEpoch != old.trainer.Epoch() {
+		t.Fatalf("old lineage: version %q epoch %q (trainer's %q)", w.Header().Get("X-Headroom-Bundle-Version"), oldEpoch, old.trainer.Epoch())
+	}
+
+	wiped := newWaitService(t) // another data directory on the same address
+	held := wiped.longPoll("50s", oldETag)
+	wiped.waitWatching(t, 1)
+	wiped.publish(t)
+	w = result(t, held)
+	epoch := w.Header().Get("X-Headroom-Bundle-Epoch")
+	if w.Code != 200 || w.Header().Get("X-Headroom-Bundle-Version") != "1" || epoch == "" || epoch == oldEpoch {
+		t.Fatalf("long poll with the old lineage's ETag: %d, version %q, epoch %q (old %q)",
+			w.Code, w.Header().Get("X-Headroom-Bundle-Version"), epoch, oldEpoch)
+	}
+	info := decode(t, do(wiped.trainerH, "GET", "/model/info", ""))
+	if info["version"] != 1.0 || info["epoch"] != epoch {
+		t.Errorf("/model/info: version %v epoch %v, want 1 and %q", info["version"], info["epoch"], epoch)
+	}
+	if got := decode(t, do(wiped.trainerH, "GET", "/status", ""))["bundle_epoch"]; got != epoch {
+		t.Errorf("/status bundle_epoch %v, want %q", got, epoch)
+	}
+}

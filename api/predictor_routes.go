@@ -307,6 +307,7 @@ func (s *predictorServer) status(c *gin.Context) {
 	if pub != nil {
 		resp["bundle_age_seconds"] = s.opts.Now().Sub(pub.Bundle.CreatedAt).Seconds()
 		resp["bundle_checksum"] = pub.Bundle.Checksum
+		resp["bundle_epoch"] = pub.Bundle.Epoch
 		samples := 0
 		for _, t := range features.Targets {
 			if m := pub.Bundle.Target(t); m != nil {

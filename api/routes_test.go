@@ -189,6 +189,11 @@ func TestPredictRoutes(t *testing.T) {
 	if st["is_ready"] != true || st["model_type"] != "xgboost" {
 		t.Errorf("status %v", st)
 	}
+	// Both say which lineage the version in service counts in.
+	info := decode(t, do(s.predictH, "GET", "/model/info", ""))
+	if st["bundle_epoch"] != s.trainer.Epoch() || info["epoch"] != s.trainer.Epoch() || s.trainer.Epoch() == "" {
+		t.Errorf("predictor: /status bundle_epoch %v, /model/info epoch %v; the trainer's is %q", st["bundle_epoch"], info["epoch"], s.trainer.Epoch())
+	}
 	for k, v := range st["models_exist"].(map[string]any) {
 		if _, ok := v.(bool); !ok {
 			t.Errorf("models_exist[%s] = %v is not a bool", k, v)

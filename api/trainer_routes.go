@@ -270,6 +270,9 @@ func (s *trainerServer) bundle(c *gin.Context) {
 	etag := pub.ETag()
 	c.Header("ETag", etag)
 	c.Header("X-Headroom-Bundle-Version", fmt.Sprint(pub.Bundle.Version))
+	if pub.Bundle.Epoch != "" {
+		c.Header("X-Headroom-Bundle-Epoch", pub.Bundle.Epoch)
+	}
 	if etagMatches(inm, etag) {
 		c.Status(http.StatusNotModified)
 		return
@@ -285,7 +288,7 @@ func (s *trainerServer) counts(t features.Target) (int, int) {
 func (s *trainerServer) modelInfo(c *gin.Context) {
 	info := model.NewInfo(s.t.Current(), time.Time{}, s.opts.Now(), s.counts)
 	c.JSON(http.StatusOK, gin.H{
-		"version": info.Version, "checksum": info.Checksum, "trained_at": info.TrainedAt,
+		"version": info.Version, "epoch": info.Epoch, "checksum": info.Checksum, "trained_at": info.TrainedAt,
 		"age_seconds": info.AgeSeconds, "xgboost_missing": info.XGBoostMissing,
 		"ttft": info.TTFT, "tpot": info.TPOT, "training": s.t.Status(),
 	})
@@ -373,6 +376,7 @@ func (s *trainerServer) status(c *gin.Context) {
 		"objective_type":    string(s.opts.Objective),
 		"quantile":          s.opts.Quantile,
 		"model_generation":  version,
+		"bundle_epoch":      s.t.Epoch(),
 		"xgboost_available": st.XGBoostAvailable,
 		"xgboost_error":     st.XGBoostError,
 		"training":          st.Targets,

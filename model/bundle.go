@@ -20,7 +20,11 @@ const BundleFormat = "headroom-bundle/1"
 // together and served together, so a predictor never mixes generations.
 // A nil target model means that target has no model yet.
 type Bundle struct {
-	Version   uint64       `json:"version"`
+	Version uint64 `json:"version"`
+	// Epoch names the lineage the version counts in: one trainer's bundle
+	// directory (lineage.go). Versions compare only within an epoch; a
+	// bundle of an older trainer has none.
+	Epoch     string       `json:"epoch,omitempty"`
 	CreatedAt time.Time    `json:"created_at"`
 	TTFT      *TargetModel `json:"ttft,omitempty"`
 	TPOT      *TargetModel `json:"tpot,omitempty"`
@@ -56,6 +60,7 @@ func (b *Bundle) Target(t features.Target) *TargetModel {
 type envelope struct {
 	Format  string          `json:"format"`
 	Version uint64          `json:"version"`
+	Epoch   string          `json:"epoch,omitempty"`
 	SHA256  string          `json:"sha256"`
 	HMAC    string          `json:"hmac,omitempty"`
 	Payload json.RawMessage `json:"payload"`
@@ -70,7 +75,7 @@ func (b *Bundle) Encode(key []byte) ([]byte, error) {
 		return nil, fmt.Errorf("encode bundle %d: %w", b.Version, err)
 	}
 	sum := sha256.Sum256(payload)
-	env := envelope{Format: BundleFormat, Version: b.Version, SHA256: hex.EncodeToString(sum[:]), Payload: payload}
+	env := envelope{Format: BundleFormat, Version: b.Version, Epoch: b.Epoch, SHA256: hex.EncodeToString(sum[:]), Payload: payload}
 	if len(key) > 0 {
 		env.HMAC = sign(key, payload)
 	}
@@ -121,6 +126,12 @@ func Decode(data []byte, key []byte) (*Bundle, error) {
 	}
 	if b.Version != env.Version {
 		return nil, fmt.Errorf("decode bundle: envelope says version %d, payload %d", env.Version, b.Version)
+	}
+	if b.Epoch != env.Epoch {
+		return nil, fmt.Errorf("decode bundle %d: envelope says epoch %q, payload %q", b.Version, env.Epoch, b.Epoch)
+	}
+	if err := checkEpoch(b.Epoch); err != nil {
+		return nil, fmt.Errorf("decode bundle %d: %w", b.Version, err)
 	}
 	for _, t := range features.Targets {
 		if m := b.Target(t); m != nil {

@@ -11,6 +11,7 @@ import (
 // how good it is, by curl.
 type Info struct {
 	Version        uint64     `json:"version"`
+	Epoch          string     `json:"epoch,omitempty"` // the version's lineage; none from an older trainer
 	Checksum       string     `json:"checksum,omitempty"`
 	TrainedAt      any        `json:"trained_at"` // RFC 3339 or null
 	AgeSeconds     *float64   `json:"age_seconds"`
@@ -52,6 +53,7 @@ func NewInfo(pub *Published, loadedAt, now time.Time, counts func(t features.Tar
 	if pub != nil {
 		b := pub.Bundle
 		info.Version = b.Version
+		info.Epoch = b.Epoch
 		info.Checksum = b.Checksum
 		info.TrainedAt = wire.Timestamp(b.CreatedAt)
 		age := now.Sub(b.CreatedAt).Seconds()

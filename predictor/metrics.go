@@ -15,6 +15,7 @@ type Metrics struct {
 	bundleVersion prometheus.Gauge
 	bundleCreated prometheus.Gauge
 	bundleLoaded  prometheus.Gauge
+	epochChanges  prometheus.Counter
 	reg           prometheus.Registerer
 }
 
@@ -24,7 +25,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		reg: reg,
 		syncs: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "headroom_predictor_bundle_syncs_total",
-			Help: "Bundle sync attempts by result: ok, not_modified, no_bundle, unreachable, http_error, refused (checksum, signature or schema check failed).",
+			Help: "Bundle sync attempts by result: ok, not_modified, no_bundle, unreachable, http_error, refused (checksum, signature or schema check failed), stale (an older version of the lineage in service, kept out).",
 		}, []string{"result"}),
 		bundleVersion: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "headroom_predictor_bundle_version",
@@ -38,14 +39,24 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "headroom_predictor_bundle_loaded_timestamp_seconds",
 			Help: "Unix time the bundle in service was loaded.",
 		}),
+		epochChanges: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "headroom_predictor_bundle_epoch_changes_total",
+			Help: "Bundles put in service from a new lineage (another epoch): the trainer's bundles were wiped, or another trainer answers.",
+		}),
 	}
-	reg.MustRegister(m.syncs, m.bundleVersion, m.bundleCreated, m.bundleLoaded)
+	reg.MustRegister(m.syncs, m.bundleVersion, m.bundleCreated, m.bundleLoaded, m.epochChanges)
 	return m
 }
 
 func (m *Metrics) syncResult(result string) {
 	if m != nil {
 		m.syncs.WithLabelValues(result).Inc()
+	}
+}
+
+func (m *Metrics) epochChanged() {
+	if m != nil {
+		m.epochChanges.Inc()
 	}
 }
 

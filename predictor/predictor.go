@@ -76,15 +76,27 @@ func (p *Predictor) Objective() Objective { return p.objective }
 func (p *Predictor) Quantile() float64    { return p.quantile }
 
 // Swap puts pub in service if it differs from the current bundle and is not
-// older. It returns whether it swapped.
+// an older version of the same lineage (model.Supersedes): a bundle of a
+// new lineage (a trainer whose bundles were wiped) is taken whatever its
+// version. It returns whether it swapped.
 func (p *Predictor) Swap(pub *model.Published, now time.Time) bool {
+	_, swapped := p.swap(pub, now)
+	return swapped
+}
+
+// swap is Swap, also returning the bundle it replaced (nil if none).
+func (p *Predictor) swap(pub *model.Published, now time.Time) (*model.Published, bool) {
 	for {
 		cur := p.cur.Load()
-		if cur != nil && (cur.pub.Bundle.Checksum == pub.Bundle.Checksum || cur.pub.Bundle.Version > pub.Bundle.Version) {
-			return false
+		var prev *model.Published
+		if cur != nil {
+			prev = cur.pub
+			if !model.Supersedes(pub.Bundle, prev.Bundle) {
+				return prev, false
+			}
 		}
 		if p.cur.CompareAndSwap(cur, &loaded{pub: pub, loadedAt: now}) {
-			return true
+			return prev, true
 		}
 	}
 }

@@ -51,6 +51,19 @@ func testPublished(t testing.TB, version uint64, ttftBase float64) *model.Publis
 	return &model.Published{Bundle: b, Encoded: data}
 }
 
+// lineagePublished is testPublished in lineage epoch ("" for a bundle of a
+// trainer without epochs).
+func lineagePublished(t testing.TB, epoch string, version uint64, ttftBase float64) *model.Published {
+	t.Helper()
+	b := testPublished(t, version, ttftBase).Bundle
+	b.Epoch = epoch
+	data, err := b.Encode(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &model.Published{Bundle: b, Encoded: data}
+}
+
 func TestPredictNotReady(t *testing.T) {
 	p, _ := New(Mean, 0.9)
 	if p.Ready() {
@@ -114,6 +127,31 @@ func TestSwapOnlyForwards(t *testing.T) {
 	}
 	if p.Swap(v2, time.Now()) {
 		t.Error("swapped to the same bundle again")
+	}
+}
+
+// A bundle of another lineage goes into service whatever its version; an
+// older version of the lineage in service still does not.
+func TestSwapFollowsANewLineage(t *testing.T) {
+	p, _ := New(Mean, 0.9)
+	for _, step := range []struct {
+		pub  *model.Published
+		want bool
+	}{
+		{lineagePublished(t, "", 57, 100), true},  // a trainer of a release without epochs
+		{lineagePublished(t, "A", 58, 110), true}, // the same trainer upgraded
+		{lineagePublished(t, "B", 1, 120), true},  // its bundles wiped
+		{lineagePublished(t, "A", 59, 130), true}, // another trainer behind the same address
+		{lineagePublished(t, "A", 58, 140), false},
+		{lineagePublished(t, "A", 60, 150), true},
+	} {
+		b := step.pub.Bundle
+		if got := p.Swap(step.pub, time.Now()); got != step.want {
+			t.Errorf("swap to epoch %q version %d: %v, want %v", b.Epoch, b.Version, got, step.want)
+		}
+	}
+	if cur, _ := p.Current(); cur.Bundle.Epoch != "A" || cur.Bundle.Version != 60 {
+		t.Errorf("serving epoch %q version %d, want A 60", cur.Bundle.Epoch, cur.Bundle.Version)
 	}
 }
 

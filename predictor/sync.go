@@ -218,20 +218,51 @@ func (s *Syncer) load(body io.Reader) (bool, error) {
 		return false, fmt.Errorf("sync bundle from %s: refused: %w", s.TrainerURL, err)
 	}
 	pub := &model.Published{Bundle: b, Encoded: data}
-	swapped := s.Predictor.Swap(pub, time.Now().UTC())
-	s.Metrics.syncResult("ok")
-	if swapped {
-		s.Metrics.observeBundle(pub)
-		s.logger().Info("serving new bundle", "version", b.Version, "checksum", b.Checksum[:12])
-		if s.SaveDir != "" {
-			if _, err := model.WriteBundle(s.SaveDir, b.Version, data); err != nil {
-				s.logger().Warn("could not keep a local copy of the bundle", "error", err)
-			} else if err := model.PruneBundles(s.SaveDir, 2); err != nil {
-				s.logger().Warn("pruning local bundles failed", "error", err)
-			}
+	prev, swapped := s.Predictor.swap(pub, time.Now().UTC())
+	if !swapped {
+		if prev != nil && prev.Bundle.Checksum != b.Checksum {
+			s.Metrics.syncResult("stale")
+			s.logger().Warn("the trainer serves an older bundle of the lineage in service; keeping the newer",
+				"trainer", s.TrainerURL, "epoch", b.Epoch, "version", b.Version, "serving", prev.Bundle.Version)
+		} else {
+			s.Metrics.syncResult("ok")
 		}
+		return false, nil
 	}
-	return swapped, nil
+	s.Metrics.syncResult("ok")
+	s.Metrics.observeBundle(pub)
+	// A trainer upgraded to a release that stamps epochs continues its
+	// numbering under its first epoch: that is the same lineage.
+	newLineage := prev != nil && prev.Bundle.Epoch != b.Epoch &&
+		(prev.Bundle.Epoch != "" || b.Version < prev.Bundle.Version)
+	if newLineage {
+		s.Metrics.epochChanged()
+		s.logger().Warn("the trainer started a new bundle lineage (its bundles were wiped, or it is another trainer); following it",
+			"trainer", s.TrainerURL, "epoch", b.Epoch, "version", b.Version,
+			"previous_epoch", prev.Bundle.Epoch, "previous_version", prev.Bundle.Version)
+	}
+	s.logger().Info("serving new bundle", "epoch", b.Epoch, "version", b.Version, "checksum", b.Checksum[:12])
+	if s.SaveDir != "" {
+		s.keep(b.Version, data, newLineage)
+	}
+	return true, nil
+}
+
+// keep saves the bundle in service as version v in SaveDir, with the one
+// before it; on a new lineage, without the old lineage's, which would
+// otherwise outrank it by version.
+func (s *Syncer) keep(v uint64, data []byte, newLineage bool) {
+	if _, err := model.WriteBundle(s.SaveDir, v, data); err != nil {
+		s.logger().Warn("could not keep a local copy of the bundle", "error", err)
+		return
+	}
+	prune := func() error { return model.PruneBundles(s.SaveDir, 2) }
+	if newLineage {
+		prune = func() error { return model.RemoveBundlesExcept(s.SaveDir, v) }
+	}
+	if err := prune(); err != nil {
+		s.logger().Warn("pruning local bundles failed", "error", err)
+	}
 }
 
 func (s *Syncer) logger() *slog.Logger {

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -199,6 +200,7 @@ type holdingTrainer struct {
 	changed  chan struct{} // closed and replaced by set
 	held     atomic.Int32  // requests being held now
 	requests atomic.Int32
+	woken    atomic.Int32 // held requests answered with a new bundle
 }
 
 func newHoldingTrainer() *holdingTrainer { return &holdingTrainer{changed: make(chan struct{})} }
@@ -215,11 +217,14 @@ func (f *holdingTrainer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	f.requests.Add(1)
 	wait, _ := time.ParseDuration(r.URL.Query().Get("wait"))
 	expired := time.After(wait)
-	for {
+	for waited := false; ; waited = true {
 		f.mu.Lock()
 		pub, changed := f.pub, f.changed
 		f.mu.Unlock()
 		if pub != nil && r.Header.Get("If-None-Match") != pub.ETag() {
+			if waited {
+				f.woken.Add(1)
+			}
 			w.Header().Set("ETag", pub.ETag())
 			w.Write(pub.Encoded)
 			return
@@ -307,5 +312,68 @@ func TestSyncLongPollBacksOffFromATrainerThatDoesNotHold(t *testing.T) {
 	time.Sleep(time.Second)
 	if n := ft.requests.Load() - start; n > 10 {
 		t.Errorf("%d long polls in 1 s against a trainer that does not hold them; want a few, backing off", n)
+	}
+}
+
+// A trainer whose bundles were wiped comes back on the same address and
+// publishes version 1 of a new lineage. The predictor, serving version 3 of
+// the old one, gets it through the long poll it holds (the periodic poll is
+// an hour away), counts the change, and keeps only the new lineage on disk,
+// so that a restart does not bring the old one back. An older version of
+// the new lineage is then refused, and counted as stale.
+func TestSyncFollowsATrainerWhoseBundlesWereWiped(t *testing.T) {
+	ft := newHoldingTrainer()
+	srv := httptest.NewServer(ft)
+	defer srv.Close()
+	s, m, _ := newSyncer(t, srv.URL)
+	s.Interval = time.Hour
+	runSyncer(t, s)
+	for v := uint64(1); v <= 3; v++ {
+		polltest.Until(t, "long poll held by the trainer", 20*time.Second, func() bool { return ft.held.Load() == 1 })
+		ft.set(lineagePublished(t, "old", v, float64(100*v)))
+		polltest.Until(t, fmt.Sprintf("version %d in service", v), 20*time.Second, func() bool { return serving(s.Predictor) == v })
+	}
+
+	polltest.Until(t, "long poll held by the trainer", 20*time.Second, func() bool { return ft.held.Load() == 1 })
+	woken := ft.woken.Load()
+	ft.set(lineagePublished(t, "new", 1, 500))
+	polltest.Until(t, "the new lineage's version 1 in service", 20*time.Second, func() bool {
+		cur, _ := s.Predictor.Current()
+		return cur.Bundle.Epoch == "new"
+	})
+	if n := ft.woken.Load() - woken; n != 1 {
+		t.Errorf("%d held polls answered with the new lineage's v1; want it delivered by the poll already held", n)
+	}
+	if got := testutil.ToFloat64(m.epochChanges); got != 1 {
+		t.Errorf("epoch changes counted: %v, want 1", got)
+	}
+	if got := testutil.ToFloat64(m.bundleVersion); got != 1 {
+		t.Errorf("bundle version gauge %v, want 1", got)
+	}
+	// The copy is saved after the swap: wait for it.
+	saved := func(want ...uint64) func() bool {
+		return func() bool { vs, _ := model.BundleVersions(s.SaveDir); return slices.Equal(vs, want) }
+	}
+	polltest.Until(t, "only the new lineage's v1 saved", 20*time.Second, saved(1))
+	restarted, _ := New(Mean, 0.9)
+	if pub, err := LoadDir(restarted, s.SaveDir, nil); err != nil || pub == nil || pub.Bundle.Epoch != "new" {
+		t.Fatalf("a restarted predictor loads %v, %v; want the new lineage", pub != nil && pub.Bundle.Epoch == "new", err)
+	}
+
+	ft.set(lineagePublished(t, "new", 2, 600))
+	polltest.Until(t, "version 2 of the new lineage", 20*time.Second, func() bool { return serving(s.Predictor) == 2 })
+	polltest.Until(t, "v2 and v1 saved", 20*time.Second, saved(2, 1))
+	ft.set(lineagePublished(t, "new", 1, 500)) // a stale answer of the same lineage
+	if _, err := s.SyncOnce(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if cur, _ := s.Predictor.Current(); cur.Bundle.Epoch != "new" || cur.Bundle.Version != 2 {
+		t.Errorf("after an older version of the lineage in service: serving %q v%d, want new v2", cur.Bundle.Epoch, cur.Bundle.Version)
+	}
+	if got := testutil.ToFloat64(m.syncs.WithLabelValues("stale")); got < 1 {
+		t.Errorf("stale syncs %v, want at least 1", got)
+	}
+	if got := testutil.ToFloat64(m.epochChanges); got != 1 {
+		t.Errorf("epoch changes counted: %v, want still 1", got)
 	}
 }

@@ -141,6 +141,13 @@ type Trainer struct {
 	schemas [2]features.Schema
 
 	current atomic.Pointer[model.Published]
+	// epoch names the lineage this trainer publishes into (model.NewEpoch):
+	// the newest saved bundle's, or a new one when there is none.
+	// versionFloor is the highest version of the bundle directory's files
+	// when none of them loaded: a new lineage there numbers above them, so
+	// the prune by version never removes its bundles first.
+	epoch        string
+	versionFloor uint64
 	// idleAfter is when xgboost may next run in the idle class (Unix ns),
 	// pushed back when a run there was starved (fitConfig).
 	idleAfter atomic.Int64
@@ -200,16 +207,32 @@ func New(cfg Config, db *store.DB) (*Trainer, error) {
 		if err != nil {
 			return nil, err
 		}
+		if pub == nil {
+			vs, err := model.BundleVersions(cfg.BundleDir)
+			if err != nil {
+				return nil, err
+			}
+			if len(vs) > 0 {
+				t.versionFloor = vs[0]
+			}
+		}
 		if pub != nil {
 			t.current.Store(pub)
+			t.epoch = pub.Bundle.Epoch
 			for _, tg := range features.Targets {
 				if m := pub.Bundle.Target(tg); m != nil {
 					t.status[tg].TrainedOnGen = m.StoreGeneration
 					t.status[tg].ServingLinear = m.Kind == model.KindLinear
 				}
 			}
-			cfg.Logger.Info("loaded saved bundle", "version", pub.Bundle.Version, "created_at", pub.Bundle.CreatedAt)
+			cfg.Logger.Info("loaded saved bundle", "epoch", pub.Bundle.Epoch, "version", pub.Bundle.Version, "created_at", pub.Bundle.CreatedAt)
 		}
+	}
+	if t.epoch == "" {
+		// No saved bundle (a first start, a wiped or unreadable directory,
+		// or none configured), or one of a release without epochs.
+		t.epoch = model.NewEpoch(cfg.Now())
+		cfg.Logger.Info("new bundle lineage", "epoch", t.epoch, "bundle_dir", cfg.BundleDir)
 	}
 	cfg.Metrics.observeXGBoost(t.xgbErr == nil)
 	cfg.Metrics.watchAge(t.Current)
@@ -231,6 +254,9 @@ func (t *Trainer) inBackground(f func()) {
 
 // Current is the newest published bundle, or nil before the first.
 func (t *Trainer) Current() *model.Published { return t.current.Load() }
+
+// Epoch names the lineage of the bundles this trainer publishes.
+func (t *Trainer) Epoch() string { return t.epoch }
 
 // Published returns a channel closed at the next publication.
 func (t *Trainer) Published() <-chan struct{} {
@@ -361,12 +387,12 @@ func (t *Trainer) retrain(ctx context.Context, p pass) (*model.Published, error)
 	if results[features.TTFT] == nil && results[features.TPOT] == nil {
 		return nil, errors.Join(errs[:]...)
 	}
-	next := &model.Bundle{CreatedAt: t.cfg.Now().UTC(), XGBoostMissing: t.xgbErr != nil}
+	next := &model.Bundle{Epoch: t.epoch, CreatedAt: t.cfg.Now().UTC(), XGBoostMissing: t.xgbErr != nil}
 	if prevBundle != nil {
 		next.Version = prevBundle.Version + 1
 		next.TTFT, next.TPOT = prevBundle.TTFT, prevBundle.TPOT
 	} else {
-		next.Version = 1
+		next.Version = t.versionFloor + 1
 	}
 	if results[features.TTFT] != nil {
 		next.TTFT = results[features.TTFT]

@@ -195,6 +195,95 @@ func TestMissingXGBoostTrainsLinear(t *testing.T) {
 	}
 }
 
+// The epoch names the lineage of one bundle directory: a restart keeps it,
+// a wiped directory gets a new one (and starts again at version 1), a
+// directory of bundles that no longer load (a rotated signing key) gets a
+// new one numbered above them, and a bundle of a release without epochs is
+// continued under a new epoch.
+func TestEpochFollowsTheBundleDirectory(t *testing.T) {
+	f := newFixture(t)
+	bundles := filepath.Join(f.dir, "bundles")
+	tr := f.trainer(t, nil)
+	first := tr.Epoch()
+	if first == "" {
+		t.Fatal("a new trainer has no epoch")
+	}
+	f.add(t, 50)
+	if pub := retrain(t, tr); pub == nil || pub.Bundle.Version != 1 || pub.Bundle.Epoch != first {
+		t.Fatalf("first bundle %+v; want version 1 of epoch %q", pub, first)
+	}
+	f.add(t, 150)
+	retrain(t, tr)
+
+	restarted := f.trainer(t, nil)
+	if restarted.Epoch() != first {
+		t.Errorf("after a restart: epoch %q, want %q", restarted.Epoch(), first)
+	}
+	f.add(t, 150)
+	if pub := retrain(t, restarted); pub == nil || pub.Bundle.Version != 3 || pub.Bundle.Epoch != first {
+		t.Fatalf("after a restart: %+v; want version 3 of epoch %q", pub, first)
+	}
+
+	if err := os.RemoveAll(bundles); err != nil {
+		t.Fatal(err)
+	}
+	wiped := f.trainer(t, nil)
+	second := wiped.Epoch()
+	if second == "" || second == first {
+		t.Fatalf("after the bundles were wiped: epoch %q (before %q), want a new one", second, first)
+	}
+	if pub := retrain(t, wiped); pub == nil || pub.Bundle.Version != 1 || pub.Bundle.Epoch != second {
+		t.Fatalf("after the bundles were wiped: %+v; want version 1 of epoch %q", pub, second)
+	}
+
+	// Bundles that no longer verify: the new lineage numbers above them,
+	// so that pruning by version keeps its bundles and not theirs.
+	if err := os.RemoveAll(bundles); err != nil {
+		t.Fatal(err)
+	}
+	for v := uint64(7); v <= 9; v++ {
+		if _, err := model.WriteBundle(bundles, v, []byte(`{"format":"headroom-bundle/1"}`)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	unreadable := f.trainer(t, nil)
+	third := unreadable.Epoch()
+	if third == second || third == first {
+		t.Fatalf("over unreadable bundles: epoch %q, want a new one", third)
+	}
+	for want := uint64(10); want <= 15; want++ {
+		f.add(t, 150)
+		if pub := retrain(t, unreadable); pub == nil || pub.Bundle.Version != want || pub.Bundle.Epoch != third {
+			t.Fatalf("over unreadable bundles 7-9: %+v; want version %d of epoch %q", pub, want, third)
+		}
+	}
+	if again := f.trainer(t, nil); again.Epoch() != third || again.Current().Bundle.Version != 15 {
+		t.Errorf("restart after the new lineage's 6 bundles: epoch %q version %d, want %q and 15", again.Epoch(), again.Current().Bundle.Version, third)
+	}
+
+	// A bundle of a release without epochs: its numbering continues.
+	if err := os.RemoveAll(bundles); err != nil {
+		t.Fatal(err)
+	}
+	legacy := *unreadable.Current().Bundle
+	legacy.Epoch, legacy.Version = "", 57
+	data, err := legacy.Encode(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := model.WriteBundle(bundles, 57, data); err != nil {
+		t.Fatal(err)
+	}
+	upgraded := f.trainer(t, nil)
+	if e := upgraded.Epoch(); e == "" || e == third || upgraded.Current().Bundle.Version != 57 {
+		t.Fatalf("over a bundle without an epoch: epoch %q, serving %+v", e, upgraded.Current())
+	}
+	f.add(t, 150)
+	if pub := retrain(t, upgraded); pub == nil || pub.Bundle.Version != 58 || pub.Bundle.Epoch != upgraded.Epoch() {
+		t.Fatalf("after a bundle without an epoch: %+v; want version 58 of epoch %q", pub, upgraded.Epoch())
+	}
+}
+
 func TestPublishedChannelFires(t *testing.T) {
 	f := newFixture(t)
 	tr := f.trainer(t, nil)

@@ -81,6 +81,7 @@ type predictorStatus struct {
 	Generation uint64  `json:"model_generation"`
 	AgeSeconds float64 `json:"bundle_age_seconds"`
 	Checksum   string  `json:"bundle_checksum"`
+	Epoch      string  `json:"bundle_epoch"`
 }
 
 // TestPredictorSurvivesTrainerOutage runs a trainer and a predictor as
@@ -236,4 +237,75 @@ func TestPredictorSurvivesTrainerOutage(t *testing.T) {
 		}
 	}
 	t.Logf("syncs: unreachable %v, refused %v; %d connections to the hanging trainer", syncs("unreachable"), syncs("refused"), hung)
+}
+
+// TestPredictorFollowsAWipedTrainer: a trainer's data directory is lost and
+// a trainer starts empty on the same address. Its bundles start again at
+// version 1, under a new epoch, and a predictor that served version 2 or
+// more of the old lineage serves the new one as soon as it is published,
+// through the long poll it holds (its periodic poll is an hour away), and
+// counts the lineage change. Before epochs it served the old bundle until
+// it was restarted.
+func TestPredictorFollowsAWipedTrainer(t *testing.T) {
+	trainerAddr, predictorAddr := freeAddr(t), freeAddr(t)
+	trainerURL, predictorURL := "http://"+trainerAddr, "http://"+predictorAddr
+	startTrainer := func() *proc {
+		tr := startProc(t, nil, "trainer", "--data-dir", t.TempDir(), "--trainer-listen", trainerAddr,
+			"--no-xgboost", "--retrain-interval", "200ms", "--log-level", "warn")
+		tr.waitHealthy(trainerURL, 20*time.Second)
+		return tr
+	}
+	trainerEpoch := func() string {
+		var st struct {
+			Epoch string `json:"bundle_epoch"`
+		}
+		waitFor(t, "the trainer's /status", 10*time.Second, func() bool {
+			_, err := getJSON(trainerURL+"/status", &st)
+			return err == nil
+		})
+		return st.Epoch
+	}
+	old := startTrainer()
+	oldEpoch := trainerEpoch()
+	l := newLedger()
+	mustIngest(t, l, trainerURL, 300)
+	waitFor(t, "the first bundle", 20*time.Second, func() bool { return bundleVersion(trainerURL) >= 1 })
+	mustIngest(t, l, trainerURL, 300)
+	waitFor(t, "a second bundle", 20*time.Second, func() bool { return bundleVersion(trainerURL) >= 2 })
+
+	pr := startProc(t, nil, "predictor", "--data-dir", t.TempDir(), "--predictor-listen", predictorAddr,
+		"--trainer-url", trainerURL, "--sync-interval", "1h", "--log-level", "warn")
+	pr.waitHealthy(predictorURL, 20*time.Second)
+	var st predictorStatus
+	waitFor(t, "the predictor to serve the old lineage", 20*time.Second, func() bool {
+		_, err := getJSON(predictorURL+"/status", &st)
+		return err == nil && st.Ready && st.Epoch == oldEpoch && st.Generation >= 2
+	})
+
+	old.kill()
+	wiped := startTrainer()
+	newEpoch := trainerEpoch()
+	if newEpoch == "" || newEpoch == oldEpoch {
+		t.Fatalf("a trainer on an empty data directory has epoch %q; the old one had %q", newEpoch, oldEpoch)
+	}
+	mustIngest(t, l, trainerURL, 300)
+	waitFor(t, "the new lineage's first bundle", 20*time.Second, func() bool { return bundleVersion(trainerURL) >= 1 })
+	waitFor(t, "the predictor to serve the new lineage", 20*time.Second, func() bool {
+		_, err := getJSON(predictorURL+"/status", &st)
+		return err == nil && st.Epoch == newEpoch
+	})
+	if st.Generation >= 2 && bundleVersion(trainerURL) < st.Generation {
+		t.Errorf("serving version %d of the new lineage; the trainer has %d", st.Generation, bundleVersion(trainerURL))
+	}
+	if n := metricValue(predictorURL, "headroom_predictor_bundle_epoch_changes_total"); n != 1 {
+		t.Errorf("headroom_predictor_bundle_epoch_changes_total %v, want 1", n)
+	}
+	var info struct {
+		Epoch string `json:"epoch"`
+	}
+	if _, err := getJSON(predictorURL+"/model/info", &info); err != nil || info.Epoch != newEpoch {
+		t.Errorf("predictor /model/info epoch %q (%v), want %q", info.Epoch, err, newEpoch)
+	}
+	wiped.stop(20 * time.Second)
+	pr.stop(20 * time.Second)
 }
