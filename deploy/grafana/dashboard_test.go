@@ -15,6 +15,7 @@ import (
 )
 
 type target struct {
+	Name string `json:"name"` // annotations only
 	Expr string `json:"expr"`
 }
 
@@ -67,7 +68,7 @@ func expressions(d dashboard) map[string]string {
 	}
 	for _, a := range d.Annotations.List {
 		if a.Expr != "" {
-			out["annotation"] = a.Expr
+			out["annotation "+a.Name] = a.Expr
 		}
 	}
 	for _, v := range d.Templating.List {
@@ -165,6 +166,7 @@ func TestDashboardCoversTheService(t *testing.T) {
 		"headroom_samples_ingested_total", "headroom_samples_rejected_total", "headroom_ingest_shed_total",
 		"headroom_training_duration_seconds_bucket", `result="failed"`, "headroom_bundle_publish_failures_total",
 		"headroom_store_bucket_samples", "headroom_publication_rejections_total",
+		"headroom_predictor_bundle_epoch_changes_total",
 	} {
 		if !strings.Contains(all, want) {
 			t.Errorf("no panel queries %s", want)
