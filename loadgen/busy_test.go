@@ -89,41 +89,54 @@ func TestMergeSpans(t *testing.T) {
 // maximum: misplaced slow answers would be a quarter of it, while the odd
 // scheduling stall is one or two requests.
 func TestRunSplitsLatencyByServerWork(t *testing.T) {
-	const slowFor = 50 * time.Millisecond
-	start := time.Now()
-	// Far enough in that a slow first scrape, which comes before the
-	// measured window opens, cannot clip the spans.
-	trainAt := start.Add(600 * time.Millisecond)
-	loadAt := start.Add(1100 * time.Millisecond)
+	const (
+		slowFor = 50 * time.Millisecond
+		// After the first prediction: far enough in that the spans,
+		// widened by busyLead and busyTail, lie inside the measured window.
+		trainAfter = 600 * time.Millisecond
+		loadAfter  = 1100 * time.Millisecond
+	)
+	// The servers' clock starts at the first prediction, which is the
+	// first job of the schedule: the window opens with it, however long a
+	// loaded machine took over the first scrape before it.
+	var first atomic.Int64 // Unix ns of the first prediction; 0 before
+	started := func() (trainAt, loadAt time.Time, ok bool) {
+		ns := first.Load()
+		at := time.Unix(0, ns)
+		return at.Add(trainAfter), at.Add(loadAfter), ns != 0
+	}
 	var slow atomic.Int64
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /predict/bulk/strict", func(w http.ResponseWriter, r *http.Request) {
+		first.CompareAndSwap(0, time.Now().UnixNano())
+		trainAt, _, _ := started()
 		if now := time.Now(); now.After(trainAt) && now.Before(trainAt.Add(200*time.Millisecond)) {
 			slow.Add(1)
 			time.Sleep(slowFor)
 		}
 		w.Write([]byte(`{"predictions":[` + strings.Repeat(`{"ttft_ms":1},`, 9) + `{"ttft_ms":1}]}`))
 	})
+	longAgo := time.Now().Add(-time.Hour)
 	mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, r *http.Request) {
-		loaded := start.Add(-time.Hour)
-		if time.Now().After(loadAt) {
+		loaded := longAgo
+		if _, loadAt, ok := started(); ok && time.Now().After(loadAt) {
 			loaded = loadAt
 		}
 		fmt.Fprintf(w, "headroom_predictor_bundle_loaded_timestamp_seconds %.3f\n", float64(loaded.UnixMilli())/1000)
 	})
 	mux.HandleFunc("GET /status", func(w http.ResponseWriter, r *http.Request) {
-		runs := 0
-		if time.Now().After(trainAt.Add(200 * time.Millisecond)) {
-			runs = 1
+		runs, attempt := 0, longAgo
+		if trainAt, _, ok := started(); ok && time.Now().After(trainAt.Add(200*time.Millisecond)) {
+			runs, attempt = 1, trainAt
 		}
 		fmt.Fprintf(w, `{"training":{"ttft":{"runs":%d,"last_attempt":%q,"last_duration_seconds":0.2}}}`,
-			runs, trainAt.UTC().Format(time.RFC3339Nano))
+			runs, attempt.UTC().Format(time.RFC3339Nano))
 	})
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
 
 	sum, err := Run(context.Background(), Config{PredictorURL: srv.URL, TrainerURL: srv.URL, Rate: 200,
-		Duration: 2 * time.Second, Warmup: time.Nanosecond, Rows: 10, Concurrency: 32, ScrapeInterval: 50 * time.Millisecond})
+		Duration: 3 * time.Second, Warmup: time.Nanosecond, Rows: 10, Concurrency: 32, ScrapeInterval: 50 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -138,8 +151,8 @@ func TestRunSplitsLatencyByServerWork(t *testing.T) {
 		t.Errorf("%d training runs, %d swaps; want 1 and 1", bs.Training.Spans, bs.Swaps.Spans)
 	}
 	// The two spans, each widened by busyLead and busyTail, overlap into
-	// [350 ms, 1,350 ms].
-	if want := (loadAt.Add(busyTail).Sub(trainAt.Add(-busyLead))).Seconds(); math.Abs(bs.Seconds-want) > 0.01 {
+	// [350 ms, 1,350 ms] after the first prediction.
+	if want := (loadAfter + busyTail - (trainAfter - busyLead)).Seconds(); math.Abs(bs.Seconds-want) > 0.01 {
 		t.Errorf("busy %v s, want %v", bs.Seconds, want)
 	}
 	slowMs := float64(slowFor.Milliseconds())

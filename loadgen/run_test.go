@@ -8,7 +8,11 @@ import (
 	"math"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -192,15 +196,20 @@ func checkOrdered(t *testing.T, what string, l Latency) {
 	}
 }
 
+// Each case's answer is certain, however loaded the machine: the servers
+// that answer do so at once and the client waits up to 10 s for them; the
+// one that times out never answers until the client has given up (50 ms).
 func TestRunCountsErrorsByKind(t *testing.T) {
 	notReady := startServices(t, false) // no model: every prediction is a 503
+	release := make(chan struct{})
 	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		select {
-		case <-time.After(time.Second):
+		case <-release: // the test is over
 		case <-r.Context().Done():
 		}
 	}))
 	t.Cleanup(slow.Close)
+	t.Cleanup(func() { close(release) }) // before slow.Close, which waits for handlers
 	short := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Write([]byte(`{"predictions":[{"ttft_ms":1}]}`)) // one prediction for ten rows
 	}))
@@ -218,8 +227,12 @@ func TestRunCountsErrorsByKind(t *testing.T) {
 	} {
 		for _, goClient := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%s/go client %v", tc.name, goClient), func(t *testing.T) {
+				timeout := 10 * time.Second
+				if tc.kind == "timeout" {
+					timeout = 50 * time.Millisecond
+				}
 				sum, err := Run(context.Background(), Config{PredictorURL: tc.url, Rate: 100, Duration: 200 * time.Millisecond,
-					Concurrency: 20, Timeout: 50 * time.Millisecond, ScrapeInterval: -1, GoClient: goClient})
+					Concurrency: 20, Timeout: timeout, ScrapeInterval: -1, GoClient: goClient})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -279,16 +292,53 @@ func TestPaceStopsWhenCancelled(t *testing.T) {
 	}
 }
 
+// An hour's run is interrupted once it has had a success: it stops, says
+// so, and counts the requests the interrupt cut off as neither successes
+// nor errors. The interrupt comes on an event, not a timer, so a loaded
+// machine cannot make it land before the first answer: a worker sends its
+// next request only after recording the answer to its last, so the second
+// request on any connection means that connection's first was recorded.
 func TestRunInterrupted(t *testing.T) {
 	s := startServices(t, true)
-	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
-	defer cancel()
-	sum, err := Run(ctx, Config{PredictorURL: s.predictorURL, Rate: 200, Duration: time.Hour, ScrapeInterval: -1})
+	target, err := url.Parse(s.predictorURL)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !sum.Interrupted || sum.Errors != 0 || sum.OK == 0 || sum.OK > 200 {
-		t.Fatalf("interrupted run: %+v", sum)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var mu sync.Mutex
+	seen := map[string]int{} // requests per client connection
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		seen[r.RemoteAddr]++
+		if seen[r.RemoteAddr] == 2 {
+			cancel()
+		}
+		mu.Unlock()
+		proxy.ServeHTTP(w, r)
+	}))
+	t.Cleanup(front.Close)
+	// A bound on failure, not a synchronisation: were connections not
+	// reused, no second request would ever come.
+	var stuck atomic.Bool
+	guard := time.AfterFunc(time.Minute, func() { stuck.Store(true); cancel() })
+	defer guard.Stop()
+
+	const rate = 200
+	began := time.Now()
+	sum, err := Run(ctx, Config{PredictorURL: front.URL, Rate: rate, Duration: time.Hour, ScrapeInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The pacer releases job i at i/rate after the start: no more than
+	// this many were sent before Run returned.
+	released := int(time.Since(began).Seconds()*rate) + 1
+	if stuck.Load() {
+		t.Fatal("no connection carried a second request within a minute")
+	}
+	if !sum.Interrupted || sum.Errors != 0 || sum.OK == 0 || int(sum.OK) > released {
+		t.Fatalf("interrupted run (at most %d requests released): %+v", released, sum)
 	}
 }
 
