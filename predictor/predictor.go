@@ -54,9 +54,8 @@ type loaded struct {
 // Predictor holds the bundle in service. The zero value is not ready; Swap
 // makes it ready.
 type Predictor struct {
-	objective Objective
-	quantile  float64
-	cur       atomic.Pointer[loaded]
+	stat Statistic
+	cur  atomic.Pointer[loaded]
 }
 
 // New returns a predictor answering objective at quantile q (used only for
@@ -68,12 +67,15 @@ func New(objective Objective, q float64) (*Predictor, error) {
 	if !(q > 0 && q < 1) {
 		return nil, fmt.Errorf("quantile %v: must lie strictly between 0 and 1", q)
 	}
-	return &Predictor{objective: objective, quantile: q}, nil
+	return &Predictor{stat: Statistic{Objective: objective, Quantile: q}}, nil
 }
 
 // Objective and Quantile report the configured statistic.
-func (p *Predictor) Objective() Objective { return p.objective }
-func (p *Predictor) Quantile() float64    { return p.quantile }
+func (p *Predictor) Objective() Objective { return p.stat.Objective }
+func (p *Predictor) Quantile() float64    { return p.stat.Quantile }
+
+// Statistic is what every prediction of p reports.
+func (p *Predictor) Statistic() Statistic { return p.stat }
 
 // Swap puts pub in service if it differs from the current bundle and is not
 // an older version of the same lineage (model.Supersedes): a bundle of a
@@ -173,22 +175,53 @@ func (p *Predictor) predictRows(b *model.Bundle, rows []features.Row, out []wire
 	for i := range rows {
 		out[i] = wire.Prediction{}
 		if b.TTFT != nil {
-			out[i].TTFTMs, out[i].TTFTBounds, out[i].TTFTUncertainty = p.predictTarget(b.TTFT, &rows[i], buf[:0])
+			e := p.stat.Predict(b.TTFT, &rows[i], buf[:0])
+			out[i].TTFTMs, out[i].TTFTBounds, out[i].TTFTUncertainty = e.Ms, e.Bounds, e.Uncertainty
 		}
 		if b.TPOT != nil {
-			out[i].TPOTMs, out[i].TPOTBounds, out[i].TPOTUncertainty = p.predictTarget(b.TPOT, &rows[i], buf[:0])
+			e := p.stat.Predict(b.TPOT, &rows[i], buf[:0])
+			out[i].TPOTMs, out[i].TPOTBounds, out[i].TPOTUncertainty = e.Ms, e.Bounds, e.Uncertainty
 		}
 	}
 }
 
-func (p *Predictor) predictTarget(m *model.TargetModel, row *features.Row, buf []float64) (float64, [2]float64, float64) {
+// Statistic is what a prediction reports: the central estimate or a
+// calibrated quantile of one, always with the 5% and 95% bounds. Every
+// prediction path, per row or per pair, goes through it.
+type Statistic struct {
+	Objective Objective
+	Quantile  float64 // the quantile reported under the Quantile objective
+}
+
+// Estimate is one prediction: the value the statistic reports, the
+// calibrated 5% and 95% quantiles, and the uncertainty, half the 90%
+// interval's width in log space.
+type Estimate struct {
+	Ms          float64
+	Bounds      [2]float64
+	Uncertainty float64
+}
+
+// Distribution is a model's calibrated error around a central prediction:
+// Quantile scales a central value to quantile q.
+type Distribution interface {
+	Quantile(central, q float64) float64
+}
+
+// Predict is target model m's estimate for row; buf is scratch for the
+// feature vector, built by the one feature-building function.
+func (s Statistic) Predict(m *model.TargetModel, row *features.Row, buf []float64) Estimate {
 	x := m.Schema().Build(row, buf)
-	central := m.Predict(x)
+	return s.Of(m.Predict(x), m)
+}
+
+// Of is the estimate of a model whose central prediction is central and
+// whose error distribution is d.
+func (s Statistic) Of(central float64, d Distribution) Estimate {
 	y := central
-	if p.objective == Quantile {
-		y = m.Quantile(central, p.quantile)
+	if s.Objective == Quantile {
+		y = d.Quantile(central, s.Quantile)
 	}
-	lo, hi := m.Quantile(central, boundsLow), m.Quantile(central, boundsHigh)
-	unc := (math.Log(hi) - math.Log(lo)) / 2
-	return y, [2]float64{lo, hi}, unc
+	lo, hi := d.Quantile(central, boundsLow), d.Quantile(central, boundsHigh)
+	return Estimate{Ms: y, Bounds: [2]float64{lo, hi}, Uncertainty: (math.Log(hi) - math.Log(lo)) / 2}
 }

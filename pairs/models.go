@@ -1,0 +1,62 @@
+// Package pairs predicts prefill/decode pairs for disaggregated serving:
+// for one request, every prefill candidate P and decode candidate D, the
+// time to first token if P runs the prompt, its KV cache moves to D and D
+// decodes, and the time per output token on D; and, on the same scale, the
+// option of not splitting, D running its own prefill. llm-d's P/D
+// scheduler picks D on predicted TPOT, then P on predicted TTFT, neither
+// knowing what the KV transfer between them costs; ranking the pair is how
+// Headroom avoids the fast prefill pod across a slow link.
+//
+// The package has no HTTP in it: the predictor's /predict/pairs route and
+// the simulator's joint routers both call Rank.
+package pairs
+
+import (
+	"github.com/headroomhq/headroom/features"
+	"github.com/headroomhq/headroom/model"
+	"github.com/headroomhq/headroom/predictor"
+)
+
+// TransferModel predicts a KV-cache transfer: the learned bandwidth law of
+// each link class. *model.TransferModel implements it.
+type TransferModel interface {
+	// Predict is the central estimate of moving tokens tokens' KV cache
+	// (bytesPerToken each; 0: the pool setting the model was trained
+	// with) over a link of class c shared by concurrent transfers (0:
+	// unknown). ok is false when the model knows nothing of the class.
+	Predict(c features.LinkClass, tokens int64, bytesPerToken float64, concurrent int64) (ms float64, ok bool)
+	// Quantile scales a central estimate for class c to quantile q of the
+	// calibrated error.
+	Quantile(c features.LinkClass, central, q float64) float64
+}
+
+// Models are what a ranking reads, all from one bundle so that a ranking
+// never mixes model generations.
+type Models struct {
+	TTFT, TPOT *model.TargetModel
+	// Transfer is nil when the bundle has no transfer model: then no split
+	// pair can be predicted and only the no-split options are ranked.
+	Transfer TransferModel
+	// Statistic is what every part reports, as on every other prediction
+	// route: the central estimate or the configured quantile.
+	Statistic predictor.Statistic
+}
+
+// FromBundle returns the models of b, reporting stat.
+func FromBundle(b *model.Bundle, stat predictor.Statistic) Models {
+	m := Models{Statistic: stat}
+	if b == nil {
+		return m
+	}
+	m.TTFT, m.TPOT = b.TTFT, b.TPOT
+	return m
+}
+
+// linkDistribution is the transfer model's error distribution on one link
+// class, in the shape predictor.Statistic reads.
+type linkDistribution struct {
+	m TransferModel
+	c features.LinkClass
+}
+
+func (d linkDistribution) Quantile(central, q float64) float64 { return d.m.Quantile(d.c, central, q) }

@@ -1,0 +1,295 @@
+package pairs
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+
+	"github.com/headroomhq/headroom/features"
+	"github.com/headroomhq/headroom/predictor"
+)
+
+// NoSplit, as Option.Prefill, is the option of not splitting: the decode
+// pod runs the prompt itself.
+const NoSplit = -1
+
+// Candidate is one pod a request could be sent to.
+type Candidate struct {
+	Pod      string
+	Topology features.Topology
+	// Row holds the pod's fields, as a row of /predict/bulk/strict. Its
+	// request fields (InputTokenLength, NumTokensGenerated,
+	// EncoderInputSize) are ignored: Rank takes them from the Request. An
+	// empty PodType is the candidate's role, "prefill" or "decode".
+	Row features.Row
+	// Concurrent is the number of KV transfers on this pod's link when
+	// this one would start, itself included; 0 when unknown. A pair's
+	// transfer shares the busier of its two pods' links.
+	Concurrent int64
+}
+
+// Request is one request and the pods it could be served by.
+type Request struct {
+	InputTokenLength   int64
+	NumTokensGenerated int64
+	EncoderInputSize   int64
+	// KVBytesPerToken is the size of one token's KV cache; 0: the pool
+	// setting the transfer model was trained with.
+	KVBytesPerToken float64
+	// TTFTSLOMs and TPOTSLOMs are the request's objectives; 0: none. With
+	// either, options are ranked by headroom against them (see Rank).
+	TTFTSLOMs, TPOTSLOMs float64
+	// K is how many pairs and no-split options to return; 0: all.
+	K int
+
+	Prefill, Decode []Candidate
+}
+
+// Estimate is one part's prediction: the reported value and its bounds.
+type Estimate = predictor.Estimate
+
+// Option is one way to serve the request: a split pair, or a decode pod
+// alone (Prefill == NoSplit).
+type Option struct {
+	Prefill int // index into Request.Prefill, or NoSplit
+	Decode  int // index into Request.Decode
+
+	// For a split pair: the link between the two pods, the tokens whose
+	// KV moves (the prompt less what the decode pod has cached, from its
+	// prefix_cache_score), and the three parts of its TTFT, each with its
+	// own bounds. Zero for NoSplit.
+	Link           features.LinkClass
+	TransferTokens int64
+	PrefillPart    Estimate // the TTFT model on the prefill pod's row
+	Transfer       Estimate // the transfer model for Link and TransferTokens
+	FirstDecode    Estimate // the TPOT model on the decode pod's row: one decode step
+
+	// TTFT is the option's time to first token: for a pair the sum of its
+	// parts, bounds included (the bounds of a sum whose parts' errors move
+	// together; wider than needed when they are independent); for NoSplit
+	// the TTFT model on the decode pod's row. TPOT is the TPOT model on the
+	// decode pod's row either way.
+	TTFT, TPOT Estimate
+
+	// Headroom against the request's SLOs, SLO − prediction, in ms; 0
+	// when that SLO was not given. Negative: the SLO is predicted missed.
+	TTFTHeadroomMs, TPOTHeadroomMs float64
+
+	// Score is what options are ranked by, smaller first: TTFT.Ms without
+	// SLOs, otherwise minus the smallest relative headroom.
+	Score float64
+}
+
+// Split reports whether the option splits the request.
+func (o *Option) Split() bool { return o.Prefill != NoSplit }
+
+// Ranking says what options were ranked by.
+type Ranking string
+
+const (
+	ByTTFT        Ranking = "ttft"         // predicted TTFT, smaller first
+	BySLOHeadroom Ranking = "slo_headroom" // relative headroom against the SLOs, larger first
+)
+
+// Result is a ranking. Its slices are reused by the next Rank into the
+// same Result.
+type Result struct {
+	RankedBy Ranking
+	// Pairs are the split pairs the models could predict, best first, at
+	// most Request.K of them.
+	Pairs []Option
+	// NoSplit are the decode pods alone, best first, at most Request.K.
+	NoSplit []Option
+	// Best is the better of Pairs[0] and NoSplit[0]; a tie goes to not
+	// splitting, which moves no KV cache.
+	Best Option
+	// TotalPairs is the number of pairs considered; UnknownPairs of them
+	// were left out because the transfer model has no estimate for their
+	// link class, or there is no transfer model (TransferModel false).
+	TotalPairs, UnknownPairs int
+	// UnknownLinks lists the link classes of those pairs, nearest first.
+	UnknownLinks  []features.LinkClass
+	TransferModel bool
+
+	prefill, decodeTTFT, decodeTPOT []Estimate
+	tokens                          []int64
+	// links are the transfer model's distributions per class, kept here
+	// so that handing one to the Statistic as an interface does not
+	// allocate per pair.
+	links [features.NumLinkClasses]linkDistribution
+}
+
+// ErrNotReady is returned when the models cannot rank a request: both the
+// TTFT and the TPOT model are needed.
+var ErrNotReady = errors.New("pair prediction needs both a TTFT and a TPOT model")
+
+// Rank predicts every pair of req and every no-split option into out.
+//
+// The TTFT of a pair is the prefill on P (the TTFT model on P's row) plus
+// the KV transfer from P to D plus D's first decode step (the TPOT model on
+// D's row); its TPOT is D's. The transfer moves the prompt less what D has
+// cached, prompt × (1 − D's prefix_cache_score) rounded to a token, over
+// the link class of the two pods' topologies. The no-split option of D is
+// the TTFT model on D's own row.
+//
+// Without SLOs options are ranked by predicted TTFT, ties by TPOT. With a
+// TTFT or a TPOT SLO, or both, they are ranked by the smaller relative
+// headroom, (SLO − prediction) / SLO, largest first: an option meeting
+// both SLOs comfortably beats one that meets them narrowly, and among
+// options missing one the nearest miss comes first. Predictions are the
+// Models' Statistic: a predictor serving a quantile ranks on quantiles.
+func Rank(m *Models, req *Request, out *Result) error {
+	if m.TTFT == nil || m.TPOT == nil {
+		return ErrNotReady
+	}
+	if len(req.Decode) == 0 {
+		return fmt.Errorf("rank pairs: no decode candidates")
+	}
+	nP, nD := len(req.Prefill), len(req.Decode)
+	out.RankedBy = ByTTFT
+	if req.TTFTSLOMs > 0 || req.TPOTSLOMs > 0 {
+		out.RankedBy = BySLOHeadroom
+	}
+	out.TransferModel = m.Transfer != nil
+	out.TotalPairs, out.UnknownPairs = nP*nD, 0
+	out.UnknownLinks = out.UnknownLinks[:0]
+	out.prefill = resize(out.prefill, nP)
+	out.decodeTTFT = resize(out.decodeTTFT, nD)
+	out.decodeTPOT = resize(out.decodeTPOT, nD)
+	out.tokens = resize(out.tokens, nD)
+
+	stat := m.Statistic
+	var buf [64]float64
+	for i := range req.Prefill {
+		row := req.row(&req.Prefill[i], "prefill")
+		out.prefill[i] = stat.Predict(m.TTFT, &row, buf[:0])
+	}
+	for j := range req.Decode {
+		row := req.row(&req.Decode[j], "decode")
+		out.decodeTTFT[j] = stat.Predict(m.TTFT, &row, buf[:0])
+		out.decodeTPOT[j] = stat.Predict(m.TPOT, &row, buf[:0])
+		cached := math.Round(float64(req.InputTokenLength) * clamp01(row.PrefixCacheScore))
+		out.tokens[j] = req.InputTokenLength - int64(cached)
+	}
+
+	out.NoSplit = resize(out.NoSplit, nD)
+	for j := range req.Decode {
+		o := Option{Prefill: NoSplit, Decode: j, TTFT: out.decodeTTFT[j], TPOT: out.decodeTPOT[j]}
+		req.score(&o)
+		out.NoSplit[j] = o
+	}
+
+	out.Pairs = out.Pairs[:0]
+	for c := range out.links {
+		out.links[c] = linkDistribution{m.Transfer, features.LinkClass(c)}
+	}
+	var unknown [features.NumLinkClasses]bool
+	for i := range req.Prefill {
+		p := &req.Prefill[i]
+		for j := range req.Decode {
+			d := &req.Decode[j]
+			link := features.ClassOf(p.Topology, d.Topology)
+			var central float64
+			ok := m.Transfer != nil
+			if ok {
+				central, ok = m.Transfer.Predict(link, out.tokens[j], req.KVBytesPerToken, max(p.Concurrent, d.Concurrent))
+			}
+			if !ok {
+				out.UnknownPairs++
+				unknown[link] = true
+				continue
+			}
+			o := Option{Prefill: i, Decode: j, Link: link, TransferTokens: out.tokens[j],
+				PrefillPart: out.prefill[i], Transfer: stat.Of(central, &out.links[link]),
+				FirstDecode: out.decodeTPOT[j], TPOT: out.decodeTPOT[j]}
+			o.TTFT = sum(o.PrefillPart, o.Transfer, o.FirstDecode)
+			req.score(&o)
+			out.Pairs = append(out.Pairs, o)
+		}
+	}
+	for c, u := range unknown {
+		if u {
+			out.UnknownLinks = append(out.UnknownLinks, features.LinkClass(c))
+		}
+	}
+
+	slices.SortStableFunc(out.NoSplit, compareOptions)
+	slices.SortStableFunc(out.Pairs, compareOptions)
+	out.Best = out.NoSplit[0]
+	if len(out.Pairs) > 0 && compareOptions(out.Pairs[0], out.Best) < 0 {
+		out.Best = out.Pairs[0]
+	}
+	if req.K > 0 {
+		out.Pairs = out.Pairs[:min(req.K, len(out.Pairs))]
+		out.NoSplit = out.NoSplit[:min(req.K, len(out.NoSplit))]
+	}
+	return nil
+}
+
+// row is candidate c's row with the request's fields, and c's role as its
+// pod type when it names none.
+func (req *Request) row(c *Candidate, role string) features.Row {
+	row := c.Row
+	row.InputTokenLength = req.InputTokenLength
+	row.NumTokensGenerated = req.NumTokensGenerated
+	row.EncoderInputSize = req.EncoderInputSize
+	if row.PodType == "" {
+		row.PodType = role
+	}
+	return row
+}
+
+// score sets o's headroom and ranking score.
+func (req *Request) score(o *Option) {
+	o.Score = o.TTFT.Ms
+	if req.TTFTSLOMs <= 0 && req.TPOTSLOMs <= 0 {
+		return
+	}
+	slack := math.Inf(1)
+	if req.TTFTSLOMs > 0 {
+		o.TTFTHeadroomMs = req.TTFTSLOMs - o.TTFT.Ms
+		slack = min(slack, o.TTFTHeadroomMs/req.TTFTSLOMs)
+	}
+	if req.TPOTSLOMs > 0 {
+		o.TPOTHeadroomMs = req.TPOTSLOMs - o.TPOT.Ms
+		slack = min(slack, o.TPOTHeadroomMs/req.TPOTSLOMs)
+	}
+	o.Score = -slack
+}
+
+// compareOptions orders by score, then TTFT, then TPOT; a stable sort keeps
+// the candidates' order among equals.
+func compareOptions(a, b Option) int {
+	if c := cmp.Compare(a.Score, b.Score); c != 0 {
+		return c
+	}
+	if c := cmp.Compare(a.TTFT.Ms, b.TTFT.Ms); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.TPOT.Ms, b.TPOT.Ms)
+}
+
+// sum is the estimate of a sum of parts: values and bounds add.
+func sum(parts ...Estimate) Estimate {
+	var s Estimate
+	for _, p := range parts {
+		s.Ms += p.Ms
+		s.Bounds[0] += p.Bounds[0]
+		s.Bounds[1] += p.Bounds[1]
+	}
+	if s.Bounds[0] > 0 {
+		s.Uncertainty = (math.Log(s.Bounds[1]) - math.Log(s.Bounds[0])) / 2
+	}
+	return s
+}
+
+func resize[T any](s []T, n int) []T {
+	if cap(s) < n {
+		return make([]T, n)
+	}
+	return s[:n]
+}
+
+func clamp01(x float64) float64 { return math.Max(0, math.Min(1, x)) }

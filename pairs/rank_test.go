@@ -1,0 +1,385 @@
+package pairs
+
+import (
+	"errors"
+	"math"
+	"slices"
+	"testing"
+
+	"github.com/headroomhq/headroom/features"
+	"github.com/headroomhq/headroom/predictor"
+)
+
+func place(region, zone, rack, node string) features.Topology {
+	return features.Topology{Region: region, Zone: zone, Rack: rack, Node: node}
+}
+
+var (
+	rackA1 = place("eu", "eu-1", "r1", "n1")
+	rackA2 = place("eu", "eu-1", "r1", "n2")
+	rackB  = place("eu", "eu-1", "r2", "n3")
+	zoneB  = place("eu", "eu-2", "r9", "n9")
+	usEast = place("us", "us-1", "r1", "n1")
+)
+
+// pod is a candidate with waiting requests (100 ms of TTFT each in
+// testModels), running ones (1 ms of TPOT each) and a prefix-cache score.
+func pod(name string, topo features.Topology, waiting, running int64, prefix float64) Candidate {
+	return Candidate{Pod: name, Topology: topo, Row: features.Row{
+		NumRequestWaiting: waiting, NumRequestRunning: running, PrefixCacheScore: prefix}}
+}
+
+func names(req *Request, o Option) [2]string {
+	p := ""
+	if o.Split() {
+		p = req.Prefill[o.Prefill].Pod
+	}
+	return [2]string{p, req.Decode[o.Decode].Pod}
+}
+
+func near(a, b float64) bool { return math.Abs(a-b) <= 1e-9*math.Max(1, math.Abs(b)) }
+
+func TestRankPicksThePairNotThePods(t *testing.T) {
+	tests := []struct {
+		name    string
+		prefill []Candidate
+		decode  []Candidate
+		want    [2]string // best option: prefill pod ("" for no split), decode pod
+		order   [][2]string
+	}{{
+		// The idle prefill pod across the ocean prefills 200 ms faster, but
+		// its 537 MB of KV cache take a second to arrive; the busier pod in
+		// the decode pod's rack wins, and beats the decode pod's own prefill.
+		name:    "same rack beats a faster prefill across regions",
+		prefill: []Candidate{pod("p-far", usEast, 0, 0, 0), pod("p-near", rackA2, 2, 0, 0)},
+		decode:  []Candidate{pod("d", rackA1, 3, 10, 0)},
+		want:    [2]string{"p-near", "d"},
+		order:   [][2]string{{"p-near", "d"}, {"p-far", "d"}},
+	}, {
+		// An idle decode pod prefills as fast as the prefill pod; the split
+		// adds a transfer between zones and a decode step.
+		name:    "no split when transfer and prefill exceed the decode pod's own prefill",
+		prefill: []Candidate{pod("p", zoneB, 0, 0, 0)},
+		decode:  []Candidate{pod("d", rackA1, 0, 10, 0)},
+		want:    [2]string{"", "d"},
+		order:   [][2]string{{"p", "d"}},
+	}, {
+		// Among pairs: the decode pod with a warm prefix cache moves a
+		// quarter of the prompt; the cold one on the same rack the whole.
+		name:    "the decode pod's cached prefix is not transferred",
+		prefill: []Candidate{pod("p", rackB, 0, 0, 0)},
+		decode:  []Candidate{pod("d-cold", rackA1, 5, 10, 0), pod("d-warm", rackA2, 5, 10, 0.75)},
+		want:    [2]string{"p", "d-warm"},
+		order:   [][2]string{{"p", "d-warm"}, {"p", "d-cold"}},
+	}, {
+		// TPOT breaks a TTFT tie: both decode pods are on the prefill
+		// pod's node, one busier.
+		name:    "first decode step counts",
+		prefill: []Candidate{pod("p", rackA1, 0, 0, 0)},
+		decode:  []Candidate{pod("d-busy", rackA1, 9, 60, 0), pod("d-calm", rackA1, 9, 5, 0)},
+		want:    [2]string{"p", "d-calm"},
+		order:   [][2]string{{"p", "d-calm"}, {"p", "d-busy"}},
+	}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m := testModels(t, links())
+			req := &Request{InputTokenLength: 4096, Prefill: tt.prefill, Decode: tt.decode}
+			var res Result
+			if err := Rank(&m, req, &res); err != nil {
+				t.Fatal(err)
+			}
+			if got := names(req, res.Best); got != tt.want {
+				t.Errorf("best = %v, want %v (pairs %+v, no split %+v)", got, tt.want, res.Pairs, res.NoSplit)
+			}
+			var order [][2]string
+			for _, o := range res.Pairs {
+				order = append(order, names(req, o))
+			}
+			if !slices.Equal(order, tt.order) {
+				t.Errorf("pairs ranked %v, want %v", order, tt.order)
+			}
+			if res.RankedBy != ByTTFT || res.TotalPairs != len(tt.prefill)*len(tt.decode) || res.UnknownPairs != 0 {
+				t.Errorf("ranked by %s, %d pairs, %d unknown", res.RankedBy, res.TotalPairs, res.UnknownPairs)
+			}
+		})
+	}
+}
+
+func TestRankGreedyWouldPickTheFarPod(t *testing.T) {
+	// The premise of the first case above: on prefill time alone, the far
+	// pod is better.
+	m := testModels(t, links())
+	req := &Request{InputTokenLength: 4096,
+		Prefill: []Candidate{pod("p-far", usEast, 0, 0, 0), pod("p-near", rackA2, 2, 0, 0)},
+		Decode:  []Candidate{pod("d", rackA1, 3, 10, 0)}}
+	var res Result
+	if err := Rank(&m, req, &res); err != nil {
+		t.Fatal(err)
+	}
+	near, far := res.Pairs[0], res.Pairs[1]
+	if !(far.PrefillPart.Ms < near.PrefillPart.Ms) || !(far.Transfer.Ms > near.Transfer.Ms+near.PrefillPart.Ms-far.PrefillPart.Ms) {
+		t.Fatalf("far pair prefill %v transfer %v, near %v %v", far.PrefillPart.Ms, far.Transfer.Ms, near.PrefillPart.Ms, near.Transfer.Ms)
+	}
+	if far.Link != features.CrossRegion || near.Link != features.SameRack {
+		t.Fatalf("links %s and %s", far.Link, near.Link)
+	}
+}
+
+func TestRankParts(t *testing.T) {
+	tm := links()
+	m := testModels(t, tm)
+	p := pod("p", rackB, 1, 7, 0.5)
+	p.Row.PodType = "" // takes the role "prefill"
+	p.Concurrent = 3
+	d := pod("d", rackA1, 2, 30, 0.25)
+	d.Concurrent = 2
+	req := &Request{InputTokenLength: 1000, KVBytesPerToken: 1 << 10, Prefill: []Candidate{p}, Decode: []Candidate{d}}
+	var res Result
+	if err := Rank(&m, req, &res); err != nil {
+		t.Fatal(err)
+	}
+	pair := res.Pairs[0]
+	// Each part is the model's estimate on the candidate's row with the
+	// request's fields and the role's pod type, as /predict would give.
+	var buf []float64
+	pRow := features.Row{InputTokenLength: 1000, NumRequestWaiting: 1, NumRequestRunning: 7, PrefixCacheScore: 0.5, PodType: "prefill"}
+	dRow := features.Row{InputTokenLength: 1000, NumRequestWaiting: 2, NumRequestRunning: 30, PrefixCacheScore: 0.25, PodType: "decode"}
+	if want := m.Statistic.Predict(m.TTFT, &pRow, buf); pair.PrefillPart != want {
+		t.Errorf("prefill part %+v, want %+v", pair.PrefillPart, want)
+	}
+	if want := m.Statistic.Predict(m.TPOT, &dRow, buf); pair.FirstDecode != want || pair.TPOT != want {
+		t.Errorf("first decode %+v, TPOT %+v, want %+v", pair.FirstDecode, pair.TPOT, want)
+	}
+	if want := m.Statistic.Predict(m.TTFT, &dRow, buf); res.NoSplit[0].TTFT != want {
+		t.Errorf("no-split TTFT %+v, want %+v", res.NoSplit[0].TTFT, want)
+	}
+	// 750 tokens move (D has a quarter), 1 KiB each, between racks,
+	// sharing the busier link.
+	if pair.TransferTokens != 750 || tm.lastTokens != 750 || tm.lastBytes != 1024 || tm.lastParallel != 3 {
+		t.Errorf("transfer of %d tokens; model asked %d tokens × %v bytes, %d concurrent",
+			pair.TransferTokens, tm.lastTokens, tm.lastBytes, tm.lastParallel)
+	}
+	if want := 1 + 750*1024*3/10e6; !near(pair.Transfer.Ms, want) {
+		t.Errorf("transfer %v ms, want %v", pair.Transfer.Ms, want)
+	}
+	if lo, hi := pair.Transfer.Bounds[0], pair.Transfer.Bounds[1]; !near(lo, pair.Transfer.Ms*math.Exp(-0.3*0.9)) || !near(hi, pair.Transfer.Ms*math.Exp(0.3*0.9)) {
+		t.Errorf("transfer bounds %v around %v", pair.Transfer.Bounds, pair.Transfer.Ms)
+	}
+	// TTFT and its bounds are the parts' sums.
+	for k, got := range []float64{pair.TTFT.Ms, pair.TTFT.Bounds[0], pair.TTFT.Bounds[1]} {
+		parts := [3]float64{pair.PrefillPart.Ms, pair.Transfer.Ms, pair.FirstDecode.Ms}
+		if k > 0 {
+			parts = [3]float64{pair.PrefillPart.Bounds[k-1], pair.Transfer.Bounds[k-1], pair.FirstDecode.Bounds[k-1]}
+		}
+		if want := parts[0] + parts[1] + parts[2]; !near(got, want) {
+			t.Errorf("TTFT value %d = %v, want the parts' sum %v", k, got, want)
+		}
+	}
+	if !(pair.TTFT.Bounds[0] < pair.TTFT.Ms && pair.TTFT.Ms < pair.TTFT.Bounds[1]) || pair.TTFT.Uncertainty <= 0 {
+		t.Errorf("TTFT %+v", pair.TTFT)
+	}
+}
+
+func TestRankQuantileObjective(t *testing.T) {
+	m := testModels(t, links())
+	m.Statistic = predictor.Statistic{Objective: predictor.Quantile, Quantile: 0.9}
+	req := &Request{InputTokenLength: 1000, Prefill: []Candidate{pod("p", rackB, 0, 0, 0)}, Decode: []Candidate{pod("d", rackA1, 0, 0, 0)}}
+	var res Result
+	if err := Rank(&m, req, &res); err != nil {
+		t.Fatal(err)
+	}
+	tr := res.Pairs[0].Transfer
+	central := 1 + 1000*float64(128<<10)/10e6
+	if want := central * math.Exp(0.3*0.8); !near(tr.Ms, want) {
+		t.Errorf("transfer at q0.9 = %v, want %v", tr.Ms, want)
+	}
+	if !(res.Pairs[0].PrefillPart.Ms > res.Pairs[0].PrefillPart.Bounds[0]) {
+		t.Errorf("prefill part %+v is not a quantile above the 5%% bound", res.Pairs[0].PrefillPart)
+	}
+}
+
+func TestRankK(t *testing.T) {
+	m := testModels(t, links())
+	var prefill, decode []Candidate
+	for i := range 5 {
+		prefill = append(prefill, pod("p", rackB, int64(i), 0, 0))
+		decode = append(decode, pod("d", rackA1, 1, int64(10*i), 0))
+	}
+	for _, tt := range []struct{ k, pairs, noSplit int }{{0, 25, 5}, {1, 1, 1}, {3, 3, 3}, {7, 7, 5}, {100, 25, 5}} {
+		req := &Request{InputTokenLength: 2000, K: tt.k, Prefill: prefill, Decode: decode}
+		var all, res Result
+		full := *req
+		full.K = 0
+		if err := Rank(&m, &full, &all); err != nil {
+			t.Fatal(err)
+		}
+		if err := Rank(&m, req, &res); err != nil {
+			t.Fatal(err)
+		}
+		if len(res.Pairs) != tt.pairs || len(res.NoSplit) != tt.noSplit || res.TotalPairs != 25 {
+			t.Errorf("k=%d: %d pairs, %d no-split of %d, want %d and %d", tt.k, len(res.Pairs), len(res.NoSplit), res.TotalPairs, tt.pairs, tt.noSplit)
+		}
+		// The best k are the head of the full ranking.
+		if !slices.Equal(res.Pairs, all.Pairs[:len(res.Pairs)]) || res.Best != all.Best {
+			t.Errorf("k=%d: not the head of the full ranking", tt.k)
+		}
+		for i := 1; i < len(all.Pairs); i++ {
+			if all.Pairs[i].TTFT.Ms < all.Pairs[i-1].TTFT.Ms {
+				t.Fatalf("pairs out of order at %d", i)
+			}
+		}
+	}
+}
+
+func TestRankSLOHeadroom(t *testing.T) {
+	m := testModels(t, links())
+	// d-fast: idle queue, a long batch (TPOT 20+60 = 80 ms);
+	// d-steady: 1 waiting, a short batch (TPOT 25 ms). Same prefill pod,
+	// same node.
+	prefill := []Candidate{pod("p", rackA1, 0, 0, 0)}
+	decode := []Candidate{pod("d-fast", rackA1, 0, 60, 0), pod("d-steady", rackA1, 1, 5, 0)}
+	req := &Request{InputTokenLength: 1000, Prefill: prefill, Decode: decode}
+	var res Result
+	if err := Rank(&m, req, &res); err != nil {
+		t.Fatal(err)
+	}
+	if got := names(req, res.Pairs[0]); got != [2]string{"p", "d-steady"} {
+		// Same prefill, same link: the pair TTFT differs by the first
+		// decode step only, which favours the short batch too.
+		t.Fatalf("by TTFT, first pair %v", got)
+	}
+	if got := names(req, res.NoSplit[0]); got != [2]string{"", "d-fast"} {
+		t.Fatalf("by TTFT, first no-split option %v (%+v)", got, res.NoSplit)
+	}
+
+	tests := []struct {
+		name       string
+		ttft, tpot float64
+		first      string // best no-split decode pod
+	}{
+		{"TPOT SLO the fast pod misses", 0, 50, "d-steady"},
+		{"both SLOs, tight TPOT", 1000, 50, "d-steady"},
+		{"TTFT SLO alone keeps TTFT order", 400, 0, "d-fast"},
+		{"loose SLOs: the relatively tighter one decides", 10000, 100, "d-steady"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			req := &Request{InputTokenLength: 1000, TTFTSLOMs: tt.ttft, TPOTSLOMs: tt.tpot, Prefill: prefill, Decode: decode}
+			var res Result
+			if err := Rank(&m, req, &res); err != nil {
+				t.Fatal(err)
+			}
+			if res.RankedBy != BySLOHeadroom {
+				t.Errorf("ranked by %s", res.RankedBy)
+			}
+			if got := req.Decode[res.NoSplit[0].Decode].Pod; got != tt.first {
+				t.Errorf("first no-split option %s, want %s", got, tt.first)
+			}
+			for _, o := range append(res.NoSplit, res.Pairs...) {
+				wantT, wantP, slack := 0.0, 0.0, math.Inf(1)
+				if tt.ttft > 0 {
+					wantT = tt.ttft - o.TTFT.Ms
+					slack = min(slack, wantT/tt.ttft)
+				}
+				if tt.tpot > 0 {
+					wantP = tt.tpot - o.TPOT.Ms
+					slack = min(slack, wantP/tt.tpot)
+				}
+				if !near(o.TTFTHeadroomMs, wantT) || !near(o.TPOTHeadroomMs, wantP) || !near(o.Score, -slack) {
+					t.Errorf("%v: headroom %v/%v score %v, want %v/%v %v", names(req, o), o.TTFTHeadroomMs, o.TPOTHeadroomMs, o.Score, wantT, wantP, -slack)
+				}
+			}
+		})
+	}
+}
+
+func TestRankWithoutTransferEstimates(t *testing.T) {
+	prefill := []Candidate{pod("p-near", rackA2, 0, 0, 0), pod("p-far", usEast, 0, 0, 0)}
+	decode := []Candidate{pod("d1", rackA1, 3, 0, 0), pod("d2", rackB, 1, 0, 0)}
+
+	t.Run("no transfer model", func(t *testing.T) {
+		m := testModels(t, nil)
+		req := &Request{InputTokenLength: 1000, Prefill: prefill, Decode: decode}
+		var res Result
+		if err := Rank(&m, req, &res); err != nil {
+			t.Fatal(err)
+		}
+		if res.TransferModel || len(res.Pairs) != 0 || res.UnknownPairs != 4 || res.Best.Split() {
+			t.Fatalf("transfer model %v, %d pairs, %d unknown, best %+v", res.TransferModel, len(res.Pairs), res.UnknownPairs, res.Best)
+		}
+		want := []features.LinkClass{features.SameRack, features.SameZone, features.CrossRegion}
+		if !slices.Equal(res.UnknownLinks, want) {
+			t.Errorf("unknown links %v, want %v", res.UnknownLinks, want)
+		}
+		if got := names(req, res.Best); got != [2]string{"", "d2"} {
+			t.Errorf("best %v", got)
+		}
+	})
+	t.Run("a class the model has not seen", func(t *testing.T) {
+		tm := links()
+		delete(tm.bytesPerMs, features.CrossRegion)
+		m := testModels(t, tm)
+		req := &Request{InputTokenLength: 1000, Prefill: prefill, Decode: decode}
+		var res Result
+		if err := Rank(&m, req, &res); err != nil {
+			t.Fatal(err)
+		}
+		if !res.TransferModel || len(res.Pairs) != 2 || res.UnknownPairs != 2 ||
+			!slices.Equal(res.UnknownLinks, []features.LinkClass{features.CrossRegion}) {
+			t.Fatalf("%d pairs, %d unknown (%v)", len(res.Pairs), res.UnknownPairs, res.UnknownLinks)
+		}
+		for _, o := range res.Pairs {
+			if req.Prefill[o.Prefill].Pod != "p-near" {
+				t.Errorf("pair %v ranked without a transfer estimate", names(req, o))
+			}
+		}
+	})
+}
+
+func TestRankErrors(t *testing.T) {
+	full := testModels(t, links())
+	req := &Request{InputTokenLength: 10, Prefill: []Candidate{pod("p", rackA1, 0, 0, 0)}, Decode: []Candidate{pod("d", rackA1, 0, 0, 0)}}
+	for _, tt := range []struct {
+		name string
+		m    Models
+		req  Request
+		want error
+	}{
+		{"no TPOT model", Models{TTFT: full.TTFT}, *req, ErrNotReady},
+		{"no TTFT model", Models{TPOT: full.TPOT}, *req, ErrNotReady},
+		{"no decode pods", full, Request{InputTokenLength: 10, Prefill: req.Prefill}, nil},
+	} {
+		var res Result
+		err := Rank(&tt.m, &tt.req, &res)
+		if err == nil || tt.want != nil && !errors.Is(err, tt.want) {
+			t.Errorf("%s: %v, want %v", tt.name, err, tt.want)
+		}
+	}
+	// No prefill pods is not an error: only the no-split options remain.
+	var res Result
+	if err := Rank(&full, &Request{InputTokenLength: 10, Decode: req.Decode}, &res); err != nil || len(res.Pairs) != 0 || res.Best.Split() {
+		t.Errorf("no prefill pods: %v, %+v", err, res)
+	}
+}
+
+func TestRankReusesResult(t *testing.T) {
+	m := testModels(t, links())
+	var prefill, decode []Candidate
+	for i := range 16 {
+		prefill = append(prefill, pod("p", rackB, int64(i%3), int64(i), 0.1))
+		decode = append(decode, pod("d", rackA1, int64(i%2), int64(i), 0.2))
+	}
+	req := &Request{InputTokenLength: 3000, Prefill: prefill, Decode: decode}
+	var res Result
+	if err := Rank(&m, req, &res); err != nil {
+		t.Fatal(err)
+	}
+	allocs := testing.AllocsPerRun(20, func() {
+		if err := Rank(&m, req, &res); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if allocs > 0 {
+		t.Errorf("Rank into a used Result allocates %v times", allocs)
+	}
+}
