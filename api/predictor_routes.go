@@ -47,9 +47,10 @@ type predictorServer struct {
 
 	loadText atomic.Pointer[formattedTime] // the bundle load time, formatted
 
-	clamped   prometheus.Counter
-	batchRows prometheus.Histogram
-	notReady  *prometheus.CounterVec
+	clamped     prometheus.Counter
+	batchRows   prometheus.Histogram
+	notReady    *prometheus.CounterVec
+	pairsSeries pairsMetrics
 }
 
 // NewPredictorHandler returns the prediction server's routes.
@@ -81,6 +82,7 @@ func NewPredictorHandler(p *predictor.Predictor, opts PredictorOptions) http.Han
 		Help: "Prediction requests answered without predictions because no model was loaded, by route.",
 	}, []string{"route"})
 	opts.Registry.MustRegister(s.clamped, s.batchRows, s.notReady)
+	s.pairsSeries = newPairsMetrics(opts.Registry)
 
 	r := newEngine(httpmetrics.New(opts.Registry, "predictor"))
 	read := requireToken(opts.Tokens, readAccess)
@@ -88,6 +90,7 @@ func NewPredictorHandler(p *predictor.Predictor, opts PredictorOptions) http.Han
 	r.POST("/predict/bulk/strict", read, s.bulkStrict)
 	r.POST("/predict/bulk", read, s.bulk)
 	r.POST("/predict", read, s.single)
+	r.POST("/predict/pairs", read, s.predictPairs)
 	r.GET("/status", read, s.status)
 	r.GET("/model/info", read, s.modelInfo)
 	r.POST("/reload", write, guardWrites(opts.Tokens, opts.AllowedHosts), s.reload)

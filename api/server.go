@@ -26,6 +26,10 @@ type Limits struct {
 	MaxBodyBytes int64 // default 64 MiB
 	MaxRows      int   // rows per prediction request, default 10,000
 	MaxEntries   int   // entries per ingest request, default 100,000
+	// MaxPairCandidates is the most prefill, and the most decode,
+	// candidates one /predict/pairs request may name; default
+	// wire.DefaultMaxPairCandidates.
+	MaxPairCandidates int
 	// A request body must arrive at MinBodyRate bytes a second on average
 	// once BodyGrace has passed since its reading began (defaults 64 KiB/s
 	// and 5 s): a 64 MiB body has 17 minutes, a 1 MB body 20 s, a body
@@ -50,6 +54,9 @@ func (l *Limits) setDefaults() {
 	}
 	if l.MaxEntries <= 0 {
 		l.MaxEntries = 100000
+	}
+	if l.MaxPairCandidates <= 0 {
+		l.MaxPairCandidates = wire.DefaultMaxPairCandidates
 	}
 }
 

@@ -8,110 +8,25 @@ import (
 	"slices"
 
 	"github.com/headroomhq/headroom/features"
-	"github.com/headroomhq/headroom/predictor"
+	"github.com/headroomhq/headroom/wire"
 )
 
-// NoSplit, as Option.Prefill, is the option of not splitting: the decode
-// pod runs the prompt itself.
-const NoSplit = -1
-
-// Candidate is one pod a request could be sent to.
-type Candidate struct {
-	Pod      string
-	Topology features.Topology
-	// Row holds the pod's fields, as a row of /predict/bulk/strict. Its
-	// request fields (InputTokenLength, NumTokensGenerated,
-	// EncoderInputSize) are ignored: Rank takes them from the Request. An
-	// empty PodType is the candidate's role, "prefill" or "decode".
-	Row features.Row
-	// Concurrent is the number of KV transfers on this pod's link when
-	// this one would start, itself included; 0 when unknown. A pair's
-	// transfer shares the busier of its two pods' links.
-	Concurrent int64
-}
-
-// Request is one request and the pods it could be served by.
-type Request struct {
-	InputTokenLength   int64
-	NumTokensGenerated int64
-	EncoderInputSize   int64
-	// KVBytesPerToken is the size of one token's KV cache; 0: the pool
-	// setting the transfer model was trained with.
-	KVBytesPerToken float64
-	// TTFTSLOMs and TPOTSLOMs are the request's objectives; 0: none. With
-	// either, options are ranked by headroom against them (see Rank).
-	TTFTSLOMs, TPOTSLOMs float64
-	// K is how many pairs and no-split options to return; 0: all.
-	K int
-
-	Prefill, Decode []Candidate
-}
-
-// Estimate is one part's prediction: the reported value and its bounds.
-type Estimate = predictor.Estimate
-
-// Option is one way to serve the request: a split pair, or a decode pod
-// alone (Prefill == NoSplit).
-type Option struct {
-	Prefill int // index into Request.Prefill, or NoSplit
-	Decode  int // index into Request.Decode
-
-	// For a split pair: the link between the two pods, the tokens whose
-	// KV moves (the prompt less what the decode pod has cached, from its
-	// prefix_cache_score), and the three parts of its TTFT, each with its
-	// own bounds. Zero for NoSplit.
-	Link           features.LinkClass
-	TransferTokens int64
-	PrefillPart    Estimate // the TTFT model on the prefill pod's row
-	Transfer       Estimate // the transfer model for Link and TransferTokens
-	FirstDecode    Estimate // the TPOT model on the decode pod's row: one decode step
-
-	// TTFT is the option's time to first token: for a pair the sum of its
-	// parts, bounds included (the bounds of a sum whose parts' errors move
-	// together; wider than needed when they are independent); for NoSplit
-	// the TTFT model on the decode pod's row. TPOT is the TPOT model on the
-	// decode pod's row either way.
-	TTFT, TPOT Estimate
-
-	// Headroom against the request's SLOs, SLO − prediction, in ms; 0
-	// when that SLO was not given. Negative: the SLO is predicted missed.
-	TTFTHeadroomMs, TPOTHeadroomMs float64
-
-	// Score is what options are ranked by, smaller first: TTFT.Ms without
-	// SLOs, otherwise minus the smallest relative headroom.
-	Score float64
-}
-
-// Split reports whether the option splits the request.
-func (o *Option) Split() bool { return o.Prefill != NoSplit }
-
-// Ranking says what options were ranked by.
-type Ranking string
-
-const (
-	ByTTFT        Ranking = "ttft"         // predicted TTFT, smaller first
-	BySLOHeadroom Ranking = "slo_headroom" // relative headroom against the SLOs, larger first
+// The request and answer types are wire's, as rows are; these names let
+// a caller of Rank use one package.
+type (
+	Request   = wire.PairsRequest
+	Candidate = wire.PairCandidate
+	Option    = wire.PairOption
+	Estimate  = wire.Estimate
 )
+
+// NoSplit, as Option.Prefill, is the option of not splitting.
+const NoSplit = wire.NoSplit
 
 // Result is a ranking. Its slices are reused by the next Rank into the
 // same Result.
 type Result struct {
-	RankedBy Ranking
-	// Pairs are the split pairs the models could predict, best first, at
-	// most Request.K of them.
-	Pairs []Option
-	// NoSplit are the decode pods alone, best first, at most Request.K.
-	NoSplit []Option
-	// Best is the better of Pairs[0] and NoSplit[0]; a tie goes to not
-	// splitting, which moves no KV cache.
-	Best Option
-	// TotalPairs is the number of pairs considered; UnknownPairs of them
-	// were left out because the transfer model has no estimate for their
-	// link class, or there is no transfer model (TransferModel false).
-	TotalPairs, UnknownPairs int
-	// UnknownLinks lists the link classes of those pairs, nearest first.
-	UnknownLinks  []features.LinkClass
-	TransferModel bool
+	wire.PairsRanking
 
 	prefill, decodeTTFT, decodeTPOT []Estimate
 	tokens                          []int64
@@ -148,9 +63,9 @@ func Rank(m *Models, req *Request, out *Result) error {
 		return fmt.Errorf("rank pairs: no decode candidates")
 	}
 	nP, nD := len(req.Prefill), len(req.Decode)
-	out.RankedBy = ByTTFT
+	out.RankedBy = wire.RankByTTFT
 	if req.TTFTSLOMs > 0 || req.TPOTSLOMs > 0 {
-		out.RankedBy = BySLOHeadroom
+		out.RankedBy = wire.RankBySLOHeadroom
 	}
 	out.TransferModel = m.Transfer != nil
 	out.TotalPairs, out.UnknownPairs = nP*nD, 0
@@ -163,11 +78,11 @@ func Rank(m *Models, req *Request, out *Result) error {
 	stat := m.Statistic
 	var buf [64]float64
 	for i := range req.Prefill {
-		row := req.row(&req.Prefill[i], "prefill")
+		row := row(req, &req.Prefill[i], "prefill")
 		out.prefill[i] = stat.Predict(m.TTFT, &row, buf[:0])
 	}
 	for j := range req.Decode {
-		row := req.row(&req.Decode[j], "decode")
+		row := row(req, &req.Decode[j], "decode")
 		out.decodeTTFT[j] = stat.Predict(m.TTFT, &row, buf[:0])
 		out.decodeTPOT[j] = stat.Predict(m.TPOT, &row, buf[:0])
 		cached := math.Round(float64(req.InputTokenLength) * clamp01(row.PrefixCacheScore))
@@ -177,7 +92,7 @@ func Rank(m *Models, req *Request, out *Result) error {
 	out.NoSplit = resize(out.NoSplit, nD)
 	for j := range req.Decode {
 		o := Option{Prefill: NoSplit, Decode: j, TTFT: out.decodeTTFT[j], TPOT: out.decodeTPOT[j]}
-		req.score(&o)
+		score(req, &o)
 		out.NoSplit[j] = o
 	}
 
@@ -205,7 +120,7 @@ func Rank(m *Models, req *Request, out *Result) error {
 				PrefillPart: out.prefill[i], Transfer: stat.Of(central, &out.links[link]),
 				FirstDecode: out.decodeTPOT[j], TPOT: out.decodeTPOT[j]}
 			o.TTFT = sum(o.PrefillPart, o.Transfer, o.FirstDecode)
-			req.score(&o)
+			score(req, &o)
 			out.Pairs = append(out.Pairs, o)
 		}
 	}
@@ -230,7 +145,7 @@ func Rank(m *Models, req *Request, out *Result) error {
 
 // row is candidate c's row with the request's fields, and c's role as its
 // pod type when it names none.
-func (req *Request) row(c *Candidate, role string) features.Row {
+func row(req *Request, c *Candidate, role string) features.Row {
 	row := c.Row
 	row.InputTokenLength = req.InputTokenLength
 	row.NumTokensGenerated = req.NumTokensGenerated
@@ -242,7 +157,7 @@ func (req *Request) row(c *Candidate, role string) features.Row {
 }
 
 // score sets o's headroom and ranking score.
-func (req *Request) score(o *Option) {
+func score(req *Request, o *Option) {
 	o.Score = o.TTFT.Ms
 	if req.TTFTSLOMs <= 0 && req.TPOTSLOMs <= 0 {
 		return

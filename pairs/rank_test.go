@@ -8,6 +8,7 @@ import (
 
 	"github.com/headroomhq/headroom/features"
 	"github.com/headroomhq/headroom/predictor"
+	"github.com/headroomhq/headroom/wire"
 )
 
 func place(region, zone, rack, node string) features.Topology {
@@ -98,7 +99,7 @@ func TestRankPicksThePairNotThePods(t *testing.T) {
 			if !slices.Equal(order, tt.order) {
 				t.Errorf("pairs ranked %v, want %v", order, tt.order)
 			}
-			if res.RankedBy != ByTTFT || res.TotalPairs != len(tt.prefill)*len(tt.decode) || res.UnknownPairs != 0 {
+			if res.RankedBy != wire.RankByTTFT || res.TotalPairs != len(tt.prefill)*len(tt.decode) || res.UnknownPairs != 0 {
 				t.Errorf("ranked by %s, %d pairs, %d unknown", res.RankedBy, res.TotalPairs, res.UnknownPairs)
 			}
 		})
@@ -269,7 +270,7 @@ func TestRankSLOHeadroom(t *testing.T) {
 			if err := Rank(&m, req, &res); err != nil {
 				t.Fatal(err)
 			}
-			if res.RankedBy != BySLOHeadroom {
+			if res.RankedBy != wire.RankBySLOHeadroom {
 				t.Errorf("ranked by %s", res.RankedBy)
 			}
 			if got := req.Decode[res.NoSplit[0].Decode].Pod; got != tt.first {

@@ -193,15 +193,6 @@ type Statistic struct {
 	Quantile  float64 // the quantile reported under the Quantile objective
 }
 
-// Estimate is one prediction: the value the statistic reports, the
-// calibrated 5% and 95% quantiles, and the uncertainty, half the 90%
-// interval's width in log space.
-type Estimate struct {
-	Ms          float64
-	Bounds      [2]float64
-	Uncertainty float64
-}
-
 // Distribution is a model's calibrated error around a central prediction:
 // Quantile scales a central value to quantile q.
 type Distribution interface {
@@ -210,18 +201,18 @@ type Distribution interface {
 
 // Predict is target model m's estimate for row; buf is scratch for the
 // feature vector, built by the one feature-building function.
-func (s Statistic) Predict(m *model.TargetModel, row *features.Row, buf []float64) Estimate {
+func (s Statistic) Predict(m *model.TargetModel, row *features.Row, buf []float64) wire.Estimate {
 	x := m.Schema().Build(row, buf)
 	return s.Of(m.Predict(x), m)
 }
 
 // Of is the estimate of a model whose central prediction is central and
 // whose error distribution is d.
-func (s Statistic) Of(central float64, d Distribution) Estimate {
+func (s Statistic) Of(central float64, d Distribution) wire.Estimate {
 	y := central
 	if s.Objective == Quantile {
 		y = d.Quantile(central, s.Quantile)
 	}
 	lo, hi := d.Quantile(central, boundsLow), d.Quantile(central, boundsHigh)
-	return Estimate{Ms: y, Bounds: [2]float64{lo, hi}, Uncertainty: (math.Log(hi) - math.Log(lo)) / 2}
+	return wire.Estimate{Ms: y, Bounds: [2]float64{lo, hi}, Uncertainty: (math.Log(hi) - math.Log(lo)) / 2}
 }

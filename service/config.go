@@ -18,6 +18,7 @@ import (
 	"github.com/headroomhq/headroom/predictor"
 	"github.com/headroomhq/headroom/store"
 	"github.com/headroomhq/headroom/trainer"
+	"github.com/headroomhq/headroom/wire"
 	"github.com/headroomhq/headroom/xgboost"
 )
 
@@ -120,7 +121,7 @@ func DefaultConfig() Config {
 		DataDir:       "./data",
 		Objective:     predictor.Mean,
 		Quantile:      0.9,
-		Limits:        api.Limits{MaxBodyBytes: 64 << 20, MaxRows: 10000},
+		Limits:        api.Limits{MaxBodyBytes: 64 << 20, MaxRows: 10000, MaxPairCandidates: wire.DefaultMaxPairCandidates},
 		ShutdownGrace: 15 * time.Second,
 	}
 }
@@ -198,6 +199,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Limits.MaxRows < 1 {
 		bad("Limits.MaxRows", "%d: want at least 1", c.Limits.MaxRows)
+	}
+	if c.Limits.MaxPairCandidates < 1 {
+		bad("Limits.MaxPairCandidates", "%d: want at least 1", c.Limits.MaxPairCandidates)
 	}
 	if c.Limits.MaxEntries < 0 {
 		bad("Limits.MaxEntries", "%d: want 0 (default) or more", c.Limits.MaxEntries)

@@ -75,6 +75,7 @@ func TestValidateRefuses(t *testing.T) {
 		{"short signing key", "beside", true, func(c *Config) { c.SigningKey = []byte("short") }, "SigningKey", "5 bytes"},
 		{"body limit", "beside", true, func(c *Config) { c.Limits.MaxBodyBytes = 0 }, "Limits.MaxBodyBytes", "at least 1"},
 		{"row limit", "beside", true, func(c *Config) { c.Limits.MaxRows = -1 }, "Limits.MaxRows", "at least 1"},
+		{"pair candidate limit", "beside", true, func(c *Config) { c.Limits.MaxPairCandidates = 0 }, "Limits.MaxPairCandidates", "at least 1"},
 		{"entry limit", "beside", true, func(c *Config) { c.Limits.MaxEntries = -1 }, "Limits.MaxEntries", "0 (default)"},
 		{"shutdown grace", "beside", true, func(c *Config) { c.ShutdownGrace = 0 }, "ShutdownGrace", "positive"},
 		{"trainer without data dir", "", true, func(c *Config) { c.DataDir = "" }, "DataDir", "empty"},

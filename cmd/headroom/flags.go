@@ -44,6 +44,7 @@ func (f *commonFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.signingKeyFile, "signing-key-file", "", "file holding an HMAC key: the trainer signs bundles, predictors refuse unsigned ones")
 	fs.Int64Var(&f.cfg.Limits.MaxBodyBytes, "max-body-bytes", def.Limits.MaxBodyBytes, "largest request body accepted")
 	fs.IntVar(&f.cfg.Limits.MaxRows, "max-rows", def.Limits.MaxRows, "most rows in one prediction request")
+	fs.IntVar(&f.cfg.Limits.MaxPairCandidates, "max-pair-candidates", def.Limits.MaxPairCandidates, "most prefill, and most decode, candidates in one /predict/pairs request")
 	fs.Func("allowed-hosts", "comma-separated host names ingest, flush and reload may be addressed to when no write token is set, besides localhost and IP addresses (a DNS-rebinding page's name is refused)", func(v string) error {
 		for _, h := range strings.Split(v, ",") {
 			if h = strings.TrimSpace(h); h != "" {
@@ -251,6 +252,7 @@ var flagNames = map[string]string{
 	"SigningKey":                    "--signing-key-file",
 	"Limits.MaxBodyBytes":           "--max-body-bytes",
 	"Limits.MaxRows":                "--max-rows",
+	"Limits.MaxPairCandidates":      "--max-pair-candidates",
 	"ShutdownGrace":                 "--shutdown-grace",
 	"Trainer.Listen":                "--trainer-listen",
 	"Trainer.RetrainInterval":       "--retrain-interval",

@@ -1,0 +1,626 @@
+package wire
+
+import (
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/headroomhq/headroom/features"
+	"github.com/headroomhq/headroom/internal/jsonscan"
+)
+
+// POST /predict/pairs (docs/PROTOCOL.md, "Pair prediction") ranks the
+// prefill/decode pairs of one request. The types below are its request and
+// its answer before encoding; package pairs computes the answer.
+
+// DefaultMaxPairCandidates is the most prefill, and the most decode,
+// candidates one request may name unless configured otherwise: 64 × 64
+// pairs are about 16 times the work of the 16 × 16 a router typically
+// sends.
+const DefaultMaxPairCandidates = 64
+
+// MaxPodNameLen is the most characters a pod name or a topology label may
+// have: a DNS subdomain, the longest name Kubernetes gives a pod or a node.
+const MaxPodNameLen = 253
+
+// MaxKVBytesPerToken bounds kv_bytes_per_token: 16 MiB a token is far
+// beyond any model's KV cache (Llama-3-405B in bf16 needs 0.5 MiB).
+const MaxKVBytesPerToken = 16 << 20
+
+// PairCandidate is one pod a request could be sent to.
+type PairCandidate struct {
+	Pod      string
+	Topology features.Topology
+	// Row holds the pod's fields, as a row of /predict/bulk/strict. Its
+	// request fields (InputTokenLength, NumTokensGenerated,
+	// EncoderInputSize) are the request's: pair prediction takes them
+	// from PairsRequest. An empty PodType means the candidate's role,
+	// "prefill" or "decode".
+	Row features.Row
+	// Concurrent is the number of KV transfers on this pod's link when
+	// this one would start, itself included (kv_transfers_in_flight + 1);
+	// 0 when unknown. A pair's transfer shares the busier of its two
+	// pods' links.
+	Concurrent int64
+}
+
+// PairsRequest is one request and the pods it could be served by.
+type PairsRequest struct {
+	InputTokenLength   int64
+	NumTokensGenerated int64
+	EncoderInputSize   int64
+	// KVBytesPerToken is the size of one token's KV cache; 0: the pool
+	// setting the transfer model was trained with.
+	KVBytesPerToken float64
+	// TTFTSLOMs and TPOTSLOMs are the request's objectives; 0: none. With
+	// either, options are ranked by headroom against them.
+	TTFTSLOMs, TPOTSLOMs float64
+	// K is how many pairs and no-split options to return; 0: all.
+	K int
+
+	Prefill, Decode []PairCandidate
+}
+
+// Estimate is one prediction: the value the predictor reports (the
+// central estimate or its configured quantile), the calibrated 5% and 95%
+// quantiles, and the uncertainty, half the 90% interval's width in log
+// space.
+type Estimate struct {
+	Ms          float64
+	Bounds      [2]float64
+	Uncertainty float64
+}
+
+// NoSplit, as PairOption.Prefill, is the option of not splitting: the
+// decode pod runs the prompt itself.
+const NoSplit = -1
+
+// PairOption is one way to serve the request: a split pair, or a decode
+// pod alone (Prefill == NoSplit).
+type PairOption struct {
+	Prefill int // index into PairsRequest.Prefill, or NoSplit
+	Decode  int // index into PairsRequest.Decode
+
+	// For a split pair: the link between the two pods, the tokens whose
+	// KV moves (the prompt less what the decode pod has cached, from its
+	// prefix_cache_score), and the three parts of its TTFT, each with its
+	// own bounds. Zero for NoSplit.
+	Link           features.LinkClass
+	TransferTokens int64
+	PrefillPart    Estimate // the TTFT model on the prefill pod's row
+	Transfer       Estimate // the transfer model for Link and TransferTokens
+	FirstDecode    Estimate // the TPOT model on the decode pod's row: one decode step
+
+	// TTFT is the option's time to first token: for a pair the sum of its
+	// parts, bounds included (the bounds of a sum whose parts' errors move
+	// together; wider than needed when they are independent); for NoSplit
+	// the TTFT model on the decode pod's row. TPOT is the TPOT model on the
+	// decode pod's row either way.
+	TTFT, TPOT Estimate
+
+	// Headroom against the request's SLOs, SLO − prediction, in ms; 0
+	// when that SLO was not given. Negative: the SLO is predicted missed.
+	TTFTHeadroomMs, TPOTHeadroomMs float64
+
+	// Score is what options are ranked by, smaller first: TTFT.Ms without
+	// SLOs, otherwise minus the smallest relative headroom.
+	Score float64
+}
+
+// Split reports whether the option splits the request.
+func (o *PairOption) Split() bool { return o.Prefill != NoSplit }
+
+// PairRanking says what options were ranked by.
+type PairRanking string
+
+const (
+	RankByTTFT        PairRanking = "ttft"         // predicted TTFT, smaller first
+	RankBySLOHeadroom PairRanking = "slo_headroom" // relative headroom against the SLOs, larger first
+)
+
+// PairsRanking is the answer of POST /predict/pairs before encoding.
+type PairsRanking struct {
+	RankedBy PairRanking
+	// Pairs are the split pairs the models could predict, best first, at
+	// most PairsRequest.K of them.
+	Pairs []PairOption
+	// NoSplit are the decode pods alone, best first, at most K.
+	NoSplit []PairOption
+	// Best is the better of Pairs[0] and NoSplit[0]; a tie goes to not
+	// splitting, which moves no KV cache.
+	Best PairOption
+	// TotalPairs is the number of pairs considered; UnknownPairs of them
+	// were left out because the transfer model has no estimate for their
+	// link class, or there is no transfer model (TransferModel false).
+	TotalPairs, UnknownPairs int
+	// UnknownLinks lists the link classes of those pairs, nearest first.
+	UnknownLinks  []features.LinkClass
+	TransferModel bool
+}
+
+// Fields of a candidate that belong to the request; the rest of a row's
+// fields belong to the pod.
+var (
+	pairRequestFields   = setOf(fInputTokens, fGenerated, fEncoderInput)
+	candidateFields     = setOf(fKVCache, fWaiting, fRunning, fPrefixScore, fPodType, fPrefillInFlight, fDecodeInFlight, fEncoderMatched)
+	requiredInCandidate = requiredInRow &^ pairRequestFields
+)
+
+// DecodePairsRequest decodes POST /predict/pairs with the default limits;
+// see Decoder.DecodePairsRequest.
+func DecodePairsRequest(body []byte, maxCandidates int) (PairsRequest, []FieldError) {
+	return Decoder{}.DecodePairsRequest(body, maxCandidates)
+}
+
+// DecodePairsRequest decodes POST /predict/pairs: the request's fields at
+// the top level, and the lists prefill and decode of 1 to maxCandidates
+// candidates each (maxCandidates <= 0: DefaultMaxPairCandidates). A
+// candidate has the pod fields of a /predict/bulk/strict row, its pod name
+// and its topology; it may repeat the request's fields (a router can send
+// the rows it builds for /predict/bulk/strict) but they must agree with
+// the top level. Any error makes the whole request invalid; errs then
+// lists at most Limits.MaxErrors of them, with paths such as
+// prefill[3].topology.zone.
+func (dec Decoder) DecodePairsRequest(body []byte, maxCandidates int) (PairsRequest, []FieldError) {
+	if maxCandidates <= 0 {
+		maxCandidates = DefaultMaxPairCandidates
+	}
+	d := dec.newEntryDecoder(body, false)
+	s := &d.s
+	s.SkipSpace()
+	if s.Peek() != '{' {
+		return PairsRequest{}, d.notAnObject(topLevel.loc(""))
+	}
+	pd := pairsDecoder{d: &d, maxCandidates: maxCandidates}
+	pd.body()
+	if !s.Failed() {
+		s.Finish()
+	}
+	if s.Failed() {
+		return PairsRequest{}, []FieldError{jsonInvalid(s.Err())}
+	}
+	if d.errCount > 0 {
+		return PairsRequest{}, d.errs
+	}
+	return pd.req, nil
+}
+
+// pairsDecoder decodes one /predict/pairs body.
+type pairsDecoder struct {
+	d             *entryDecoder
+	maxCandidates int
+	req           PairsRequest
+	top           features.Sample // the request's row fields
+	seen          fieldSet        // row fields seen at the top level
+	// repeated holds, per candidate that repeats a request field, its
+	// values, checked against the top level once the whole body is read.
+	repeated []repeatedFields
+}
+
+// repeatedFields are the request fields one candidate repeated.
+type repeatedFields struct {
+	list  string
+	index int
+	seen  fieldSet
+	row   features.Row
+}
+
+// pairsKey is a top-level key of the body other than a row field.
+type pairsKey uint8
+
+const (
+	keyPrefill pairsKey = iota
+	keyDecode
+	keyKVBytes
+	keyTTFTSLO
+	keyTPOTSLO
+	keyK
+	numPairsKeys
+)
+
+var pairsKeyNames = [numPairsKeys]string{"prefill", "decode", "kv_bytes_per_token", "ttft_slo_ms", "tpot_slo_ms", "k"}
+
+func lookupPairsKey(key []byte) (pairsKey, bool) {
+	for k, name := range pairsKeyNames {
+		if string(key) == name {
+			return pairsKey(k), true
+		}
+	}
+	return 0, false
+}
+
+func (pd *pairsDecoder) body() {
+	d := pd.d
+	s := &d.s
+	start := s.Pos()
+	var seenKeys [numPairsKeys]bool
+	for more := s.Open(1); more && !s.Failed(); more = s.Next('}') {
+		key, ok := s.ReadKey()
+		if !ok {
+			return
+		}
+		if f, known := lookupField(key); known {
+			if !pairRequestFields.has(f) {
+				s.SkipValue(2) // a pod's field has no meaning for the request
+				continue
+			}
+			pd.rowField(f, topLevel, &pd.seen, &pd.top, 2)
+			continue
+		}
+		k, known := lookupPairsKey(key)
+		if !known {
+			s.SkipValue(2)
+			continue
+		}
+		if seenKeys[k] {
+			d.reportToken(problem{code: probDuplicateKey, reason: pairsKeyNames[k]}, []any{"body", pairsKeyNames[k]}, 2)
+			continue
+		}
+		seenKeys[k] = true
+		switch k {
+		case keyPrefill:
+			pd.req.Prefill = pd.list("prefill")
+		case keyDecode:
+			pd.req.Decode = pd.list("decode")
+		case keyKVBytes:
+			pd.req.KVBytesPerToken = pd.number(pairsKeyNames[k], MaxKVBytesPerToken)
+		case keyTTFTSLO:
+			pd.req.TTFTSLOMs = pd.number(pairsKeyNames[k], d.lim.MaxLatencyMs)
+		case keyTPOTSLO:
+			pd.req.TPOTSLOMs = pd.number(pairsKeyNames[k], d.lim.MaxLatencyMs)
+		case keyK:
+			pd.req.K = int(pd.count(pairsKeyNames[k], int64(pd.maxCandidates)*int64(pd.maxCandidates)))
+		}
+	}
+	if s.Failed() {
+		return
+	}
+	pd.adoptRepeated()
+	s.SkipSpace()
+	whole := func() any { return s.Echo(start, s.Pos()) }
+	if !pd.seen.has(fInputTokens) {
+		d.add(problem{code: probMissing}.fieldError([]any{"body", fieldNames[fInputTokens]}, whole()))
+	}
+	for _, k := range []pairsKey{keyPrefill, keyDecode} {
+		if !seenKeys[k] {
+			d.add(problem{code: probMissing}.fieldError([]any{"body", pairsKeyNames[k]}, whole()))
+		}
+	}
+	pd.req.InputTokenLength = pd.top.Row.InputTokenLength
+	pd.req.NumTokensGenerated = pd.top.Row.NumTokensGenerated
+	pd.req.EncoderInputSize = pd.top.Row.EncoderInputSize
+}
+
+// adoptRepeated checks the request fields candidates repeated: each must
+// agree with the top level, or, where the top level leaves a field out,
+// with the first candidate that gives it, which then is the request's.
+func (pd *pairsDecoder) adoptRepeated() {
+	for _, f := range [...]fieldID{fInputTokens, fGenerated, fEncoderInput} {
+		from := "the request's " + fieldNames[f]
+		for _, r := range pd.repeated {
+			if !r.seen.has(f) {
+				continue
+			}
+			got := *intField(f, &r.row)
+			if !pd.seen.has(f) {
+				pd.seen |= 1 << f
+				*intField(f, &pd.top.Row) = got
+				from = r.list + "[" + strconv.Itoa(r.index) + "]." + fieldNames[f]
+				continue
+			}
+			if want := *intField(f, &pd.top.Row); got != want {
+				pd.d.add(FieldError{Type: "value_error", Loc: []any{"body", r.list, r.index, fieldNames[f]},
+					Msg:   "Value error, differs from " + from + " (" + strconv.FormatInt(want, 10) + ")",
+					Input: got})
+			}
+		}
+	}
+}
+
+// rowField decodes row field f at the read position into out, at loc base.
+func (pd *pairsDecoder) rowField(f fieldID, base locBase, seen *fieldSet, out *features.Sample, depth int) {
+	d := pd.d
+	t, ok := d.s.ReadToken(depth)
+	if !ok {
+		return
+	}
+	if seen.has(f) {
+		d.report(problem{code: probDuplicateKey, reason: fieldNames[f]}, base, fieldNames[f], t.Start, t.End)
+		return
+	}
+	*seen |= 1 << f
+	if code := d.set(f, &t, out); code != noProblem {
+		d.report(d.problemFor(f, code, &t), base, fieldNames[f], t.Start, t.End)
+	}
+}
+
+// number reads an optional number in [0, max]; null is 0.
+func (pd *pairsDecoder) number(name string, max float64) float64 {
+	d := pd.d
+	t, ok := d.s.ReadToken(2)
+	if !ok || t.Kind == jsonscan.Null {
+		return 0
+	}
+	v, code := boundedFloat(&t, max)
+	if code != noProblem {
+		p := problem{code: code}
+		switch code {
+		case probGreaterEqual:
+			p = ge(0, false)
+		case probLessEqual:
+			p = le(max, false)
+		}
+		d.add(p.fieldError([]any{"body", name}, d.s.Echo(t.Start, t.End)))
+	}
+	return v
+}
+
+// count reads an optional integer in [0, max]; null is 0.
+func (pd *pairsDecoder) count(name string, max int64) int64 {
+	d := pd.d
+	t, ok := d.s.ReadToken(2)
+	if !ok || t.Kind == jsonscan.Null {
+		return 0
+	}
+	v, code := countValue(&t, max)
+	if code != noProblem {
+		p := problem{code: code}
+		switch code {
+		case probGreaterEqual:
+			p = ge(0, true)
+		case probLessEqual:
+			p = le(float64(max), true)
+		}
+		d.add(p.fieldError([]any{"body", name}, d.s.Echo(t.Start, t.End)))
+		return 0
+	}
+	return v
+}
+
+// list decodes a candidate list at the read position.
+func (pd *pairsDecoder) list(name string) []PairCandidate {
+	d := pd.d
+	s := &d.s
+	s.SkipSpace()
+	if s.Peek() != '[' {
+		d.reportToken(problem{code: probListType}, []any{"body", name}, 2)
+		return nil
+	}
+	var out []PairCandidate
+	count := 0
+	firstAt := make(map[string]int)
+	for more := s.Open(2); more; more = s.Next(']') {
+		if count >= pd.maxCandidates || d.errCount >= d.errLimit {
+			// Past the cap the request is invalid anyway: only check
+			// syntax and count.
+			if !s.SkipValue(3) {
+				return nil
+			}
+			count++
+			continue
+		}
+		c, ok := pd.candidate(name, count)
+		if !ok {
+			return nil
+		}
+		if c.Pod != "" {
+			if first, dup := firstAt[c.Pod]; dup {
+				d.add(FieldError{Type: "value_error", Loc: []any{"body", name, count, "pod"},
+					Msg:   "Value error, pod " + strconv.Quote(c.Pod) + " is also " + name + "[" + strconv.Itoa(first) + "]",
+					Input: c.Pod})
+			} else {
+				firstAt[c.Pod] = count
+			}
+		}
+		out = append(out, c)
+		count++
+	}
+	if s.Failed() {
+		return nil
+	}
+	if count == 0 || count > pd.maxCandidates {
+		d.add(listLengthError([]any{"body", name}, count, pd.maxCandidates))
+	}
+	return out
+}
+
+// candidate decodes element index of list name; false on a syntax error.
+func (pd *pairsDecoder) candidate(list string, index int) (PairCandidate, bool) {
+	d := pd.d
+	s := &d.s
+	base := locBase{list: list, index: index}
+	s.SkipSpace()
+	if s.Peek() != '{' {
+		t, ok := s.ReadToken(3)
+		if ok {
+			d.report(problem{code: probModelType}, base, "", t.Start, t.End)
+		}
+		return PairCandidate{}, ok
+	}
+	start := s.Pos()
+	var c PairCandidate
+	var sample features.Sample
+	var seen fieldSet
+	var seenPod, seenTopology, seenInFlight bool
+	for more := s.Open(3); more; more = s.Next('}') {
+		key, ok := s.ReadKey()
+		if !ok {
+			return c, false
+		}
+		if f, known := lookupField(key); known {
+			if candidateFields.has(f) || pairRequestFields.has(f) {
+				pd.rowField(f, base, &seen, &sample, 4)
+			} else if !s.SkipValue(4) {
+				return c, false
+			}
+			continue
+		}
+		switch string(key) {
+		case "pod":
+			if seenPod {
+				d.reportToken(problem{code: probDuplicateKey, reason: "pod"}, base.loc("pod"), 4)
+				continue
+			}
+			seenPod = true
+			c.Pod = pd.label(base.loc("pod"), 4)
+		case "topology":
+			if seenTopology {
+				d.reportToken(problem{code: probDuplicateKey, reason: "topology"}, base.loc("topology"), 4)
+				continue
+			}
+			seenTopology = true
+			c.Topology = pd.topology(base)
+		case "kv_transfers_in_flight":
+			if seenInFlight {
+				d.reportToken(problem{code: probDuplicateKey, reason: "kv_transfers_in_flight"}, base.loc("kv_transfers_in_flight"), 4)
+				continue
+			}
+			seenInFlight = true
+			t, ok := s.ReadToken(4)
+			if !ok {
+				return c, false
+			}
+			if t.Kind == jsonscan.Null {
+				continue
+			}
+			v, code := countValue(&t, d.maxCount)
+			if code != noProblem {
+				d.report(d.problemFor(fWaiting, code, &t), base, "kv_transfers_in_flight", t.Start, t.End)
+				continue
+			}
+			c.Concurrent = v + 1
+		default:
+			if !s.SkipValue(4) {
+				return c, false
+			}
+		}
+		if s.Failed() {
+			return c, false
+		}
+	}
+	if s.Failed() {
+		return c, false
+	}
+	var whole any
+	echo := func() any {
+		if whole == nil {
+			whole = s.Echo(start, s.Pos())
+		}
+		return whole
+	}
+	for f := range numFields {
+		if requiredInCandidate.has(f) && !seen.has(f) {
+			d.add(problem{code: probMissing}.fieldError(base.loc(fieldNames[f]), echo()))
+		}
+	}
+	if !seenPod {
+		d.add(problem{code: probMissing}.fieldError(base.loc("pod"), echo()))
+	}
+	if !seenTopology {
+		d.add(problem{code: probMissing}.fieldError(base.loc("topology"), echo()))
+	}
+	if repeated := seen & pairRequestFields; repeated != 0 {
+		pd.repeated = append(pd.repeated, repeatedFields{list: list, index: index, seen: repeated, row: sample.Row})
+	}
+	c.Row = sample.Row
+	c.Row.InputTokenLength, c.Row.NumTokensGenerated, c.Row.EncoderInputSize = 0, 0, 0
+	return c, true
+}
+
+// topologyLabels are the members of a topology object, in features.Topology's
+// order of fields.
+var topologyLabels = [...]string{"node", "rack", "zone", "region"}
+
+// topology decodes a candidate's topology object: every label is required
+// and not empty, since two pods whose rack (say) is unknown cannot be told
+// to share one.
+func (pd *pairsDecoder) topology(base locBase) features.Topology {
+	d := pd.d
+	s := &d.s
+	loc := func(label string) []any {
+		l := base.loc("topology")
+		if label != "" {
+			l = append(l, label)
+		}
+		return l
+	}
+	var t features.Topology
+	s.SkipSpace()
+	if s.Peek() != '{' {
+		d.reportToken(problem{code: probModelType}, loc(""), 4)
+		return t
+	}
+	start := s.Pos()
+	var seen [len(topologyLabels)]bool
+	for more := s.Open(4); more; more = s.Next('}') {
+		key, ok := s.ReadKey()
+		if !ok {
+			return t
+		}
+		i := -1
+		for k, name := range topologyLabels {
+			if string(key) == name {
+				i = k
+			}
+		}
+		if i < 0 {
+			if !s.SkipValue(5) {
+				return t
+			}
+			continue
+		}
+		if seen[i] {
+			d.reportToken(problem{code: probDuplicateKey, reason: topologyLabels[i]}, loc(topologyLabels[i]), 5)
+			continue
+		}
+		seen[i] = true
+		v := pd.label(loc(topologyLabels[i]), 5)
+		switch i {
+		case 0:
+			t.Node = v
+		case 1:
+			t.Rack = v
+		case 2:
+			t.Zone = v
+		case 3:
+			t.Region = v
+		}
+		if s.Failed() {
+			return t
+		}
+	}
+	if s.Failed() {
+		return t
+	}
+	for i, name := range topologyLabels {
+		if !seen[i] {
+			d.add(problem{code: probMissing}.fieldError(loc(name), s.Echo(start, s.Pos())))
+		}
+	}
+	return t
+}
+
+// label reads a required name: a string of 1 to MaxPodNameLen characters.
+func (pd *pairsDecoder) label(loc []any, depth int) string {
+	d := pd.d
+	t, ok := d.s.ReadToken(depth)
+	if !ok {
+		return ""
+	}
+	if t.Kind != jsonscan.String {
+		d.add(problem{code: probStringType}.fieldError(loc, d.s.Echo(t.Start, t.End)))
+		return ""
+	}
+	switch n := utf8.RuneCount(t.Text); {
+	case n == 0:
+		d.add(FieldError{Type: "string_too_short", Loc: loc, Msg: "String should have at least 1 character",
+			Input: "", Ctx: map[string]any{"min_length": 1}})
+		return ""
+	case n > MaxPodNameLen:
+		d.add(FieldError{Type: "string_too_long", Loc: loc,
+			Msg:   "String should have at most " + strconv.Itoa(MaxPodNameLen) + " characters",
+			Input: strings.ToValidUTF8(string(t.Text[:MaxPodNameLen]), "") + "…", Ctx: map[string]any{"max_length": MaxPodNameLen}})
+		return ""
+	}
+	return string(t.Text)
+}

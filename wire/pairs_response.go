@@ -1,0 +1,121 @@
+package wire
+
+import "strconv"
+
+// BytesPerPairOption bounds the size of one encoded option (a split pair
+// with pod names of ordinary length is ~650 bytes), for sizing output
+// buffers so that they do not grow by doubling.
+const BytesPerPairOption = 1024
+
+// AppendPairsResponse writes the answer of POST /predict/pairs for req:
+// the best option and whether it splits, then the ranked pairs and the
+// ranked no-split options, each naming its pods (docs/PROTOCOL.md, "Pair
+// prediction"). Written by hand like the other prediction responses: a
+// 16 × 16 answer is 256 objects of a dozen numbers each.
+func AppendPairsResponse(dst []byte, req *PairsRequest, r *PairsRanking, meta *PredictionMeta, processingMs float64) []byte {
+	slo := req.TTFTSLOMs > 0 || req.TPOTSLOMs > 0
+	dst = append(dst, `{"split":`...)
+	dst = strconv.AppendBool(dst, r.Best.Split())
+	dst = append(dst, `,"best":`...)
+	dst = appendPairOption(dst, req, &r.Best, slo)
+	dst = append(dst, `,"ranked_by":"`...)
+	dst = append(dst, r.RankedBy...)
+	dst = append(dst, `","pairs":[`...)
+	for i := range r.Pairs {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = appendPairOption(dst, req, &r.Pairs[i], slo)
+	}
+	dst = append(dst, `],"no_split":[`...)
+	for i := range r.NoSplit {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = appendPairOption(dst, req, &r.NoSplit[i], slo)
+	}
+	dst = append(dst, `],"total_pairs":`...)
+	dst = strconv.AppendInt(dst, int64(r.TotalPairs), 10)
+	dst = append(dst, `,"unknown_transfer_pairs":`...)
+	dst = strconv.AppendInt(dst, int64(r.UnknownPairs), 10)
+	dst = append(dst, `,"unknown_link_classes":[`...)
+	for i, c := range r.UnknownLinks {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = append(dst, '"')
+		dst = append(dst, c.String()...)
+		dst = append(dst, '"')
+	}
+	dst = append(dst, `],"kv_transfer_model":`...)
+	dst = strconv.AppendBool(dst, r.TransferModel)
+	dst = append(dst, `,"predicted_at":"`...)
+	dst = append(dst, meta.PredictedAt...)
+	dst = append(dst, `","model_type":"`+ModelType+`","objective_type":"`...)
+	dst = append(dst, meta.Objective...)
+	dst = append(dst, `","quantile":`...)
+	dst = append(dst, meta.Quantile...)
+	dst = append(dst, `,"last_model_load":"`...)
+	dst = append(dst, meta.LastLoad...)
+	dst = append(dst, `","processing_time_ms":`...)
+	dst = AppendFloat(dst, processingMs)
+	return append(dst, '}')
+}
+
+// appendPairOption writes one option; a no-split option has a null
+// prefill pod and no transfer parts, and headroom is written only when the
+// request gave an SLO.
+func appendPairOption(dst []byte, req *PairsRequest, o *PairOption, slo bool) []byte {
+	dst = append(dst, `{"prefill_pod":`...)
+	if o.Split() {
+		dst = appendString(dst, req.Prefill[o.Prefill].Pod)
+	} else {
+		dst = append(dst, "null"...)
+	}
+	dst = append(dst, `,"decode_pod":`...)
+	dst = appendString(dst, req.Decode[o.Decode].Pod)
+	dst = append(dst, `,"prefill_index":`...)
+	dst = strconv.AppendInt(dst, int64(o.Prefill), 10)
+	dst = append(dst, `,"decode_index":`...)
+	dst = strconv.AppendInt(dst, int64(o.Decode), 10)
+	dst = append(dst, `,"split":`...)
+	dst = strconv.AppendBool(dst, o.Split())
+	dst = appendEstimate(dst, `,"ttft_ms":`, `,"ttft_prediction_bounds":[`, &o.TTFT)
+	dst = appendEstimate(dst, `,"tpot_ms":`, `,"tpot_prediction_bounds":[`, &o.TPOT)
+	if o.Split() {
+		dst = append(dst, `,"link_class":"`...)
+		dst = append(dst, o.Link.String()...)
+		dst = append(dst, `","kv_transfer_tokens":`...)
+		dst = strconv.AppendInt(dst, o.TransferTokens, 10)
+		dst = appendEstimate(dst, `,"prefill_ms":`, `,"prefill_prediction_bounds":[`, &o.PrefillPart)
+		dst = appendEstimate(dst, `,"kv_transfer_ms":`, `,"kv_transfer_prediction_bounds":[`, &o.Transfer)
+		dst = appendEstimate(dst, `,"first_decode_ms":`, `,"first_decode_prediction_bounds":[`, &o.FirstDecode)
+	}
+	if slo {
+		meets := true
+		if req.TTFTSLOMs > 0 {
+			dst = append(dst, `,"ttft_headroom_ms":`...)
+			dst = AppendFloat(dst, o.TTFTHeadroomMs)
+			meets = meets && o.TTFTHeadroomMs >= 0
+		}
+		if req.TPOTSLOMs > 0 {
+			dst = append(dst, `,"tpot_headroom_ms":`...)
+			dst = AppendFloat(dst, o.TPOTHeadroomMs)
+			meets = meets && o.TPOTHeadroomMs >= 0
+		}
+		dst = append(dst, `,"meets_slo":`...)
+		dst = strconv.AppendBool(dst, meets)
+	}
+	return append(dst, '}')
+}
+
+// appendEstimate writes an estimate as a value member and a bounds member.
+func appendEstimate(dst []byte, value, bounds string, e *Estimate) []byte {
+	dst = append(dst, value...)
+	dst = AppendFloat(dst, e.Ms)
+	dst = append(dst, bounds...)
+	dst = AppendFloat(dst, e.Bounds[0])
+	dst = append(dst, ',')
+	dst = AppendFloat(dst, e.Bounds[1])
+	return append(dst, ']')
+}
