@@ -73,7 +73,7 @@ fuzz() { # package target time or count (2m, 50000x)
 	go test -run='^$' -fuzz="^$2\$" -fuzztime="$3" -fuzzminimizetime=5s "./$1"
 }
 if [ "$long" = 1 ]; then
-	for target in FuzzDecodeSamples FuzzDecodeBulkPredict FuzzDecodePredict FuzzDecodeFlush; do
+	for target in FuzzDecodeSamples FuzzDecodeBulkPredict FuzzDecodePredict FuzzDecodeFlush FuzzDecodePairsRequest; do
 		fuzz wire "$target" 2m
 	done
 	fuzz internal/jsonscan FuzzScan 2m

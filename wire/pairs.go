@@ -2,8 +2,6 @@ package wire
 
 import (
 	"strconv"
-	"strings"
-	"unicode/utf8"
 
 	"github.com/headroomhq/headroom/features"
 	"github.com/headroomhq/headroom/internal/jsonscan"
@@ -18,14 +16,6 @@ import (
 // pairs are about 16 times the work of the 16 × 16 a router typically
 // sends.
 const DefaultMaxPairCandidates = 64
-
-// MaxPodNameLen is the most characters a pod name or a topology label may
-// have: a DNS subdomain, the longest name Kubernetes gives a pod or a node.
-const MaxPodNameLen = 253
-
-// MaxKVBytesPerToken bounds kv_bytes_per_token: 16 MiB a token is far
-// beyond any model's KV cache (Llama-3-405B in bf16 needs 0.5 MiB).
-const MaxKVBytesPerToken = 16 << 20
 
 // PairCandidate is one pod a request could be sent to.
 type PairCandidate struct {
@@ -239,17 +229,13 @@ func (pd *pairsDecoder) body() {
 		if !ok {
 			return
 		}
-		if f, known := lookupField(key); known {
-			if !pairRequestFields.has(f) {
-				s.SkipValue(2) // a pod's field has no meaning for the request
-				continue
-			}
-			pd.rowField(f, topLevel, &pd.seen, &pd.top, 2)
-			continue
-		}
 		k, known := lookupPairsKey(key)
 		if !known {
-			s.SkipValue(2)
+			if f, row := lookupField(key); row && pairRequestFields.has(f) {
+				pd.rowField(f, topLevel, &pd.seen, &pd.top, 2)
+			} else {
+				s.SkipValue(2) // unknown, or a pod's field, which has no meaning for the request
+			}
 			continue
 		}
 		if seenKeys[k] {
@@ -462,7 +448,7 @@ func (pd *pairsDecoder) candidate(list string, index int) (PairCandidate, bool) 
 				continue
 			}
 			seenPod = true
-			c.Pod = pd.label(base.loc("pod"), 4)
+			c.Pod = pd.label(base.loc("pod"), MaxPodNameLen, 4)
 		case "topology":
 			if seenTopology {
 				d.reportToken(problem{code: probDuplicateKey, reason: "topology"}, base.loc("topology"), 4)
@@ -527,10 +513,6 @@ func (pd *pairsDecoder) candidate(list string, index int) (PairCandidate, bool) 
 	return c, true
 }
 
-// topologyLabels are the members of a topology object, in features.Topology's
-// order of fields.
-var topologyLabels = [...]string{"node", "rack", "zone", "region"}
-
 // topology decodes a candidate's topology object: every label is required
 // and not empty, since two pods whose rack (say) is unknown cannot be told
 // to share one.
@@ -574,17 +556,7 @@ func (pd *pairsDecoder) topology(base locBase) features.Topology {
 			continue
 		}
 		seen[i] = true
-		v := pd.label(loc(topologyLabels[i]), 5)
-		switch i {
-		case 0:
-			t.Node = v
-		case 1:
-			t.Rack = v
-		case 2:
-			t.Zone = v
-		case 3:
-			t.Region = v
-		}
+		*topologyLabel(&t, i) = pd.label(loc(topologyLabels[i]), MaxTopologyLabelLen, 5)
 		if s.Failed() {
 			return t
 		}
@@ -600,27 +572,16 @@ func (pd *pairsDecoder) topology(base locBase) features.Topology {
 	return t
 }
 
-// label reads a required name: a string of 1 to MaxPodNameLen characters.
-func (pd *pairsDecoder) label(loc []any, depth int) string {
+// label reads a required name: a string of 1 to max characters.
+func (pd *pairsDecoder) label(loc []any, max, depth int) string {
 	d := pd.d
 	t, ok := d.s.ReadToken(depth)
 	if !ok {
 		return ""
 	}
-	if t.Kind != jsonscan.String {
-		d.add(problem{code: probStringType}.fieldError(loc, d.s.Echo(t.Start, t.End)))
-		return ""
+	v, code := labelValue(&t, max)
+	if code != noProblem {
+		d.add(problem{code: code, bound: float64(max)}.fieldError(loc, d.s.Echo(t.Start, t.End)))
 	}
-	switch n := utf8.RuneCount(t.Text); {
-	case n == 0:
-		d.add(FieldError{Type: "string_too_short", Loc: loc, Msg: "String should have at least 1 character",
-			Input: "", Ctx: map[string]any{"min_length": 1}})
-		return ""
-	case n > MaxPodNameLen:
-		d.add(FieldError{Type: "string_too_long", Loc: loc,
-			Msg:   "String should have at most " + strconv.Itoa(MaxPodNameLen) + " characters",
-			Input: strings.ToValidUTF8(string(t.Text[:MaxPodNameLen]), "") + "…", Ctx: map[string]any{"max_length": MaxPodNameLen}})
-		return ""
-	}
-	return string(t.Text)
+	return v
 }

@@ -244,3 +244,48 @@ func TestAppendPairsResponse(t *testing.T) {
 		t.Errorf("no-split option with a transfer: %v", n)
 	}
 }
+
+// FuzzDecodePairsRequest checks what holds for every body: no panic, well
+// formed errors, json_invalid exactly for what is not JSON, and an
+// accepted request within every bound.
+func FuzzDecodePairsRequest(f *testing.F) {
+	for _, s := range []string{
+		pairsBody(nil),
+		pairsBody(map[string]string{"ttft_slo_ms": "500", "tpot_slo_ms": `"40"`, "k": "2", "kv_bytes_per_token": "1e5"}),
+		pairsBody(map[string]string{"input_token_length": "", "decode": "[" + pairsCandidate("d", "n", "r", "z", "e", `,"input_token_length":7,"kv_transfers_in_flight":1`) + "]"}),
+		pairsBody(map[string]string{"prefill": "[]", "decode": `[{"pod":"","topology":null}]`}),
+		`{"prefill":[{"topology":{"node":"a","node":"b"}}]}`,
+	} {
+		f.Add([]byte(s))
+	}
+	const max = 4
+	f.Fuzz(func(t *testing.T, body []byte) {
+		req, errs := DecodePairsRequest(body, max)
+		checkErrs(t, body, errs)
+		checkJSONVerdict(t, body, errs)
+		if len(errs) > 0 {
+			if req.Prefill != nil || req.Decode != nil || req.InputTokenLength != 0 {
+				t.Fatalf("rejected body returned %+v", req)
+			}
+			return
+		}
+		if req.K < 0 || req.InputTokenLength < 0 || !(req.KVBytesPerToken >= 0 && req.KVBytesPerToken <= MaxKVBytesPerToken) ||
+			!(req.TTFTSLOMs >= 0) || !(req.TPOTSLOMs >= 0) {
+			t.Fatalf("accepted %+v from %q", req, body)
+		}
+		for _, list := range [][]PairCandidate{req.Prefill, req.Decode} {
+			if len(list) < 1 || len(list) > max {
+				t.Fatalf("accepted %d candidates from %q", len(list), body)
+			}
+			pods := map[string]bool{}
+			for _, c := range list {
+				checkRow(t, c.Row, DefaultDecodeLimits().MaxPredictCount)
+				tp := c.Topology
+				if c.Pod == "" || pods[c.Pod] || tp.Node == "" || tp.Rack == "" || tp.Zone == "" || tp.Region == "" || c.Concurrent < 0 {
+					t.Fatalf("accepted candidate %+v from %q", c, body)
+				}
+				pods[c.Pod] = true
+			}
+		}
+	})
+}
