@@ -18,7 +18,7 @@ import (
 )
 
 // TransferModel predicts a KV-cache transfer: the learned bandwidth law of
-// each link class. *model.TransferModel implements it.
+// each link class. *model.TransferModel implements it; tests use fakes.
 type TransferModel interface {
 	// Predict is the central estimate of moving tokens tokens' KV cache
 	// (bytesPerToken each; 0: the pool setting the model was trained
@@ -49,6 +49,9 @@ func FromBundle(b *model.Bundle, stat predictor.Statistic) Models {
 		return m
 	}
 	m.TTFT, m.TPOT = b.TTFT, b.TPOT
+	if b.Transfer != nil { // a nil *model.TransferModel in the interface would not be nil
+		m.Transfer = b.Transfer
+	}
 	return m
 }
 

@@ -109,4 +109,8 @@ func TestFromBundle(t *testing.T) {
 	if got := FromBundle(nil, stat); got.TTFT != nil || got.TPOT != nil {
 		t.Fatalf("FromBundle(nil) = %+v", got)
 	}
+	tm := &model.TransferModel{}
+	if got := FromBundle(&model.Bundle{TTFT: m.TTFT, TPOT: m.TPOT, Transfer: tm}, stat); got.Transfer != tm {
+		t.Fatalf("FromBundle with a transfer model = %+v", got)
+	}
 }
