@@ -3,14 +3,58 @@ package api
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"net/http/httptest"
 	"strings"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/headroomhq/headroom/model"
 	"github.com/headroomhq/headroom/predictor"
 )
+
+// pairsTransferModel is a transfer law for every link class, from NVLink
+// within a node to a WAN between regions, at 160 KiB a token, ±20%.
+func pairsTransferModel(tb testing.TB) *model.TransferModel {
+	tb.Helper()
+	res := make([]float64, 100)
+	for i := range res {
+		res[i] = float64(i-50) / 250
+	}
+	cal, err := model.NewCalibration("holdout", res)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	m := &model.TransferModel{DefaultBytesPerToken: 160 << 10, MinMs: 0.001, MaxMs: 600000, Calibration: cal}
+	for _, k := range []struct {
+		class      string
+		latencyMs  float64
+		bytesPerS  float64
+		contention float64
+	}{{"same-node", 0.005, 300e9, 1}, {"same-rack", 0.01, 40e9, 1}, {"same-zone", 0.05, 20e9, 1},
+		{"cross-zone", 0.5, 3e9, 0.5}, {"cross-region", 20, 0.5e9, 0.5}} {
+		m.Classes = append(m.Classes, model.TransferClass{Class: k.class, LatencyMs: k.latencyMs, BytesPerSec: k.bytesPerS,
+			Contention: k.contention, UnknownContention: 1.2, Tokens: model.Range{Min: 100, Max: 8192}, Samples: 200})
+	}
+	if err := m.Prepare(); err != nil {
+		tb.Fatal(err)
+	}
+	return m
+}
+
+// withTransfer puts p's bundle back in service with transfer model m.
+func withTransfer(tb testing.TB, p *predictor.Predictor, m *model.TransferModel) {
+	tb.Helper()
+	pub, at := p.Current()
+	b := *pub.Bundle
+	b.Version++
+	b.Checksum += "+transfer"
+	b.Transfer = m
+	if !p.Swap(&model.Published{Bundle: &b}, at) {
+		tb.Fatal("bundle with a transfer model not swapped in")
+	}
+}
 
 // pairsCandidates is a JSON list of n candidates named prefix-i, two to
 // a rack, busier as i grows.
@@ -86,11 +130,12 @@ func TestPredictPairsRoute(t *testing.T) {
 		t.Fatalf("answer %s", w.Body)
 	}
 	// The first no-split option is the least busy decode pod, and its
-	// TTFT is what /predict says for its row.
+	// TTFT is what /predict says for its row, to the microsecond.
 	first := resp.NoSplit[0]
 	row := `{"kv_cache_percentage":0.2,"input_token_length":900,"num_request_waiting":0,"num_request_running":2,"num_tokens_generated":0,"prefix_cache_score":0.1,"pod_type":"decode"}`
 	single := decode(t, do(h, "POST", "/predict", row))
-	if first.Decode != "d-0" || resp.Best.Decode != "d-0" || first.TTFT != single["ttft_ms"] || first.Headroom != 2000-first.TTFT ||
+	if first.Decode != "d-0" || resp.Best.Decode != "d-0" || math.Abs(first.TTFT-single["ttft_ms"].(float64)) > 0.0005 ||
+		math.Abs(first.Headroom-(2000-first.TTFT)) > 0.0011 ||
 		!(first.Bounds[0] < first.TTFT && first.TTFT < first.Bounds[1]) || !resp.Best.Meets {
 		t.Errorf("first no-split option %+v, best %+v; /predict says %v", first, resp.Best, single["ttft_ms"])
 	}
@@ -105,6 +150,63 @@ func TestPredictPairsRoute(t *testing.T) {
 	} {
 		if !strings.Contains(rec.Body.String(), series) {
 			t.Errorf("metrics lack %s", series)
+		}
+	}
+}
+
+func TestPredictPairsWithATransferModel(t *testing.T) {
+	s := newService(t, Tokens{})
+	s.ingestAndTrain(t, 300)
+	withTransfer(t, s.pred, pairsTransferModel(t))
+	h := NewPredictorHandler(s.pred, PredictorOptions{})
+	cand := func(pod, node, rack, zone string, running int) string {
+		return fmt.Sprintf(`{"pod":%q,"topology":{"node":%q,"rack":%q,"zone":%q,"region":"eu"},`+
+			`"kv_cache_percentage":0.2,"num_request_waiting":0,"num_request_running":%d,"prefix_cache_score":0.5}`, pod, node, rack, zone, running)
+	}
+	// The idle prefill pod is in another zone; the busy one shares the
+	// decode pod's rack. 4,000 tokens of 160 KiB, half cached on the
+	// decode pod, is 328 MB: 6 ms on the rack, 109 ms across zones.
+	body := `{"input_token_length":4000,"prefill":[` + cand("p-far", "n1", "r1", "z2", 0) + `,` + cand("p-near", "n2", "r1", "z1", 20) +
+		`],"decode":[` + cand("d", "n3", "r1", "z1", 29) + `]}`
+	w := do(h, "POST", "/predict/pairs", body)
+	if w.Code != 200 {
+		t.Fatalf("%d %s", w.Code, w.Body)
+	}
+	type estimate struct {
+		Ms     float64    `json:"ttft_ms"`
+		Bounds [2]float64 `json:"ttft_prediction_bounds"`
+	}
+	var resp struct {
+		Split    bool `json:"split"`
+		Transfer bool `json:"kv_transfer_model"`
+		Unknown  int  `json:"unknown_transfer_pairs"`
+		Pairs    []struct {
+			estimate
+			Prefill        string     `json:"prefill_pod"`
+			Link           string     `json:"link_class"`
+			Tokens         int64      `json:"kv_transfer_tokens"`
+			PrefillMs      float64    `json:"prefill_ms"`
+			TransferMs     float64    `json:"kv_transfer_ms"`
+			TransferBounds [2]float64 `json:"kv_transfer_prediction_bounds"`
+			FirstDecodeMs  float64    `json:"first_decode_ms"`
+			TPOTMs         float64    `json:"tpot_ms"`
+		} `json:"pairs"`
+	}
+	if err := json.Unmarshal(w.Body.Bytes(), &resp); err != nil {
+		t.Fatalf("%v in %s", err, w.Body)
+	}
+	if !resp.Transfer || resp.Unknown != 0 || len(resp.Pairs) != 2 {
+		t.Fatalf("answer %s", w.Body)
+	}
+	near, far := resp.Pairs[0], resp.Pairs[1]
+	if near.Prefill != "p-near" || near.Link != "same-rack" || far.Link != "cross-zone" || near.Tokens != 2000 ||
+		!(far.PrefillMs < near.PrefillMs) || !(far.TransferMs > 100 && near.TransferMs < 10) {
+		t.Errorf("pairs %+v", resp.Pairs)
+	}
+	for _, p := range resp.Pairs {
+		if sum := p.PrefillMs + p.TransferMs + p.FirstDecodeMs; math.Abs(p.Ms-sum) > 0.002 || // each rounded to the µs p.FirstDecodeMs != p.TPOTMs ||
+			!(p.TransferBounds[0] < p.TransferMs && p.TransferMs < p.TransferBounds[1]) {
+			t.Errorf("pair %+v: TTFT is not its parts' sum", p)
 		}
 	}
 }
