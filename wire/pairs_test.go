@@ -3,6 +3,7 @@ package wire
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"testing"
@@ -288,4 +289,24 @@ func FuzzDecodePairsRequest(f *testing.F) {
 			}
 		}
 	})
+}
+
+func TestAppendMs(t *testing.T) {
+	for _, tt := range []struct {
+		v    float64
+		want string
+	}{
+		{0, "0"}, {1, "1"}, {12.5, "12.5"}, {0.0004, "0"}, {0.0005, "0.001"}, {123.4567, "123.457"},
+		{-2.25, "-2.25"}, {-0.0001, "0"}, {999.9996, "1000"}, {1e11 + 0.5, "100000000000.5"}, {2e12, "2000000000000"},
+		{math.NaN(), "0"}, {math.Inf(1), "0"},
+	} {
+		got := string(appendMs(nil, tt.v))
+		if got != tt.want {
+			t.Errorf("appendMs(%v) = %s, want %s", tt.v, got, tt.want)
+		}
+		var back float64
+		if err := json.Unmarshal([]byte(got), &back); err != nil || math.Abs(back-tt.v) > 0.0005 && !math.IsNaN(tt.v) && !math.IsInf(tt.v, 0) {
+			t.Errorf("appendMs(%v) = %s reads back as %v (%v)", tt.v, got, back, err)
+		}
+	}
 }
