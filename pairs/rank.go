@@ -109,6 +109,12 @@ func Rank(m *Models, req *Request, out *Result) error {
 		p := &req.Prefill[i]
 		for j := range req.Decode {
 			d := &req.Decode[j]
+			if p.Pod != "" && p.Pod == d.Pod {
+				// A pod listed for both roles paired with itself moves no
+				// KV cache: that is its no-split option.
+				out.TotalPairs--
+				continue
+			}
 			link := features.ClassOf(p.Topology, d.Topology)
 			var central float64
 			ok := m.Transfer != nil

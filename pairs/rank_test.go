@@ -384,3 +384,22 @@ func TestRankReusesResult(t *testing.T) {
 		t.Errorf("Rank into a used Result allocates %v times", allocs)
 	}
 }
+
+func TestRankDoesNotPairAPodWithItself(t *testing.T) {
+	m := testModels(t, links())
+	both := pod("both-0", rackA1, 0, 3, 0)
+	req := &Request{InputTokenLength: 1000, Prefill: []Candidate{both, pod("p", rackA2, 0, 0, 0)},
+		Decode: []Candidate{both, pod("d", rackB, 0, 0, 0)}}
+	var res Result
+	if err := Rank(&m, req, &res); err != nil {
+		t.Fatal(err)
+	}
+	if res.TotalPairs != 3 || len(res.Pairs) != 3 || len(res.NoSplit) != 2 {
+		t.Fatalf("%d pairs of %d, %d no-split", len(res.Pairs), res.TotalPairs, len(res.NoSplit))
+	}
+	for _, o := range res.Pairs {
+		if o.Prefill == 0 && o.Decode == 0 {
+			t.Errorf("pod paired with itself: %+v", o)
+		}
+	}
+}

@@ -119,7 +119,8 @@ type PairsRanking struct {
 	// Best is the better of Pairs[0] and NoSplit[0]; a tie goes to not
 	// splitting, which moves no KV cache.
 	Best PairOption
-	// TotalPairs is the number of pairs considered; UnknownPairs of them
+	// TotalPairs is the number of pairs considered, all but a pod named in
+	// both lists paired with itself (its no-split option); UnknownPairs of them
 	// were left out because the transfer model has no estimate for their
 	// link class, or there is no transfer model (TransferModel false).
 	TotalPairs, UnknownPairs int
