@@ -291,6 +291,7 @@ func (s *predictorServer) status(c *gin.Context) {
 	pub, loadedAt := s.p.Current()
 	hasTTFT := pub != nil && pub.Bundle.TTFT != nil
 	hasTPOT := pub != nil && pub.Bundle.TPOT != nil
+	hasTransfer := pub != nil && pub.Bundle.Transfer != nil
 	var version uint64
 	if pub != nil {
 		version = pub.Bundle.Version
@@ -302,7 +303,8 @@ func (s *predictorServer) status(c *gin.Context) {
 		"quantile":            s.p.Quantile(),
 		"last_model_load":     nullableTimestamp(loadedAt),
 		"training_server_url": s.opts.TrainerURL,
-		"models_exist":        gin.H{"ttft_model": hasTTFT, "tpot_model": hasTPOT},
+		"models_exist":        gin.H{"ttft_model": hasTTFT, "tpot_model": hasTPOT, "kv_transfer_model": hasTransfer},
+		"kv_transfer":         transferStatus(pub),
 		"ensemble_active":     false,
 		"model_generation":    version,
 		"trained":             hasTTFT || hasTPOT,

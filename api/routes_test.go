@@ -276,3 +276,63 @@ func TestTokens(t *testing.T) {
 		})
 	}
 }
+
+// pdEntry is a disaggregated request's sample: a transfer of tokens KV
+// tokens over a same-rack (rack "r0") or cross-zone link at 40 or 3 GB/s.
+func pdEntry(tokens int, crossZone bool) string {
+	zone, bw := "a", 40e9
+	if crossZone {
+		zone, bw = "b", 3e9
+	}
+	ms := 0.05 + 1000*float64(tokens)*163840/bw
+	return fmt.Sprintf(`{"kv_cache_percentage":0.1,"input_token_length":%d,"num_request_waiting":0,"num_request_running":1,`+
+		`"num_tokens_generated":0,"prefix_cache_score":0,"actual_ttft_ms":%g,"actual_tpot_ms":0,"actual_kv_transfer_ms":%g,`+
+		`"kv_transfer_tokens":%d,"kv_bytes_per_token":163840,"prefill_pod":"p-0","decode_pod":"d-1",`+
+		`"prefill_topology":{"node":"n0","rack":"r0","zone":"a","region":"eu"},`+
+		`"decode_topology":{"node":"n1","rack":"r0","zone":%q,"region":"eu"},"concurrent_transfers":1}`,
+		tokens, 50+ms, ms, tokens, zone)
+}
+
+func TestKVTransferEndToEnd(t *testing.T) {
+	s := newService(t, Tokens{})
+	var es []string
+	for i := range 60 {
+		es = append(es, pdEntry(100+i*50, i%2 == 1))
+	}
+	// One bad entry among them: a transfer without where it went.
+	bad := strings.Replace(pdEntry(500, false), `"decode_topology":{"node":"n1","rack":"r0","zone":"a","region":"eu"},`, "", 1)
+	w := do(s.trainerH, "POST", "/samples", `{"entries":[`+strings.Join(es, ",")+","+bad+`]}`)
+	if w.Code != 202 {
+		t.Fatalf("ingest: %d %s", w.Code, w.Body)
+	}
+	m := decode(t, w)
+	if rej := fmt.Sprint(m["rejected"]); !strings.Contains(rej, "entries[60].decode_topology: Field required") {
+		t.Errorf("rejected %s, want entry 60's missing decode_topology", rej)
+	}
+	stored := m["stored"].(map[string]any)
+	train, holdout := stored["Train"].([]any), stored["Holdout"].([]any)
+	if len(train) != 3 || train[2].(float64)+holdout[2].(float64) != 60 {
+		t.Errorf("stored %v, want the 60 transfers in the third stream", stored)
+	}
+
+	pub, err := s.trainer.Retrain(context.Background())
+	if err != nil || pub == nil || pub.Bundle.Transfer == nil {
+		t.Fatalf("retrain: %+v, %v", pub, err)
+	}
+	s.pred.Swap(pub, pub.Bundle.CreatedAt)
+	for name, h := range map[string]http.Handler{"trainer": s.trainerH, "predictor": s.predictH} {
+		info := decode(t, do(h, "GET", "/model/info", ""))
+		kv, _ := info["kv_transfer"].(map[string]any)
+		if kv["ready"] != true || len(kv["classes"].([]any)) != 2 {
+			t.Errorf("%s /model/info kv_transfer: %v", name, kv)
+		}
+		st := decode(t, do(h, "GET", "/status", ""))
+		if kv, _ := st["kv_transfer"].(map[string]any); kv["ready"] != true || kv["classes"].(map[string]any)["cross-zone"] == nil {
+			t.Errorf("%s /status kv_transfer: %v", name, st["kv_transfer"])
+		}
+	}
+	st := decode(t, do(s.trainerH, "GET", "/status", ""))
+	if tr := st["training"].(map[string]any)["kv_transfer"].(map[string]any); tr["runs"] != 1.0 {
+		t.Errorf("trainer /status training.kv_transfer: %v", tr)
+	}
+}

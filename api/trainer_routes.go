@@ -290,7 +290,7 @@ func (s *trainerServer) modelInfo(c *gin.Context) {
 	c.JSON(http.StatusOK, gin.H{
 		"version": info.Version, "epoch": info.Epoch, "checksum": info.Checksum, "trained_at": info.TrainedAt,
 		"age_seconds": info.AgeSeconds, "xgboost_missing": info.XGBoostMissing,
-		"ttft": info.TTFT, "tpot": info.TPOT, "training": s.t.Status(),
+		"ttft": info.TTFT, "tpot": info.TPOT, "kv_transfer": info.KVTransfer, "training": s.t.Status(),
 	})
 }
 
@@ -381,9 +381,11 @@ func (s *trainerServer) status(c *gin.Context) {
 		"xgboost_error":     st.XGBoostError,
 		"training":          st.Targets,
 		"samples": gin.H{
-			"ttft": gin.H{"train": cts.Train(features.TTFT), "holdout": cts.Holdout(features.TTFT)},
-			"tpot": gin.H{"train": cts.Train(features.TPOT), "holdout": cts.Holdout(features.TPOT)},
+			"ttft":        gin.H{"train": cts.Train(features.TTFT), "holdout": cts.Holdout(features.TTFT)},
+			"tpot":        gin.H{"train": cts.Train(features.TPOT), "holdout": cts.Holdout(features.TPOT)},
+			"kv_transfer": gin.H{"train": cts.Train(features.KVTransfer), "holdout": cts.Holdout(features.KVTransfer)},
 		},
+		"kv_transfer": transferStatus(pub),
 	})
 }
 
@@ -410,4 +412,25 @@ func (s *trainerServer) root(c *gin.Context) {
 		"message": "Latency Predictor is running.", "model_type": wire.ModelType,
 		"objective_type": string(s.opts.Objective), "quantile": s.opts.Quantile, "description": desc,
 	})
+}
+
+// transferStatus is the KV-transfer model's line in /status on both
+// servers: whether there is one, and its holdout quality per link class
+// (the whole law is in /model/info).
+func transferStatus(pub *model.Published) gin.H {
+	if pub == nil || pub.Bundle.Transfer == nil {
+		return gin.H{"ready": false}
+	}
+	m := pub.Bundle.Transfer
+	classes := gin.H{}
+	for _, k := range m.Classes {
+		classes[k.Class] = gin.H{"holdout_mape": k.Holdout.MAPE, "holdout_bias": k.Holdout.Bias, "holdout_rows": k.Holdout.Rows,
+			"bytes_per_sec": k.BytesPerSec, "latency_ms": k.LatencyMs}
+	}
+	out := gin.H{"ready": true, "holdout_mape": m.Holdout.MAPE, "holdout_bias": m.Holdout.Bias,
+		"holdout_rows": m.Holdout.Rows, "trained_on_samples": m.TrainSamples, "classes": classes}
+	if c := m.HoldoutCoverage; c != nil {
+		out["holdout_coverage"] = c
+	}
+	return out
 }

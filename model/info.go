@@ -19,6 +19,28 @@ type Info struct {
 	XGBoostMissing bool       `json:"xgboost_missing"`
 	TTFT           TargetInfo `json:"ttft"`
 	TPOT           TargetInfo `json:"tpot"`
+	// KVTransfer is the KV-transfer model of disaggregated serving.
+	KVTransfer TransferInfo `json:"kv_transfer"`
+}
+
+// TransferInfo describes the KV-transfer model in an Info: its quality,
+// and the law it learned per link class.
+type TransferInfo struct {
+	Ready bool `json:"ready"`
+	// TrainSamples and HoldoutSamples are what the store holds now
+	// (trainer) or held when the model was trained (predictor).
+	TrainSamples     int               `json:"train_samples"`
+	HoldoutSamples   int               `json:"holdout_samples"`
+	TrainedOnSamples int               `json:"trained_on_samples"`
+	Holdout          Quality           `json:"holdout"`
+	HoldoutCoverage  *QuantileCoverage `json:"holdout_coverage,omitempty"`
+	Calibration      string            `json:"calibration_source,omitempty"`
+	// DefaultBytesPerToken applies to predictions and samples that do not
+	// give kv_bytes_per_token; 1 means the law is in tokens.
+	DefaultBytesPerToken float64         `json:"default_bytes_per_token,omitempty"`
+	Classes              []TransferClass `json:"classes,omitempty"`
+	TrainedAt            any             `json:"trained_at"`
+	TrainSeconds         float64         `json:"train_seconds"`
 }
 
 // TargetInfo describes one target's model in an Info.
@@ -62,6 +84,10 @@ func NewInfo(pub *Published, loadedAt, now time.Time, counts func(t features.Tar
 		if !loadedAt.IsZero() {
 			info.LoadedAt = wire.Timestamp(loadedAt)
 		}
+	}
+	info.KVTransfer = transferInfo(pub)
+	if counts != nil {
+		info.KVTransfer.TrainSamples, info.KVTransfer.HoldoutSamples = counts(features.KVTransfer)
 	}
 	for _, t := range features.Targets {
 		ti := targetInfo(pub, t)
@@ -112,4 +138,20 @@ func targetInfo(pub *Published, t features.Target) TargetInfo {
 		ti.LinearCoefficients[c] = coef[i]
 	}
 	return ti
+}
+
+func transferInfo(pub *Published) TransferInfo {
+	var m *TransferModel
+	if pub != nil {
+		m = pub.Bundle.Transfer
+	}
+	if m == nil {
+		return TransferInfo{TrainedAt: nil}
+	}
+	return TransferInfo{
+		Ready: true, TrainSamples: m.TrainSamples, HoldoutSamples: m.HoldoutSamples, TrainedOnSamples: m.TrainSamples,
+		Holdout: m.Holdout, HoldoutCoverage: m.HoldoutCoverage, Calibration: m.Calibration.Source,
+		DefaultBytesPerToken: m.DefaultBytesPerToken, Classes: m.Classes,
+		TrainedAt: wire.Timestamp(m.TrainedAt), TrainSeconds: m.TrainSeconds,
+	}
 }

@@ -45,3 +45,22 @@ func TestNewInfo(t *testing.T) {
 		t.Errorf("info does not encode: %v", err)
 	}
 }
+
+func TestNewInfoTransfer(t *testing.T) {
+	now := time.Date(2026, 11, 29, 12, 1, 1, 0, time.UTC)
+	counts := func(tg features.Target) (int, int) { return 10 + int(tg), 1 }
+	if none := NewInfo(nil, time.Time{}, now, counts); none.KVTransfer.Ready || none.KVTransfer.TrainSamples != 12 {
+		t.Errorf("no model: %+v, want not ready with the store's 12 transfer samples", none.KVTransfer)
+	}
+	b := testBundle(t)
+	b.Transfer = testTransferModel(t)
+	b.Transfer.TrainSamples, b.Transfer.Holdout = 480, Quality{Rows: 52, MAPE: 4.5}
+	ti := NewInfo(&Published{Bundle: b}, time.Time{}, now, nil).KVTransfer
+	if !ti.Ready || ti.TrainedOnSamples != 480 || ti.Holdout.MAPE != 4.5 || len(ti.Classes) != 2 ||
+		ti.Classes[1].Class != "cross-zone" || ti.Classes[1].BytesPerSec != 3e9 || ti.DefaultBytesPerToken != 160<<10 {
+		t.Errorf("transfer info %+v", ti)
+	}
+	if _, err := json.Marshal(ti); err != nil {
+		t.Error(err)
+	}
+}

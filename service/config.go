@@ -95,6 +95,10 @@ type TrainerConfig struct {
 	// PublishForce publishes every new model even when the publication
 	// gate refuses it (trainer.GateConfig.Force).
 	PublishForce bool
+	// KVBytesPerToken is the pool's KV-cache bytes per token, for transfer
+	// samples that do not report kv_bytes_per_token; 0 learns it from those
+	// that do (trainer.TransferConfig.BytesPerToken).
+	KVBytesPerToken float64
 }
 
 // PredictorConfig configures the prediction role. Beside a trainer in the
@@ -245,6 +249,9 @@ func (t *TrainerConfig) validate(dataDir string) []error {
 	}
 	if t.MaxTrainRows == 0 {
 		bad("MaxTrainRows", "0: want a positive cap, or negative for every stored sample")
+	}
+	if !(t.KVBytesPerToken >= 0 && t.KVBytesPerToken <= wire.MaxKVBytesPerToken) {
+		bad("KVBytesPerToken", "%v: want 0 (learn it from the samples) or bytes up to %d", t.KVBytesPerToken, wire.MaxKVBytesPerToken)
 	}
 	if t.Store.BucketCapacity < 1 {
 		bad("Store.BucketCapacity", "%d: want at least 1", t.Store.BucketCapacity)

@@ -105,6 +105,7 @@ func (s *Service) buildTrainer() error {
 		Fit:             fit,
 		Drift:           drift,
 		Gate:            trainer.GateConfig{Force: t.PublishForce},
+		Transfer:        trainer.TransferConfig{BytesPerToken: t.KVBytesPerToken},
 		BundleDir:       filepath.Join(c.DataDir, "bundles"),
 		SigningKey:      c.SigningKey,
 		Logger:          s.log,

@@ -31,6 +31,9 @@ type Metrics struct {
 	earlyRetrains *prometheus.CounterVec
 
 	gateRejections *prometheus.CounterVec
+
+	transferClassMAPE      *prometheus.GaugeVec
+	transferClassBandwidth *prometheus.GaugeVec
 }
 
 // NewMetrics registers the trainer's series with reg.
@@ -94,8 +97,16 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "headroom_publication_rejections_total",
 			Help: "Candidate models the publication gate refused, per target and reason (non_finite, out_of_band, worse_than_served, worse_than_constant); the model in service stays. Counted also when --publish-force published them anyway.",
 		}, []string{"target", "reason"}),
+		transferClassMAPE: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "headroom_kv_transfer_holdout_mape_percent",
+			Help: "Mean absolute percentage error of the newest KV-transfer model on held-out transfers, per link class it fitted (same-node, same-rack, same-zone, cross-zone, cross-region); all classes together are headroom_holdout_mape_percent{target=\"kv_transfer\"}.",
+		}, []string{"class"}),
+		transferClassBandwidth: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "headroom_kv_transfer_bandwidth_bytes_per_second",
+			Help: "Bandwidth one KV transfer gets alone on a link, as the newest KV-transfer model learned it, per link class it fitted.",
+		}, []string{"class"}),
 	}
-	reg.MustRegister(m.gateRejections, m.runs, m.duration, m.publishFailures, m.bundleVersion, m.bundleCreated,
+	reg.MustRegister(m.transferClassMAPE, m.transferClassBandwidth, m.gateRejections, m.runs, m.duration, m.publishFailures, m.bundleVersion, m.bundleCreated,
 		m.holdoutMAPE, m.holdoutRows, m.xgboost, m.coverage, m.liveMAPE, m.liveBias, m.liveSamples, m.earlyRetrains)
 	return m
 }
@@ -144,6 +155,31 @@ func (m *Metrics) observeBundle(p *model.Published) {
 		if tm := p.Bundle.Target(t); tm != nil {
 			m.observeQuality(t, tm)
 		}
+	}
+	if tm := p.Bundle.Transfer; tm != nil {
+		m.observeTransferQuality(tm)
+	}
+}
+
+// observeTransferQuality exports a KV-transfer model's holdout figures
+// under the per-target series (target="kv_transfer") and per link class.
+func (m *Metrics) observeTransferQuality(tm *model.TransferModel) {
+	if m == nil {
+		return
+	}
+	const t = "kv_transfer"
+	m.holdoutMAPE.WithLabelValues(t, "served").Set(tm.Holdout.MAPE)
+	m.holdoutRows.WithLabelValues(t).Set(float64(tm.Holdout.Rows))
+	if c := tm.HoldoutCoverage; c != nil {
+		m.coverage.WithLabelValues(t, "holdout", quantileLabel(c.Quantile)).Set(c.Percent)
+	}
+	m.transferClassMAPE.Reset()
+	m.transferClassBandwidth.Reset()
+	for _, k := range tm.Classes {
+		if k.Holdout.Rows > 0 {
+			m.transferClassMAPE.WithLabelValues(k.Class).Set(k.Holdout.MAPE)
+		}
+		m.transferClassBandwidth.WithLabelValues(k.Class).Set(k.BytesPerSec)
 	}
 }
 
@@ -237,7 +273,7 @@ func (c *storeCollector) Describe(ch chan<- *prometheus.Desc) {
 
 func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
 	counts := c.db.Counts()
-	for _, t := range features.Targets {
+	for _, t := range [...]features.Target{features.TTFT, features.TPOT, features.KVTransfer} {
 		for bucket, n := range c.db.BucketCounts(t) {
 			ch <- prometheus.MustNewConstMetric(c.buckets, prometheus.GaugeValue, float64(n), t.String(), bucket)
 		}

@@ -47,6 +47,8 @@ type Config struct {
 	Drift DriftConfig
 	// Gate is the publication gate every new model passes (gate.go).
 	Gate GateConfig
+	// Transfer configures the KV-transfer model's fit (transfer.go).
+	Transfer TransferConfig
 	// Columns per target; nil means features.DefaultTTFTColumns / TPOT.
 	TTFTColumns, TPOTColumns []string
 	// BundleDir holds published bundles; KeepBundles of them are kept (default 5).
@@ -166,6 +168,9 @@ type Trainer struct {
 	evidence    [2]gateEvidence
 	evidenceGen [2]uint64
 
+	// transfer is the KV-transfer target's state; guarded by statusMu.
+	transfer transferState
+
 	// published is closed and replaced on every publication, for waiters.
 	publishedMu sync.Mutex
 	published   chan struct{}
@@ -225,6 +230,10 @@ func New(cfg Config, db *store.DB) (*Trainer, error) {
 					t.status[tg].ServingLinear = m.Kind == model.KindLinear
 				}
 			}
+			if m := pub.Bundle.Transfer; m != nil {
+				t.transfer.status.TrainedOnGen = m.StoreGeneration
+				t.transfer.tried, t.transfer.triedGen = true, m.StoreGeneration
+			}
 			cfg.Logger.Info("loaded saved bundle", "epoch", pub.Bundle.Epoch, "version", pub.Bundle.Version, "created_at", pub.Bundle.CreatedAt)
 		}
 	}
@@ -278,6 +287,7 @@ func (t *Trainer) Status() Status {
 		ts.Live = t.live.status(tg)
 		s.Targets[tg.String()] = ts
 	}
+	s.Targets[features.KVTransfer.String()] = t.transfer.status
 	return s
 }
 
@@ -348,6 +358,7 @@ func (t *Trainer) retrain(ctx context.Context, p pass) (*model.Published, error)
 	}
 	t.statusMu.Lock()
 	before := t.status // restored for targets whose new model is not published
+	beforeTransfer := t.transfer
 	t.statusMu.Unlock()
 	var (
 		results [2]*model.TargetModel
@@ -384,13 +395,24 @@ func (t *Trainer) retrain(ctx context.Context, p pass) (*model.Published, error)
 		})
 	}
 
-	if results[features.TTFT] == nil && results[features.TPOT] == nil {
-		return nil, errors.Join(errs[:]...)
+	// The KV-transfer law fits in milliseconds; first-model passes leave it
+	// to the next full one.
+	var (
+		transfer    *model.TransferModel
+		transferErr error
+	)
+	if !p.first() {
+		run(func() { transfer, transferErr = t.retrainTransfer(ctx, transferOf(prevBundle)) })
+	}
+	errs2 := append(errs[:], transferErr)
+	if results[features.TTFT] == nil && results[features.TPOT] == nil && transfer == nil {
+		return nil, errors.Join(errs2...)
 	}
 	next := &model.Bundle{Epoch: t.epoch, CreatedAt: t.cfg.Now().UTC(), XGBoostMissing: t.xgbErr != nil}
 	if prevBundle != nil {
 		next.Version = prevBundle.Version + 1
 		next.TTFT, next.TPOT = prevBundle.TTFT, prevBundle.TPOT
+		next.Transfer = prevBundle.Transfer
 	} else {
 		next.Version = t.versionFloor + 1
 	}
@@ -399,6 +421,9 @@ func (t *Trainer) retrain(ctx context.Context, p pass) (*model.Published, error)
 	}
 	if results[features.TPOT] != nil {
 		next.TPOT = results[features.TPOT]
+	}
+	if transfer != nil {
+		next.Transfer = transfer
 	}
 	// Encoding and writing the bundle is background work too (but for a
 	// first model's).
@@ -435,9 +460,18 @@ func (t *Trainer) retrain(ctx context.Context, p pass) (*model.Published, error)
 				})
 			}
 		}
-		return nil, errors.Join(append(errs[:], err)...)
+		if transfer != nil {
+			t.statusMu.Lock()
+			t.transfer.tried, t.transfer.triedGen = beforeTransfer.tried, beforeTransfer.triedGen
+			s := &t.transfer.status
+			s.LastSuccess, s.TrainedOnGen = beforeTransfer.status.LastSuccess, beforeTransfer.status.TrainedOnGen
+			s.Failures++
+			s.LastError, s.LastErrorAt = err.Error(), t.cfg.Now().UTC()
+			t.statusMu.Unlock()
+		}
+		return nil, errors.Join(append(errs2, err)...)
 	}
-	return pub, errors.Join(errs[:]...)
+	return pub, errors.Join(errs2...)
 }
 
 // publish passes a bundle's new models (those not in prev) through the
@@ -447,7 +481,8 @@ func (t *Trainer) retrain(ctx context.Context, p pass) (*model.Published, error)
 // error) when no candidate is left.
 func (t *Trainer) publish(ctx context.Context, b, prev *model.Bundle) (*model.Published, [2]bool, error) {
 	refused := t.gate(ctx, b, prev)
-	if b.TTFT == prev.Target(features.TTFT) && b.TPOT == prev.Target(features.TPOT) {
+	t.gateTransfer(b, prev) // its verdict is in the status
+	if b.TTFT == prev.Target(features.TTFT) && b.TPOT == prev.Target(features.TPOT) && b.Transfer == transferOf(prev) {
 		return nil, refused, nil
 	}
 	pub, err := t.write(b)
@@ -456,6 +491,9 @@ func (t *Trainer) publish(ctx context.Context, b, prev *model.Bundle) (*model.Pu
 			if m := b.Target(tg); m != nil && m != prev.Target(tg) {
 				t.cfg.Metrics.observeQuality(tg, m)
 			}
+		}
+		if m := b.Transfer; m != nil && m != transferOf(prev) {
+			t.cfg.Metrics.observeTransferQuality(m)
 		}
 	}
 	return pub, refused, err

@@ -161,6 +161,7 @@ func (f *trainerFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&f.xgb.IdleGrace, "train-idle-grace", def.XGBoost.IdleGrace, "how long an idle-class xgboost run may wait for spare CPU before it runs again niced")
 	fs.IntVar(&f.cfg.Nice, "train-nice", def.Nice, "scheduling niceness of training (0-19; 0: the trainer's own): the fits' own work and the bundle's publication always, xgboost when not idle; so predictions on shared cores come first")
 	fs.BoolVar(&f.noXGBoost, "no-xgboost", false, "train linear models only")
+	fs.Float64Var(&f.cfg.KVBytesPerToken, "kv-bytes-per-token", 0, "the pool's KV-cache bytes per token, for KV-transfer samples that do not report kv_bytes_per_token (0: learn it from those that do)")
 	fs.BoolVar(&f.cfg.PublishForce, "publish-force", false, "publish every new model even when the publication gate refuses it (the verdict is still logged, counted and in /status): for a workload that really changed")
 	fs.StringVar(&f.modelKind, "model-kind", string(def.Kind), "linear, log-trees, or linear+log-trees")
 	fs.IntVar(&f.cfg.Params.Rounds, "xgb-rounds", def.Params.Rounds, "boosting rounds (trees)")
@@ -259,6 +260,7 @@ var flagNames = map[string]string{
 	"Trainer.MinSamples":            "--min-samples",
 	"Trainer.MinSamplesFresh":       "--min-samples-fresh",
 	"Trainer.MaxTrainRows":          "--max-train-rows",
+	"Trainer.KVBytesPerToken":       "--kv-bytes-per-token",
 	"Trainer.Store.BucketCapacity":  "--bucket-capacity",
 	"Trainer.Store.HoldoutFraction": "--holdout-fraction",
 	"Trainer.Store.HoldoutCapacity": "--holdout-capacity",
