@@ -87,6 +87,7 @@ func TestFitTransferLearnsTheLinks(t *testing.T) {
 			t.Errorf("%s: contention %.3f, true 1 (equal sharing)", c, k.Contention)
 		}
 	}
+	t.Logf("holdout MAPE %.2f%%, p90 coverage %+v", m.Holdout.MAPE, m.HoldoutCoverage)
 	if m.Holdout.MAPE > 6 || m.Holdout.Rows != 400 {
 		t.Errorf("holdout MAPE %.2f%% on %d rows, want about the 4%% of 5%% noise on 400", m.Holdout.MAPE, m.Holdout.Rows)
 	}

@@ -2,10 +2,12 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"time"
 
@@ -54,6 +56,11 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		fit        = trainer.DefaultFitConfig()
 		liveWindow = fs.Int("live-window", 0, "trainer's live window: recent samples whose errors calibrate the next model (0: the service's default)")
 		minSamples = fs.Int("min-samples", 100, "training samples a target needs to retrain once it has a model, as for serve")
+		transfer   = fs.Bool("transfer", false, "measure the KV-transfer model instead: random 90/10 splits and extrapolation from --train-max to --test-min transfer tokens, on --pd-samples or on simulated P/D runs")
+		pdSamples  = fs.String("pd-samples", "", "--transfer: a JSONL file of `headroom whatif --pd ... --pd-samples`; default: simulate")
+		pdSeed     = fs.Uint64("pd-seed", 1, "--transfer: seed of the simulated P/D runs")
+		pdSessions = fs.Int("pd-sessions", 200, "--transfer: agentic sessions of each simulated P/D run")
+		kvBytes    = fs.Float64("kv-bytes-per-token", 0, "--transfer: the pool's KV bytes per token, as for serve (0: learned from the samples)")
 	)
 	fs.Float64Var(&fit.TreeLabelClip, "tree-label-clip", fit.TreeLabelClip, "clip the trees' labels at this many robust standard deviations (0: off)")
 	fs.IntVar(&fit.Params.Rounds, "xgb-rounds", fit.Params.Rounds, "Headroom's boosting rounds (trees)")
@@ -68,6 +75,7 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: headroom eval (--trace FILE | --synthetic) --mode split|prequential|extrapolate [flags]")
 		fmt.Fprintln(stderr, "       headroom eval --suite DIR [flags]")
+		fmt.Fprintln(stderr, "       headroom eval --transfer [--pd-samples FILE] [flags]")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -75,6 +83,13 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments: %v", fs.Args())
+	}
+	if *transfer {
+		if *tracePath != "" || *synthetic || *suiteDir != "" {
+			return errors.New("--transfer measures P/D samples: leave out --trace, --synthetic and --suite")
+		}
+		return runTransferEval(ctx, *pdSamples, *pdSeed, *pdSessions, eval.TransferOptions{Seeds: *seeds,
+			TrainMax: *trainMax, TestMin: *testMin, Quantile: *quantile, BytesPerToken: *kvBytes}, *asJSON, stdout)
 	}
 	sources := 0
 	for _, given := range []bool{*tracePath != "", *synthetic, *suiteDir != ""} {
@@ -199,4 +214,33 @@ func columns(list string) []string {
 		out = append(out, strings.TrimSpace(c))
 	}
 	return out
+}
+
+// runTransferEval is eval --transfer.
+func runTransferEval(ctx context.Context, path string, seed uint64, sessions int, opts eval.TransferOptions, asJSON bool, stdout io.Writer) error {
+	var samples []features.Sample
+	var err error
+	if path != "" {
+		f, ferr := os.Open(path)
+		if ferr != nil {
+			return fmt.Errorf("--pd-samples: %w", ferr)
+		}
+		samples, err = eval.ReadPDSamples(f)
+		f.Close()
+	} else {
+		samples, err = eval.SimulateTransfers(ctx, seed, sessions)
+	}
+	if err != nil {
+		return err
+	}
+	r, err := eval.EvaluateTransfer(ctx, samples, opts)
+	if err != nil {
+		return err
+	}
+	if asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(r)
+	}
+	return eval.WriteTransferTable(stdout, r)
 }

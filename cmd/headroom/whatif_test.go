@@ -161,3 +161,36 @@ func TestWhatifPD(t *testing.T) {
 		}
 	}
 }
+
+// What whatif --pd-samples writes, eval --transfer measures.
+func TestEvalTransferOnWhatifSamples(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "pd.jsonl")
+	var stdout, stderr bytes.Buffer
+	if err := runWhatif(context.Background(), []string{"--workload", "agentic", "--sessions", "40", "--pd", "zones",
+		"--prefill-pods", "4", "--decode-pods", "4", "--pd-routers", "greedy", "--pd-samples", path}, &stdout, &stderr); err != nil {
+		t.Fatalf("whatif: %v\n%s", err, stderr.String())
+	}
+	stdout.Reset()
+	if err := runEval(context.Background(), []string{"--transfer", "--pd-samples", path, "--seeds", "2", "--json"}, &stdout, &stderr); err != nil {
+		t.Fatalf("eval --transfer: %v\n%s", err, stderr.String())
+	}
+	var r struct {
+		Samples int `json:"samples"`
+		Holdout struct {
+			MAPE float64 `json:"mape"`
+		} `json:"holdout"`
+		Extrapolation []struct {
+			Class string  `json:"class"`
+			Bias  float64 `json:"median_bias"`
+		} `json:"extrapolation"`
+	}
+	if err := json.Unmarshal(stdout.Bytes(), &r); err != nil {
+		t.Fatalf("not JSON: %v\n%s", err, stdout.String())
+	}
+	if r.Samples < 100 || r.Holdout.MAPE <= 0 || r.Holdout.MAPE > 15 {
+		t.Errorf("report %+v", r)
+	}
+	if err := runEval(context.Background(), []string{"--transfer", "--synthetic"}, &stdout, &stderr); err == nil {
+		t.Error("--transfer with --synthetic accepted")
+	}
+}
