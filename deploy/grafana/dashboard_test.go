@@ -167,6 +167,7 @@ func TestDashboardCoversTheService(t *testing.T) {
 		"headroom_training_duration_seconds_bucket", `result="failed"`, "headroom_bundle_publish_failures_total",
 		"headroom_store_bucket_samples", "headroom_publication_rejections_total",
 		"headroom_predictor_bundle_epoch_changes_total",
+		"headroom_kv_transfer_holdout_mape_percent", "headroom_kv_transfer_bandwidth_bytes_per_second",
 	} {
 		if !strings.Contains(all, want) {
 			t.Errorf("no panel queries %s", want)
