@@ -35,6 +35,11 @@ func FuzzIngestThenGate(f *testing.F) {
 		}
 		return s + "}"
 	}
+	transfer := func(ms, tokens, zone string) []string {
+		return []string{"actual_kv_transfer_ms", ms, "kv_transfer_tokens", tokens,
+			"prefill_topology", `{"node":"n0","rack":"r0","zone":"zone-a"}`,
+			"decode_topology", `{"node":"n1","rack":"r0","zone":"` + zone + `"}`, "concurrent_transfers", "2"}
+	}
 	many := func(n int, entry string) string { return strings.TrimSuffix(strings.Repeat(entry+",", n), ",") }
 	for _, s := range []string{
 		`{"entries":[` + e("55", "12") + `]}`,
@@ -49,6 +54,10 @@ func FuzzIngestThenGate(f *testing.F) {
 		`{"entries":[` + e("55", "12", "num_request_running", "100000000", "prefill_tokens_in_flight", "100000000") + `]}`,
 		`{"entries":[` + e("NaN", "Infinity") + `]}`,
 		`[` + e("55", "12") + `]`,
+		// Disaggregated requests: transfers, some absurd.
+		`{"entries":[` + many(12, e("55", "0", transfer("3.5", "400", "zone-b")...)) + `]}`,
+		`{"entries":[` + many(30, e("3000000", "0", transfer("2999999", "500", "zone-a")...)) + `]}`,
+		`{"entries":[` + many(30, e("0", "0", transfer("1e-300", "1", "zone-a")...)) + `]}`,
 	} {
 		f.Add([]byte(s))
 	}
@@ -94,6 +103,15 @@ func FuzzIngestThenGate(f *testing.F) {
 		}
 		served := tr.Current()
 		g := tr.cfg.Gate
+		if m := served.Bundle.Transfer; m != nil {
+			for c := range features.NumLinkClasses {
+				for _, tokens := range []int64{0, 1, 500, 1 << 20} {
+					if p, ok := m.Predict(c, tokens, 0, 1); ok && (!(p > 0) || math.IsInf(p, 0) || p > m.MaxMs) {
+						t.Fatalf("the transfer model in service predicts %v ms for %d tokens over %s", p, tokens, c)
+					}
+				}
+			}
+		}
 		for _, tg := range features.Targets {
 			before, after := first.Bundle.Target(tg), served.Bundle.Target(tg)
 			if after == nil {

@@ -60,6 +60,11 @@ func (c *TransferConfig) setDefaults() {
 	}
 }
 
+// ErrTooFewTransfers is FitTransfer's error when no link class has
+// TransferConfig.MinClassSamples training samples yet: a wait, not a
+// failure.
+var ErrTooFewTransfers = errors.New("kv transfer: too few samples of any one link class")
+
 // transferMaxMs is the ceiling of a transfer prediction: the wire's ceiling
 // on any measured latency.
 const transferMaxMs = 3_600_000
@@ -126,7 +131,7 @@ func FitTransfer(ctx context.Context, train, holdout []features.Sample, cfg Tran
 	bpt := transferBytesPerToken(train, cfg.BytesPerToken)
 	rows := transferRows(train, bpt)
 	if len(rows) == 0 {
-		return nil, errors.New("kv transfer: no training samples with a measured transfer")
+		return nil, fmt.Errorf("%w: no training samples with a measured transfer", ErrTooFewTransfers)
 	}
 	m, err := fitTransferLaws(rows, bpt, cfg.MinClassSamples)
 	if err != nil {
@@ -167,7 +172,7 @@ func fitTransferLaws(rows []transferRow, bpt float64, minRows int) (*model.Trans
 		m.Classes = append(m.Classes, k)
 	}
 	if len(m.Classes) == 0 {
-		return nil, fmt.Errorf("kv transfer: no link class has %d samples yet (%d samples in all)", minRows, len(rows))
+		return nil, fmt.Errorf("%w: no link class has %d samples yet (%d samples in all)", ErrTooFewTransfers, minRows, len(rows))
 	}
 	if err := m.Prepare(); err != nil {
 		return nil, fmt.Errorf("kv transfer: fitted model is inconsistent: %w", err)
@@ -598,6 +603,13 @@ func (t *Trainer) retrainTransfer(ctx context.Context, prev *model.TransferModel
 		err = fmt.Errorf("snapshot: %w", err)
 	}
 	dur := time.Since(start)
+	if errors.Is(err, ErrTooFewTransfers) {
+		t.statusMu.Lock()
+		t.transfer.tried, t.transfer.triedGen = true, gen
+		st.WaitingFor, st.LastSkipReason = 1, err.Error()
+		t.statusMu.Unlock()
+		return nil, nil
+	}
 	t.cfg.Metrics.observeRun(tg, dur, err)
 	r := RetrainRecord{Target: tg, Start: start.UTC(), Duration: dur}
 	if m != nil {

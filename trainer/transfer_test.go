@@ -2,6 +2,7 @@ package trainer
 
 import (
 	"context"
+	"errors"
 	"math"
 	"math/rand/v2"
 	"sort"
@@ -180,11 +181,11 @@ func TestFitTransferClassesAndDefaults(t *testing.T) {
 	}
 
 	if _, err := FitTransfer(context.Background(), lawSamples(rng, 4, []features.LinkClass{features.SameRack}, 1, 10, 0), nil,
-		TransferConfig{}); err == nil || !strings.Contains(err.Error(), "no link class has") {
+		TransferConfig{}); !errors.Is(err, ErrTooFewTransfers) || !strings.Contains(err.Error(), "no link class has") {
 		t.Errorf("4 samples: %v", err)
 	}
-	if _, err := FitTransfer(context.Background(), []features.Sample{{ActualTTFTMs: 5}}, nil, TransferConfig{}); err == nil {
-		t.Error("fitted without any transfer")
+	if _, err := FitTransfer(context.Background(), []features.Sample{{ActualTTFTMs: 5}}, nil, TransferConfig{}); !errors.Is(err, ErrTooFewTransfers) {
+		t.Errorf("fitted without any transfer: %v", err)
 	}
 }
 
@@ -214,6 +215,22 @@ func TestRetrainPublishesTheTransferModel(t *testing.T) {
 			s[i].ActualTTFTMs = 20 + 0.1*float64(s[i].Row.InputTokenLength) + s[i].Transfer.Ms
 		}
 		return s
+	}
+	// Twelve transfers over five classes: enough samples, but no class has
+	// five to learn a law from. A wait, not a failure.
+	few := lawSamples(rng, 12, []features.LinkClass{features.SameNode, features.SameRack, features.SameZone,
+		features.CrossZone, features.CrossRegion}, 64, 4096, 0)
+	for i := range few {
+		few[i].Transfer.Decode = testPlaces[i%5]
+	}
+	if _, err := f.db.Add(few); err != nil {
+		t.Fatal(err)
+	}
+	if pub := retrain(t, tr); pub != nil {
+		t.Fatalf("published %+v from 12 transfers of five classes", pub.Bundle)
+	}
+	if st := tr.Status().Targets["kv_transfer"]; st.Runs != 0 || st.Failures != 0 || !strings.Contains(st.LastSkipReason, "no link class has 5") {
+		t.Fatalf("kv_transfer status after too few: %+v", st)
 	}
 	if _, err := f.db.Add(pd(400)); err != nil {
 		t.Fatal(err)
