@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"slices"
 	"text/tabwriter"
 
@@ -14,6 +16,7 @@ import (
 	"github.com/headroomhq/headroom/model"
 	"github.com/headroomhq/headroom/sim"
 	"github.com/headroomhq/headroom/sim/workload"
+	"github.com/headroomhq/headroom/store"
 	"github.com/headroomhq/headroom/trainer"
 )
 
@@ -85,6 +88,11 @@ type TransferReport struct {
 	TrainMax      int64                 `json:"train_max_tokens"`
 	TestMin       int64                 `json:"test_min_tokens"`
 	Extrapolation []TransferClassResult `json:"extrapolation"`
+	// Service is what the service itself publishes for these samples: its
+	// store (default options, its own 10% holdout), one retrain, and the
+	// bundle's kv_transfer holdout figures, per class then overall.
+	Service         []TransferClassResult `json:"service"`
+	ServiceCoverage float64               `json:"service_holdout_coverage_percent"`
 }
 
 // EvaluateTransfer measures the transfer model on samples with a measured
@@ -155,6 +163,10 @@ func EvaluateTransfer(ctx context.Context, samples []features.Sample, opts Trans
 		r.HoldoutByClass = append(r.HoldoutByClass, mean)
 	}
 
+	if err := r.throughService(ctx, pd, cfg); err != nil {
+		return nil, err
+	}
+
 	// Extrapolation across transfer sizes.
 	var short, long []features.Sample
 	for _, s := range pd {
@@ -192,6 +204,47 @@ func EvaluateTransfer(ctx context.Context, samples []features.Sample, opts Trans
 			TestRows: q.Rows, MAPE: q.MAPE, MedianAPE: q.MedianAPE, Bias: q.Bias, BytesPerSec: k.BytesPerSec})
 	}
 	return r, nil
+}
+
+// throughService stores the samples in a fresh store with the service's
+// defaults, retrains once, and reads the published transfer model's
+// holdout figures.
+func (r *TransferReport) throughService(ctx context.Context, samples []features.Sample, cfg trainer.TransferConfig) error {
+	dir, err := os.MkdirTemp("", "headroom-eval-transfer-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	db, err := store.Open(filepath.Join(dir, "samples.db"), store.Options{NoSync: true})
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	if _, err := db.Add(samples); err != nil {
+		return fmt.Errorf("kv transfer eval, store: %w", err)
+	}
+	tr, err := trainer.New(trainer.Config{Transfer: cfg}, db) // linear per-pod models: only the transfer is read
+	if err != nil {
+		return err
+	}
+	pub, err := tr.Retrain(ctx)
+	if err != nil {
+		return fmt.Errorf("kv transfer eval, retrain: %w", err)
+	}
+	if pub == nil || pub.Bundle.Transfer == nil {
+		return fmt.Errorf("kv transfer eval: the service published no transfer model (status %+v)", tr.Status().Targets["kv_transfer"])
+	}
+	m := pub.Bundle.Transfer
+	for _, k := range m.Classes {
+		r.Service = append(r.Service, TransferClassResult{Class: k.Class, TrainRows: k.Samples, TestRows: k.Holdout.Rows,
+			MAPE: k.Holdout.MAPE, MedianAPE: k.Holdout.MedianAPE, Bias: k.Holdout.Bias, BytesPerSec: k.BytesPerSec})
+	}
+	r.Service = append(r.Service, TransferClassResult{Class: "all", TrainRows: m.TrainSamples, TestRows: m.Holdout.Rows,
+		MAPE: m.Holdout.MAPE, MedianAPE: m.Holdout.MedianAPE, Bias: m.Holdout.Bias})
+	if c := m.HoldoutCoverage; c != nil {
+		r.ServiceCoverage = c.Percent
+	}
+	return nil
 }
 
 func pick(s []features.Sample, idx []int) []features.Sample {
@@ -233,6 +286,18 @@ func WriteTransferTable(w io.Writer, r *TransferReport) error {
 		return err
 	}
 	fmt.Fprintf(w, "holdout coverage of the p%g: %.1f%%\n", 100*r.Quantile, r.Coverage)
+	if len(r.Service) > 0 {
+		fmt.Fprintf(w, "\nthrough the service: its store (its own 10%% holdout, stratified by link class and size), one retrain\n")
+		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintln(tw, "class\ttrain rows\ttest rows\tMAPE %\tmedian APE %\tmedian bias %\tbandwidth GB/s\t")
+		for _, x := range r.Service {
+			row(x)
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+		fmt.Fprintf(w, "holdout coverage of the p%g: %.1f%%\n", 100*r.Quantile, r.ServiceCoverage)
+	}
 	fmt.Fprintf(w, "\nextrapolation: trained on transfers of <= %d tokens, tested on > %d\n", r.TrainMax, r.TestMin)
 	if len(r.Extrapolation) == 0 {
 		fmt.Fprintln(w, "(no class has transfers on both sides)")

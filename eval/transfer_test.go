@@ -37,6 +37,9 @@ func TestEvaluateTransferOnSimulatedRuns(t *testing.T) {
 			t.Errorf("%s: learned %.3g B/s, the simulator's link is %.3g", k.Class, k.BytesPerSec, links[c].BytesPerSec)
 		}
 	}
+	if n := len(r.Service); n != 5 || r.Service[n-1].Class != "all" || r.Service[n-1].TestRows == 0 || r.Service[n-1].MAPE > 10 {
+		t.Errorf("through the service: %+v", r.Service)
+	}
 	if len(r.Extrapolation) == 0 {
 		t.Fatal("no class to extrapolate on")
 	}
