@@ -379,6 +379,7 @@ func (t *Trainer) ObserveServed(samples []features.Sample) {
 	}
 	t.wakeForFirstModels(b)
 	t.recent.add(samples)
+	t.observeTransfers(samples, b)
 	for _, tg := range t.live.observe(samples, b) {
 		t.cfg.Logger.Debug("live error well above holdout error", "target", tg)
 	}

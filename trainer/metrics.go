@@ -161,6 +161,20 @@ func (m *Metrics) observeBundle(p *model.Published) {
 	}
 }
 
+// observeTransferLive exports the transfer model's live figures under the
+// per-target live series (target="kv_transfer", source="model").
+func (m *Metrics) observeTransferLive(le *LiveError, q float64) {
+	if m == nil || le == nil {
+		return
+	}
+	const t = "kv_transfer"
+	m.liveMAPE.WithLabelValues(t, "model").Set(le.MAPE)
+	m.liveBias.WithLabelValues(t, "model").Set(le.Bias)
+	if le.Coverage != nil {
+		m.coverage.WithLabelValues(t, "live", quantileLabel(q)).Set(*le.Coverage)
+	}
+}
+
 // observeTransferQuality exports a KV-transfer model's holdout figures
 // under the per-target series (target="kv_transfer") and per link class.
 func (m *Metrics) observeTransferQuality(tm *model.TransferModel) {

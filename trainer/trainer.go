@@ -169,7 +169,8 @@ type Trainer struct {
 	evidenceGen [2]uint64
 
 	// transfer is the KV-transfer target's state; guarded by statusMu.
-	transfer transferState
+	transfer     transferState
+	transferLive transferLive
 
 	// published is closed and replaced on every publication, for waiters.
 	publishedMu sync.Mutex
@@ -287,7 +288,9 @@ func (t *Trainer) Status() Status {
 		ts.Live = t.live.status(tg)
 		s.Targets[tg.String()] = ts
 	}
-	s.Targets[features.KVTransfer.String()] = t.transfer.status
+	ts := t.transfer.status
+	ts.Live = t.transferLive.status(t.live.cfg.Quantile)
+	s.Targets[features.KVTransfer.String()] = ts
 	return s
 }
 

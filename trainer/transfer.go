@@ -7,6 +7,7 @@ import (
 	"math"
 	"slices"
 	"sort"
+	"sync"
 	"time"
 
 	"github.com/headroomhq/headroom/features"
@@ -752,4 +753,60 @@ func (g GateConfig) judgeTransfer(cand, served *model.TransferModel, holdout []f
 		g.compare(&v, c, fmt.Sprintf("the constant %.4g ms", v.ConstantMs), GateWorseThanConstant)
 	}
 	return v
+}
+
+// transferLive is the live error of the transfer model in service on
+// arriving transfers: what /status and Prometheus show beside its holdout
+// figures. It requests no early retrain: a retrain fits a new law whenever
+// transfers arrive, and the fit takes milliseconds.
+type transferLive struct {
+	mu      sync.Mutex
+	errs    ring
+	current *model.TransferModel
+}
+
+// observeTransfers scores arriving transfers against the model in b.
+func (t *Trainer) observeTransfers(samples []features.Sample, b *model.Bundle) {
+	m := transferOf(b)
+	if m == nil {
+		return
+	}
+	rows := transferRows(samples, m.DefaultBytesPerToken)
+	if len(rows) == 0 {
+		return
+	}
+	q := t.live.cfg.Quantile
+	tl := &t.transferLive
+	tl.mu.Lock()
+	defer tl.mu.Unlock()
+	if tl.errs.ape == nil {
+		tl.errs = newRing(t.live.cfg.Window, true)
+	}
+	if m != tl.current {
+		tl.current, tl.errs.sinceModel = m, 0
+	}
+	for _, r := range rows {
+		y, ok := predictRow(m, r)
+		if !ok {
+			continue
+		}
+		tl.errs.add(y, r.ms, r.ms <= m.Quantile(r.class, y, q))
+		t.cfg.Metrics.observeLive(features.KVTransfer, "model")
+	}
+	t.cfg.Metrics.observeTransferLive(tl.errs.summary(q), q)
+}
+
+// liveStatus is the transfer model's live figures for Status, nil before
+// any transfer was scored.
+func (tl *transferLive) status(q float64) *LiveStatus {
+	tl.mu.Lock()
+	defer tl.mu.Unlock()
+	if tl.errs.n == 0 {
+		return nil
+	}
+	s := &LiveStatus{Model: tl.errs.summary(q)}
+	if tl.current != nil {
+		s.HoldoutMAPE = tl.current.Holdout.MAPE
+	}
+	return s
 }

@@ -254,6 +254,14 @@ func TestRetrainPublishesTheTransferModel(t *testing.T) {
 		t.Fatal("retrained without new samples")
 	}
 
+	// Arriving transfers are scored live against the model in service.
+	tr.ObserveServed(pd(50))
+	live := tr.Status().Targets["kv_transfer"].Live
+	if live == nil || live.Model == nil || live.Model.Rows != 50 || live.Model.MAPE > 10 || live.HoldoutMAPE != m.Holdout.MAPE ||
+		live.Model.Coverage == nil {
+		t.Fatalf("kv_transfer live status %+v", live)
+	}
+
 	// New transfers: a new transfer model; the per-pod models retrain on
 	// their own thresholds.
 	if _, err := f.db.Add(pd(200)); err != nil {
