@@ -211,6 +211,76 @@ func TestPredictPairsWithATransferModel(t *testing.T) {
 	}
 }
 
+// TestPredictPairsLearnsTheTransfer is the loop end to end: split requests'
+// samples with their measured transfers go in through the trainer's route,
+// a retrain fits the transfer law, and the predictor ranks pairs with it.
+func TestPredictPairsLearnsTheTransfer(t *testing.T) {
+	s := newService(t, Tokens{})
+	place := map[string]string{
+		"d":          `{"node":"n3","rack":"r1","zone":"z1","region":"eu"}`,
+		"same-rack":  `{"node":"n2","rack":"r1","zone":"z1","region":"eu"}`,
+		"cross-zone": `{"node":"n1","rack":"r1","zone":"z2","region":"eu"}`,
+	}
+	bytesPerSec := map[string]float64{"same-rack": 40e9, "cross-zone": 3e9}
+	var es []string
+	for i := range 120 {
+		link := "same-rack"
+		if i%2 == 1 {
+			link = "cross-zone"
+		}
+		tokens := 500 + 30*i
+		ms := 0.5 + float64(tokens)*(160<<10)/bytesPerSec[link]*1000*(1+0.02*float64(i%5-2))
+		es = append(es, fmt.Sprintf(`{"kv_cache_percentage":0.1,"input_token_length":%d,"num_request_waiting":0,"num_request_running":%d,`+
+			`"num_tokens_generated":0,"prefix_cache_score":0,"pod_type":"prefill","actual_ttft_ms":%g,"actual_tpot_ms":0,`+
+			`"actual_kv_transfer_ms":%g,"kv_transfer_tokens":%d,"kv_bytes_per_token":163840,"prefill_pod":"p-%s","decode_pod":"d",`+
+			`"prefill_topology":%s,"decode_topology":%s,"concurrent_transfers":1}`,
+			tokens, i%30, 100+float64(i%30)+ms, ms, tokens, link, place[link], place["d"]))
+	}
+	if w := do(s.trainerH, "POST", "/add_training_data_bulk", `{"entries":[`+strings.Join(es, ",")+`]}`); w.Code != 202 {
+		t.Fatalf("ingest: %d %s", w.Code, w.Body)
+	}
+	s.ingestAndTrain(t, 300)
+	if pub, _ := s.pred.Current(); pub.Bundle.Transfer == nil {
+		t.Fatal("no transfer model after a retrain with 60 transfers per class")
+	}
+
+	cand := func(pod, topology string) string {
+		return fmt.Sprintf(`{"pod":%q,"topology":%s,"kv_cache_percentage":0.1,"num_request_waiting":0,"num_request_running":3,`+
+			`"prefix_cache_score":0}`, pod, topology)
+	}
+	body := `{"input_token_length":4000,"prefill":[` + cand("p-far", place["cross-zone"]) + `,` +
+		cand("p-abroad", `{"node":"n9","rack":"r1","zone":"z1","region":"us"}`) + `,` + cand("p-near", place["same-rack"]) +
+		`],"decode":[` + cand("d", place["d"]) + `]}`
+	w := do(s.predictH, "POST", "/predict/pairs", body)
+	var resp struct {
+		Transfer     bool     `json:"kv_transfer_model"`
+		Unknown      int      `json:"unknown_transfer_pairs"`
+		UnknownLinks []string `json:"unknown_link_classes"`
+		Pairs        []struct {
+			Prefill    string  `json:"prefill_pod"`
+			Link       string  `json:"link_class"`
+			TransferMs float64 `json:"kv_transfer_ms"`
+		} `json:"pairs"`
+	}
+	if err := json.Unmarshal(w.Body.Bytes(), &resp); err != nil || w.Code != 200 {
+		t.Fatalf("%d %s: %v", w.Code, w.Body, err)
+	}
+	// Cross-region lies beyond every class the trainer saw: unknown, not
+	// guessed. The near pair wins on the transfer alone (same rows).
+	if !resp.Transfer || resp.Unknown != 1 || fmt.Sprint(resp.UnknownLinks) != "[cross-region]" || len(resp.Pairs) != 2 ||
+		resp.Pairs[0].Prefill != "p-near" || resp.Pairs[1].Link != "cross-zone" {
+		t.Fatalf("answer %s", w.Body)
+	}
+	// The learned laws put each transfer of 4,000 tokens within 10% of the
+	// truth.
+	for i, bw := range []float64{40e9, 3e9} {
+		want := 0.5 + 4000*(160<<10)/bw*1000
+		if got := resp.Pairs[i].TransferMs; math.Abs(got-want) > 0.1*want {
+			t.Errorf("%s transfer %v ms, want about %v", resp.Pairs[i].Link, got, want)
+		}
+	}
+}
+
 func TestPredictPairsStatistic(t *testing.T) {
 	// A predictor serving a quantile ranks on it.
 	s := newService(t, Tokens{})
