@@ -514,9 +514,12 @@ func (pd *pairsDecoder) candidate(list string, index int) (PairCandidate, bool) 
 	return c, true
 }
 
-// topology decodes a candidate's topology object: every label is required
-// and not empty, since two pods whose rack (say) is unknown cannot be told
-// to share one.
+// topology decodes a candidate's topology object by the rules of a
+// sample's prefill_topology and decode_topology (§5.1): node is required,
+// rack, zone and region may be left out or null, and a label given is 1 to
+// MaxTopologyLabelLen characters. The same labels must give the same link
+// class when a transfer is learned and when it is predicted, so a cluster
+// without rack labels leaves them out on both sides.
 func (pd *pairsDecoder) topology(base locBase) features.Topology {
 	d := pd.d
 	s := &d.s
@@ -534,7 +537,7 @@ func (pd *pairsDecoder) topology(base locBase) features.Topology {
 		return t
 	}
 	start := s.Pos()
-	var seen [len(topologyLabels)]bool
+	var seen, reported [len(topologyLabels)]bool
 	for more := s.Open(4); more; more = s.Next('}') {
 		key, ok := s.ReadKey()
 		if !ok {
@@ -557,18 +560,26 @@ func (pd *pairsDecoder) topology(base locBase) features.Topology {
 			continue
 		}
 		seen[i] = true
-		*topologyLabel(&t, i) = pd.label(loc(topologyLabels[i]), MaxTopologyLabelLen, 5)
-		if s.Failed() {
+		tok, ok := s.ReadToken(5)
+		if !ok {
 			return t
 		}
+		if tok.Kind == jsonscan.Null { // as absent; a null node is then missing
+			continue
+		}
+		v, code := labelValue(&tok, MaxTopologyLabelLen)
+		if code != noProblem {
+			reported[i] = true
+			d.add(problem{code: code, bound: MaxTopologyLabelLen}.fieldError(loc(topologyLabels[i]), s.Echo(tok.Start, tok.End)))
+			continue
+		}
+		*topologyLabel(&t, i) = v
 	}
 	if s.Failed() {
 		return t
 	}
-	for i, name := range topologyLabels {
-		if !seen[i] {
-			d.add(problem{code: probMissing}.fieldError(loc(name), s.Echo(start, s.Pos())))
-		}
+	if t.Node == "" && !reported[0] {
+		d.add(problem{code: probMissing}.fieldError(loc(topologyLabels[0]), s.Echo(start, s.Pos())))
 	}
 	return t
 }

@@ -75,6 +75,15 @@ func TestDecodePairsRequest(t *testing.T) {
 		t.Errorf("decoded\n%s\nwant\n%s", got, must(json.Marshal(want)))
 	}
 
+	// A topology needs only its node, as a sample's does; rack, zone and
+	// region left out or null are empty, on both sides alike.
+	body = pairsBody(map[string]string{"decode": `[{"pod":"d","topology":{"node":"n9","rack":null},` +
+		`"kv_cache_percentage":0,"num_request_waiting":0,"num_request_running":0,"prefix_cache_score":0}]`})
+	req, errs = DecodePairsRequest([]byte(body), 0)
+	if errs != nil || req.Decode[0].Topology != (features.Topology{Node: "n9"}) {
+		t.Errorf("a node alone: %+v, %v", req.Decode, Describe(errs))
+	}
+
 	// The request's fields may come from the candidates alone, as a
 	// router's bulk rows carry them.
 	body = pairsBody(map[string]string{"input_token_length": "",
@@ -93,7 +102,7 @@ func must(b []byte, err error) []byte {
 }
 
 func TestDecodePairsRequestErrors(t *testing.T) {
-	long := strings.Repeat("n", MaxPodNameLen+1)
+	long := strings.Repeat("n", MaxTopologyLabelLen+1)
 	three := "[" + pairsCandidate("a", "n", "r", "z", "e", "") + "," + pairsCandidate("b", "n", "r", "z", "e", "") + "," +
 		pairsCandidate("c", "n", "r", "z", "e", "") + "]"
 	type fieldErr struct{ path, typ string }
@@ -121,9 +130,13 @@ func TestDecodePairsRequestErrors(t *testing.T) {
 		{"missing pod fields", pairsBody(map[string]string{"decode": `[{"pod":"d","topology":{"node":"n","rack":"r","zone":"z","region":"e"}}]`}), 0,
 			[]fieldErr{{"decode[0].kv_cache_percentage", "missing"}, {"decode[0].num_request_waiting", "missing"},
 				{"decode[0].num_request_running", "missing"}, {"decode[0].prefix_cache_score", "missing"}}, ""},
-		{"missing zone", pairsBody(map[string]string{"prefill": "[" + pairsCandidate("a", "n", "r", "z", "e", "") + "," +
-			strings.Replace(pairsCandidate("b", "n", "r", "z", "e", ""), `"zone":"z",`, "", 1) + "]"}), 0,
-			[]fieldErr{{"prefill[1].topology.zone", "missing"}}, ""},
+		{"missing node", pairsBody(map[string]string{"prefill": "[" + pairsCandidate("a", "n", "r", "z", "e", "") + "," +
+			strings.Replace(pairsCandidate("b", "n", "r", "z", "e", ""), `"node":"n",`, "", 1) + "]"}), 0,
+			[]fieldErr{{"prefill[1].topology.node", "missing"}}, ""},
+		{"null node", pairsBody(map[string]string{"decode": "[" + strings.Replace(pairsCandidate("d", "n", "r", "z", "e", ""), `"node":"n"`, `"node":null`, 1) + "]"}), 0,
+			[]fieldErr{{"decode[0].topology.node", "missing"}}, ""},
+		{"long rack label", pairsBody(map[string]string{"decode": "[" + pairsCandidate("d", "n", strings.Repeat("r", MaxTopologyLabelLen+1), "z", "e", "") + "]"}), 0,
+			[]fieldErr{{"decode[0].topology.rack", "string_too_long"}}, "at most 63 characters"},
 		{"empty rack", pairsBody(map[string]string{"decode": "[" + pairsCandidate("d", "n", "", "z", "e", "") + "]"}), 0,
 			[]fieldErr{{"decode[0].topology.rack", "string_too_short"}}, ""},
 		{"topology label not a string", pairsBody(map[string]string{"decode": "[" +
@@ -133,6 +146,8 @@ func TestDecodePairsRequestErrors(t *testing.T) {
 			[]fieldErr{{"decode[0].topology", "model_attributes_type"}}, ""},
 		{"long node name", pairsBody(map[string]string{"decode": "[" + pairsCandidate("d", long, "r", "z", "e", "") + "]"}), 0,
 			[]fieldErr{{"decode[0].topology.node", "string_too_long"}}, ""},
+		{"long pod name", pairsBody(map[string]string{"decode": "[" + pairsCandidate(strings.Repeat("p", MaxPodNameLen+1), "n", "r", "z", "e", "") + "]"}), 0,
+			[]fieldErr{{"decode[0].pod", "string_too_long"}}, "at most 253 characters"},
 		{"empty pod name", pairsBody(map[string]string{"decode": "[" + pairsCandidate("", "n", "r", "z", "e", "") + "]"}), 0,
 			[]fieldErr{{"decode[0].pod", "string_too_short"}}, ""},
 		{"duplicate pod", pairsBody(map[string]string{"prefill": "[" + pairsCandidate("a", "n", "r", "z", "e", "") + "," +
@@ -282,7 +297,7 @@ func FuzzDecodePairsRequest(f *testing.F) {
 			for _, c := range list {
 				checkRow(t, c.Row, DefaultDecodeLimits().MaxPredictCount)
 				tp := c.Topology
-				if c.Pod == "" || pods[c.Pod] || tp.Node == "" || tp.Rack == "" || tp.Zone == "" || tp.Region == "" || c.Concurrent < 0 {
+				if c.Pod == "" || pods[c.Pod] || tp.Node == "" || c.Concurrent < 0 {
 					t.Fatalf("accepted candidate %+v from %q", c, body)
 				}
 				pods[c.Pod] = true
