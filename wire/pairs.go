@@ -449,7 +449,7 @@ func (pd *pairsDecoder) candidate(list string, index int) (PairCandidate, bool) 
 				continue
 			}
 			seenPod = true
-			c.Pod = pd.label(base.loc("pod"), MaxPodNameLen, 4)
+			c.Pod = pd.podName(base)
 		case "topology":
 			if seenTopology {
 				d.reportToken(problem{code: probDuplicateKey, reason: "topology"}, base.loc("topology"), 4)
@@ -584,16 +584,17 @@ func (pd *pairsDecoder) topology(base locBase) features.Topology {
 	return t
 }
 
-// label reads a required name: a string of 1 to max characters.
-func (pd *pairsDecoder) label(loc []any, max, depth int) string {
+// podName reads a candidate's pod name: a string of 1 to MaxPodNameLen
+// characters. Its loc is built only for an error.
+func (pd *pairsDecoder) podName(base locBase) string {
 	d := pd.d
-	t, ok := d.s.ReadToken(depth)
+	t, ok := d.s.ReadToken(4)
 	if !ok {
 		return ""
 	}
-	v, code := labelValue(&t, max)
+	v, code := labelValue(&t, MaxPodNameLen)
 	if code != noProblem {
-		d.add(problem{code: code, bound: float64(max)}.fieldError(loc, d.s.Echo(t.Start, t.End)))
+		d.report(problem{code: code, bound: MaxPodNameLen}, base, "pod", t.Start, t.End)
 	}
 	return v
 }
