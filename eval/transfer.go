@@ -350,8 +350,8 @@ func ReadPDSamples(r io.Reader) ([]features.Sample, error) {
 }
 
 // SimulatedTransferRuns are the disaggregated runs SimulateTransfers
-// samples: the agentic workload (its prompts reach 10^4 tokens, where chat
-// prompts stay under 2,000) on one node (NVLink) and across two zones of
+// samples: the agentic workload (its transfers reach about 8,000 tokens,
+// where the chat workload's stay under 1,500) on one node (NVLink) and across two zones of
 // two racks (same-rack, same-zone and cross-zone links), at a calm and a
 // busy arrival rate (transfers sharing links), 4 prefill and 4 decode pods,
 // routed as llm-d does today (greedy).
