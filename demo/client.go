@@ -74,6 +74,9 @@ type ModelInfo struct {
 	Version uint64     `json:"version"`
 	TTFT    TargetInfo `json:"ttft"`
 	TPOT    TargetInfo `json:"tpot"`
+	// Transfer is the KV-transfer target; not ready when the trainer has
+	// seen no transfer.
+	Transfer TargetInfo `json:"transfer"`
 }
 
 // TargetInfo is one target's model in a ModelInfo.

@@ -160,7 +160,17 @@ type Progress struct {
 	HoldoutMAPE TargetPair `json:"holdout_mape"`
 	ProbeMAPE   TargetPair `json:"probe_mape"`
 	LiveMAPE    TargetPair `json:"live_mape"`
-	TTFTP95Ms   float64    `json:"-"` // heuristic runs only, for the line
+	// TransferMAPE is the KV-transfer target's, in the P/D demo only.
+	TransferMAPE *TransferMAPE `json:"transfer_mape,omitempty"`
+	TTFTP95Ms    float64       `json:"-"` // heuristic runs only, for the line
+}
+
+// TransferMAPE is the transfer target's error in percent: the bundle's on
+// the trainer's holdout, and that of the transfers the router acted on
+// since the previous report; null when unknown.
+type TransferMAPE struct {
+	Holdout *float64 `json:"holdout"`
+	Live    *float64 `json:"live"`
 }
 
 // MarshalJSON adds the durations in seconds.
@@ -186,6 +196,9 @@ func (p Progress) String() string {
 	} else {
 		line += fmt.Sprintf("bundle v%-3d MAPE holdout %s  probe %s  live %s",
 			p.Bundle, pair(p.HoldoutMAPE), pair(p.ProbeMAPE), pair(p.LiveMAPE))
+		if x := p.TransferMAPE; x != nil {
+			line += fmt.Sprintf("  kv transfer holdout %s live %s", pctPtr(x.Holdout), pctPtr(x.Live))
+		}
 	}
 	if p.Done {
 		line += "  (run done)"

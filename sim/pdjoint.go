@@ -73,19 +73,36 @@ type JointStats struct {
 // a failure.
 var ErrNoModel = errors.New("pair scorer: no model yet")
 
-// JointRouter routes each request on its PairScorer's estimates:
-//   - without an SLO (joint), the route of least TTFT; TPOT, then the
-//     decode pod's in-flight count, break ties;
-//   - with one (joint-slo), the route of most SLO headroom (PairSLO.Headroom:
-//     the tightest objective's spare fraction), then least TTFT. A route
+// PairRule is how a joint router picks among estimated routes:
+//   - without an SLO, the route of least TTFT; TPOT, then the decode pod's
+//     in-flight count, break ties;
+//   - with one, the route of most SLO headroom (PairSLO.Headroom: the
+//     tightest objective's spare fraction), then least TTFT. A route
 //     expected to meet its TTFT objective by a wide margin but to miss TPOT
 //     loses to one that meets both; when none can, the least violation wins.
 //
-// On an error or no usable estimate it falls back to Fallback (nil: Greedy),
-// as llm-d fails open.
+// Which routes compete depends on DecideSplit. With it, every route does,
+// the pairs and each decode pod alone: the rule also decides whether to
+// split. Without it, the split is llm-d's prefix-based decider's, applied
+// to each decode pod as Greedy applies it to its pick: through a decode
+// pod on which at least SplitThreshold of the prompt's tokens are uncached
+// only the pairs compete, through the others only the pod alone. Least
+// TTFT alone would rarely split, since a split adds a second hop and a
+// transfer to the first token, and what it buys (a decode batch free of
+// prefills, so a steadier TPOT) does not show in TTFT; an SLO on TPOT
+// makes that trade explicit.
+type PairRule struct {
+	SLO            PairSLO
+	DecideSplit    bool
+	SplitThreshold int
+}
+
+// JointRouter routes each request on its PairScorer's estimates, by Rule.
+// On an error or no usable estimate it falls back to Fallback (nil:
+// Greedy), as llm-d fails open.
 type JointRouter struct {
 	Scorer   PairScorer
-	SLO      PairSLO
+	Rule     PairRule
 	Fallback PDRouter
 
 	Stats JointStats
@@ -98,7 +115,7 @@ func (j *JointRouter) RoutePD(req *Request, prefill, decode []PodState) PDChoice
 	j.last, j.pick = nil, -1
 	est, err := j.Scorer.ScorePairs(req, prefill, decode)
 	if err == nil {
-		if i := PickPair(est, j.SLO, len(prefill), decode); i >= 0 {
+		if i := j.Rule.Pick(req, est, len(prefill), decode); i >= 0 {
 			j.Stats.Routed++
 			if est[i].Prefill != NoSplit {
 				j.Stats.Split++
@@ -131,23 +148,33 @@ func (j *JointRouter) Last() (PairEstimate, bool) {
 	return j.last[j.pick], true
 }
 
-// PickPair returns the index of the best estimate by JointRouter's rule,
-// or -1 when none names a valid route with finite, non-negative
-// latencies. prefillPods is the prefill pool's size; decode is the decode
-// pool as the router sees it (for the tie-break).
-func PickPair(est []PairEstimate, slo PairSLO, prefillPods int, decode []PodState) int {
+// Pick returns the index of the best estimate for req by the rule, or -1
+// when none names a competing route with finite, non-negative latencies.
+// prefillPods is the prefill pool's size; decode is the decode pool as the
+// router sees it.
+func (r PairRule) Pick(req *Request, est []PairEstimate, prefillPods int, decode []PodState) int {
 	best := -1
 	var bestH float64
 	for i, e := range est {
-		if !usable(e, prefillPods, len(decode)) {
+		if !usable(e, prefillPods, len(decode)) || !r.competes(req, e, prefillPods, decode) {
 			continue
 		}
-		h := slo.Headroom(e)
-		if best < 0 || betterPair(e, h, est[best], bestH, slo.Set(), decode) {
+		h := r.SLO.Headroom(e)
+		if best < 0 || betterPair(e, h, est[best], bestH, r.SLO.Set(), decode) {
 			best, bestH = i, h
 		}
 	}
 	return best
+}
+
+// competes reports whether route e is one the rule chooses among.
+func (r PairRule) competes(req *Request, e PairEstimate, prefillPods int, decode []PodState) bool {
+	if r.DecideSplit {
+		return true
+	}
+	uncached := float64(req.PromptTokens) * (1 - decode[e.Decode].PrefixCacheScore)
+	split := prefillPods > 0 && uncached >= float64(r.SplitThreshold)
+	return split == (e.Prefill != NoSplit)
 }
 
 func usable(e PairEstimate, prefillPods, decodePods int) bool {

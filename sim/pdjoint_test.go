@@ -42,7 +42,8 @@ func TestPickPair(t *testing.T) {
 		{"nothing usable", []sim.PairEstimate{est(0, 5, 10, 10)}, sim.PairSLO{}, -1},
 		{"nothing at all", nil, sim.PairSLO{}, -1},
 	} {
-		if got := sim.PickPair(tc.est, tc.slo, 2, decode); got != tc.want {
+		rule := sim.PairRule{SLO: tc.slo, DecideSplit: true}
+		if got := rule.Pick(&sim.Request{PromptTokens: 100}, tc.est, 2, decode); got != tc.want {
 			t.Errorf("%s: picked %d, want %d", tc.name, got, tc.want)
 		}
 	}
@@ -52,6 +53,39 @@ type failingScorer struct{ err error }
 
 func (s failingScorer) ScorePairs(*sim.Request, []sim.PodState, []sim.PodState) ([]sim.PairEstimate, error) {
 	return nil, s.err
+}
+
+// Without DecideSplit, llm-d's decider says which routes compete through
+// each decode pod: the pairs where enough of the prompt is uncached, the
+// pod alone elsewhere.
+func TestPairRuleFollowsTheDecider(t *testing.T) {
+	decode := []sim.PodState{
+		{ServerState: sim.ServerState{Index: 0, PrefixCacheScore: 0.5}},
+		{ServerState: sim.ServerState{Index: 1, PrefixCacheScore: 0.95}},
+	}
+	req := &sim.Request{PromptTokens: 1000} // 500 and 50 tokens uncached
+	est := []sim.PairEstimate{
+		{Prefill: sim.NoSplit, Decode: 0, TTFTMs: 50, TPOTMs: 30},
+		{Prefill: 0, Decode: 0, TTFTMs: 200, TPOTMs: 20},
+		{Prefill: 0, Decode: 1, TTFTMs: 150, TPOTMs: 20},
+		{Prefill: sim.NoSplit, Decode: 1, TTFTMs: 180, TPOTMs: 30},
+	}
+	for _, tc := range []struct {
+		rule        sim.PairRule
+		prefillPods int
+		want        int
+	}{
+		{sim.PairRule{DecideSplit: true}, 1, 0},   // the fastest route of all
+		{sim.PairRule{}, 1, 2},                    // threshold 0: only pairs
+		{sim.PairRule{SplitThreshold: 100}, 1, 3}, // pod 0 by pairs (200 ms), pod 1 alone (180 ms)
+		{sim.PairRule{SplitThreshold: 501}, 1, 0}, // neither has enough uncached: both alone
+		{sim.PairRule{SplitThreshold: 0}, 0, 0},   // no prefill pods: alone
+		{sim.PairRule{SplitThreshold: 100}, 0, 0},
+	} {
+		if got := tc.rule.Pick(req, est, tc.prefillPods, decode); got != tc.want {
+			t.Errorf("%+v with %d prefill pods: picked %d, want %d", tc.rule, tc.prefillPods, got, tc.want)
+		}
+	}
 }
 
 func TestJointRouterFallsBack(t *testing.T) {
@@ -127,6 +161,9 @@ func TestJointRouterTakesTheNearPairWhenTheTransferCounts(t *testing.T) {
 	greedy := run(&sim.Greedy{})
 	blind := &sim.JointRouter{Scorer: linkScorer{cfg: cfg, blind: true}}
 	aware := &sim.JointRouter{Scorer: linkScorer{cfg: cfg}}
+	if aware.Rule.DecideSplit || aware.Rule.SplitThreshold != 0 {
+		t.Fatal("the zero rule is not llm-d's decider splitting everything")
+	}
 	blindOut, awareOut := run(blind), run(aware)
 	for _, tc := range []struct {
 		name  string
@@ -187,7 +224,7 @@ func TestPairOracleForeseesTheRoute(t *testing.T) {
 		// request 2's prefill ends in the middle, and its KV shares the link.
 		{"sharing a link", far, true, []*sim.Request{contentReq(1, 0, 3000, 5, 1), contentReq(2, 400*time.Millisecond, 800, 5, 2)}, []int{2}},
 	} {
-		o := &recordingOracle{PairOracle: sim.PairOracle{SLO: sim.PairSLO{TPOTMs: 100}, SplitOnly: tc.splitOnly},
+		o := &recordingOracle{PairOracle: sim.PairOracle{Rule: sim.PairRule{SLO: sim.PairSLO{TPOTMs: 100}, DecideSplit: !tc.splitOnly}},
 			seen: map[int]sim.PairEstimate{}}
 		f := runPD(t, tc.cfg, o, tc.reqs...)
 		for _, id := range tc.exact {
@@ -220,7 +257,7 @@ func TestPairOracleForeseesTheRoute(t *testing.T) {
 // The oracle takes the near pair of TestJointRouterTakesTheNearPairWhenTheTransferCounts.
 func TestPairOracleTakesTheNearPair(t *testing.T) {
 	cfg := pdTestConfig([]features.Topology{nodeZ2, nodeA}, []features.Topology{nodeB})
-	o := runPD(t, cfg, &sim.PairOracle{SplitOnly: true}, contentReq(1, 0, 2000, 5, 1)).Outcomes()[0]
+	o := runPD(t, cfg, &sim.PairOracle{}, contentReq(1, 0, 2000, 5, 1)).Outcomes()[0]
 	if o.Transfer == nil || o.Transfer.Class != features.SameRack {
 		t.Errorf("oracle's transfer %+v, want one over the rack", o.Transfer)
 	}

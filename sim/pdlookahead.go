@@ -176,17 +176,14 @@ func (n *network) foresee(start time.Duration, a, b features.Topology, bytes flo
 	}
 }
 
-// PairOracle is JointRouter's rule on foreseen latencies: for every pair
-// and every decode pod alone it simulates the route (PDLookahead), and
-// picks by PickPair. It is the joint router with a perfect predictor of
+// PairOracle is JointRouter's rule on foreseen latencies: for every
+// competing route it simulates what would happen (PDLookahead), and picks
+// by the same PairRule. It is the joint router with a perfect predictor of
 // everything present at dispatch, so joint − oracle is what prediction
 // error costs. With a TPOT objective it looks ahead to each route's last
 // token; otherwise to the first (TPOT then only breaks exact ties).
 type PairOracle struct {
-	SLO PairSLO
-	// SplitOnly leaves out the decode pods alone (unless there is no
-	// prefill pod): the oracle of a router that always splits.
-	SplitOnly bool
+	Rule PairRule
 
 	est  []PairEstimate
 	last PairEstimate
@@ -200,28 +197,27 @@ func (o *PairOracle) RoutePD(req *Request, prefill, decode []PodState) PDChoice 
 
 // RoutePDLookahead implements PDLookaheadRouter.
 func (o *PairOracle) RoutePDLookahead(req *Request, prefill, decode []PodState, la *PDLookahead) PDChoice {
-	la.toFinish = o.SLO.TPOTMs > 0
+	la.toFinish = o.Rule.SLO.TPOTMs > 0
 	o.est = o.est[:0]
-	add := func(p, d int, fs Foresight, xfer time.Duration) {
-		o.est = append(o.est, PairEstimate{Prefill: p, Decode: d, TTFTMs: durationMs(fs.TTFT), TPOTMs: durationMs(fs.TPOT),
-			TransferMs: durationMs(xfer)})
+	add := func(e PairEstimate, fs Foresight, xfer time.Duration) {
+		e.TTFTMs, e.TPOTMs, e.TransferMs = durationMs(fs.TTFT), durationMs(fs.TPOT), durationMs(xfer)
+		o.est = append(o.est, e)
 	}
 	for d := range decode {
-		if o.SplitOnly && len(prefill) > 0 {
-			break
+		if e := (PairEstimate{Prefill: NoSplit, Decode: d}); o.Rule.competes(req, e, len(prefill), decode) {
+			if fs, ok := la.Alone(d); ok {
+				add(e, fs, 0)
+			}
 		}
-		if fs, ok := la.Alone(d); ok {
-			add(NoSplit, d, fs, 0)
-		}
-	}
-	for p := range prefill {
-		for d := range decode {
-			if fs, xfer, ok := la.Split(p, d); ok {
-				add(p, d, fs, xfer)
+		for p := range prefill {
+			if e := (PairEstimate{Prefill: p, Decode: d}); o.Rule.competes(req, e, len(prefill), decode) {
+				if fs, xfer, ok := la.Split(p, d); ok {
+					add(e, fs, xfer)
+				}
 			}
 		}
 	}
-	i := PickPair(o.est, o.SLO, len(prefill), decode)
+	i := o.Rule.Pick(req, o.est, len(prefill), decode)
 	if i < 0 {
 		o.last = PairEstimate{}
 		return o.RoutePD(req, prefill, decode)

@@ -5,8 +5,10 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/headroomhq/headroom/demo"
+	"github.com/headroomhq/headroom/sim"
 )
 
 func demoCommand() command {
@@ -26,21 +28,30 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		quiet  = fs.Bool("quiet", false, "no progress lines")
 		sweep  = fs.String("sweep", "", "comma-separated request rates: run the whole comparison at each (replaces --rate)")
 		plotTo = fs.String("plot", "", "with --sweep: write SVG charts of the sweep into this directory")
+		pd     = demo.DefaultPDOptions()
+		layout = fs.String("pd", "", "disaggregate: prefill and decode pools placed as "+strings.Join(sim.PDLayouts, ", ")+
+			", and compare "+strings.Join(demo.PDPolicies, ", ")+" (docs/DEMO.md, section P/D)")
 	)
+	fs.IntVar(&pd.PrefillPods, "prefill-pods", pd.PrefillPods, "--pd: prefill pods")
+	fs.IntVar(&pd.DecodePods, "decode-pods", pd.DecodePods, "--pd: decode pods")
+	fs.Float64Var(&pd.KVBytesPerToken, "kv-bytes-per-token", pd.KVBytesPerToken, "--pd: the model's KV-cache bytes per token (default: Qwen3-32B in bf16)")
+	fs.Float64Var(&pd.PrefillFailureRate, "prefill-failure-rate", 0, "--pd: probability a prefill pod fails after its prefill (the decode pod then serves the request alone)")
+	fs.IntVar(&pd.SplitThreshold, "split-threshold", pd.SplitThreshold, "--pd: greedy policies split only requests with at least this many uncached prompt tokens on the decode pod (llm-d's nonCachedTokens)")
 	fs.DurationVar(&opts.Duration, "duration", opts.Duration, "simulated arrival window of each policy's run")
 	fs.DurationVar(&opts.Warmup, "warmup", opts.Warmup, "simulated arrival window of the warm-up that trains the first models (0: none)")
 	fs.IntVar(&opts.Servers, "servers", opts.Servers, "simulated vLLM servers")
 	fs.Float64Var(&opts.Rate, "rate", opts.Rate, "requests per second")
 	fs.Float64Var(&opts.Burstiness, "burstiness", opts.Burstiness, "Gamma shape of the arrival gaps: 1 = Poisson, < 1 = bursty")
 	fs.Uint64Var(&opts.Seed, "seed", opts.Seed, "seed of the traffic")
-	fs.Float64Var(&opts.SLO.TTFTMs, "slo-ttft-ms", 0, "TTFT objective of every request, ms (0: none); the predicted policy then routes on SLO headroom")
-	fs.Float64Var(&opts.SLO.TPOTMs, "slo-tpot-ms", 0, "TPOT objective of every request, ms (0: none)")
+	fs.Float64Var(&opts.SLO.TTFTMs, "slo-ttft-ms", 0, fmt.Sprintf("TTFT objective of every request, ms (0: none); the predicted policy then routes on SLO headroom (--pd: joint-slo does, default %g)", pd.SLO.TTFTMs))
+	fs.Float64Var(&opts.SLO.TPOTMs, "slo-tpot-ms", 0, fmt.Sprintf("TPOT objective of every request, ms (0: none; --pd: default %g)", pd.SLO.TPOTMs))
 	fs.DurationVar(&opts.RetrainEvery, "retrain-interval", opts.RetrainEvery, "trainer's retrain interval, in simulated time")
 	fs.StringVar(&opts.Service.XGBoostBinary, "xgboost-bin", "xgboost", "xgboost CLI binary")
 	fs.BoolVar(&opts.Service.NoXGBoost, "no-xgboost", false, "train linear models only")
 	fs.Float64Var(&opts.Service.Quantile, "quantile", 0, "predictor serves this quantile instead of the mean, e.g. 0.9 (0: mean)")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: headroom demo [--duration D] [--servers N] [--rate R | --sweep R1,R2,... [--plot DIR]] [--seed S] [--slo-ttft-ms X] [--json]")
+		fmt.Fprintln(stderr, "       headroom demo --pd one-node|one-rack|racks|zones [--prefill-pods N] [--decode-pods N] [--rate R] [--seed S] [--json]")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -65,6 +76,9 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	if opts.Warmup == 0 {
 		opts.Warmup = -1 // the flag's 0 means none; the package's 0 means its default
+	}
+	if *layout != "" {
+		return runPDDemo(ctx, fs, opts, pd, *layout, *asJSON, *quiet, stdout, stderr)
 	}
 	var rates []float64
 	if *sweep != "" {
@@ -118,4 +132,50 @@ func runSweep(ctx context.Context, opts demo.Options, rates []float64, plotDir s
 	}
 	fmt.Fprintln(stdout)
 	return demo.WriteSweepTable(stdout, s)
+}
+
+// runPDDemo is demo --pd: the monolithic flags that apply (traffic, seed,
+// cadence, service) carry over; --servers does not (the pools' sizes do),
+// nor --sweep.
+func runPDDemo(ctx context.Context, fs *flag.FlagSet, opts demo.Options, pd demo.PDOptions, layout string, asJSON, quiet bool, stdout, stderr io.Writer) error {
+	var conflict error
+	fs.Visit(func(f *flag.Flag) {
+		switch f.Name {
+		case "servers", "sweep", "plot", "quantile":
+			conflict = fmt.Errorf("--%s does not apply to --pd", f.Name)
+		}
+	})
+	if conflict != nil {
+		return conflict
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	slo := pd.SLO
+	if set["slo-ttft-ms"] {
+		slo.TTFTMs = opts.SLO.TTFTMs
+	}
+	if set["slo-tpot-ms"] {
+		slo.TPOTMs = opts.SLO.TPOTMs
+	}
+	switch {
+	case !slo.Set():
+		return fmt.Errorf("--pd: joint-slo needs an SLO: give --slo-ttft-ms or --slo-tpot-ms above 0")
+	case pd.PrefillPods < 1 || pd.DecodePods < 1:
+		return fmt.Errorf("--prefill-pods %d, --decode-pods %d: need at least 1 of each", pd.PrefillPods, pd.DecodePods)
+	}
+	opts.SLO = slo
+	pd.Options, pd.Layout = opts, layout
+	if !quiet {
+		fmt.Fprintln(stderr, demo.ProgressLegend)
+		pd.Progress = func(p demo.Progress) { fmt.Fprintln(stderr, p) }
+	}
+	res, err := demo.RunPD(ctx, pd)
+	if err != nil {
+		return err
+	}
+	if asJSON {
+		return demo.WritePDJSON(stdout, res)
+	}
+	fmt.Fprintln(stdout)
+	return demo.WritePDTable(stdout, res)
 }

@@ -133,3 +133,82 @@ func TestDemoSweep(t *testing.T) {
 		t.Errorf("progress:\n%s", stderr.String())
 	}
 }
+
+// A small P/D demo: 2 + 2 pods over the zones, linear models only.
+var smallPDDemo = []string{"--pd", "zones", "--prefill-pods", "2", "--decode-pods", "2", "--rate", "4",
+	"--duration", "15s", "--warmup", "20s", "--no-xgboost"}
+
+// demo --pd --json has issue 15's fields for every policy, and the model's
+// three targets.
+func TestDemoPDJSON(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	if err := runDemo(context.Background(), append([]string{"--json", "--seed", "3"}, smallPDDemo...), &stdout, &stderr); err != nil {
+		t.Fatalf("demo --pd: %v\n%s", err, stderr.String())
+	}
+	var doc struct {
+		Layout      string                    `json:"layout"`
+		PrefillPods int                       `json:"prefill_pods"`
+		DecodePods  int                       `json:"decode_pods"`
+		Seed        int                       `json:"seed"`
+		Requests    int                       `json:"requests"`
+		Policies    map[string]map[string]any `json:"policies"`
+		Model       map[string]any            `json:"model"`
+	}
+	if err := json.Unmarshal(stdout.Bytes(), &doc); err != nil {
+		t.Fatalf("not JSON: %v\n%s", err, stdout.String())
+	}
+	if doc.Layout != "zones" || doc.PrefillPods != 2 || doc.DecodePods != 2 || doc.Seed != 3 || doc.Requests < 60 {
+		t.Errorf("result %+v", doc)
+	}
+	for _, name := range []string{"greedy", "topology-constant", "joint", "joint-slo", "oracle"} {
+		p, ok := doc.Policies[name]
+		if !ok {
+			t.Errorf("no policy %s in %v", name, doc.Policies)
+			continue
+		}
+		for _, k := range []string{"requests", "completed", "ttft_p50_ms", "ttft_p95_ms", "tpot_p50_ms", "tpot_p95_ms",
+			"e2e_p50_ms", "e2e_p95_ms", "kv_transfer_p50_ms", "kv_transfer_p95_ms", "split_rate", "slo_attainment"} {
+			v, ok := p[k].(float64)
+			if !ok || v < 0 || (strings.HasSuffix(k, "_ms") && !strings.HasPrefix(k, "kv_transfer") && v == 0) {
+				t.Errorf("%s %s = %v", name, k, p[k])
+			}
+		}
+		if p["requests"] != float64(doc.Requests) || p["completed"] != float64(doc.Requests) {
+			t.Errorf("%s: %v of %v requests completed", name, p["completed"], p["requests"])
+		}
+	}
+	for _, target := range []string{"ttft", "tpot", "kv_transfer"} {
+		m, ok := doc.Model[target].(map[string]any)
+		if !ok {
+			t.Errorf("model has no %s: %v", target, doc.Model)
+			continue
+		}
+		if v, ok := m["holdout_mape"].(float64); !ok || !(v > 0) {
+			t.Errorf("model %s holdout_mape = %v", target, m["holdout_mape"])
+		}
+	}
+	// The joint policies routed on pair predictions, not on the fallback.
+	for _, name := range []string{"joint", "joint-slo"} {
+		router, _ := doc.Policies[name]["router"].(map[string]any)
+		if routed, _ := router["routed"].(float64); routed < 50 || router["failed"] != 0.0 {
+			t.Errorf("%s router %v", name, router)
+		}
+	}
+}
+
+func TestDemoPDFlagErrors(t *testing.T) {
+	for _, args := range [][]string{
+		{"--pd", "moon"},
+		{"--pd", "zones", "--servers", "3"},
+		{"--pd", "zones", "--sweep", "4,8"},
+		{"--pd", "zones", "--prefill-pods", "0"},
+		{"--pd", "zones", "--slo-ttft-ms", "0", "--slo-tpot-ms", "0"},
+		{"--pd", "zones", "--prefill-failure-rate", "2"},
+		{"--pd", "zones", "--split-threshold", "-1"},
+	} {
+		var stdout, stderr bytes.Buffer
+		if err := runDemo(context.Background(), append(args, "--quiet"), &stdout, &stderr); err == nil {
+			t.Errorf("demo %v: no error", args)
+		}
+	}
+}

@@ -1,0 +1,130 @@
+package demo
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/headroomhq/headroom/features"
+	"github.com/headroomhq/headroom/sim"
+)
+
+// PairScorer is sim.PairScorer over Headroom's POST /predict/pairs, as a
+// pair-aware endpoint picker would call it: one request per scheduling
+// decision, with every prefill and decode candidate (the per-pod fields of
+// /predict/bulk/strict, its placement and the KV transfers on it now), and
+// every route ranked in the answer: each pair's TTFT (prefill + transfer +
+// first decode step) and the decode pods alone.
+type PairScorer struct {
+	Client *Client
+	// Timeout bounds one call; llm-d gives up on a prediction after 400 ms.
+	Timeout         time.Duration
+	KVBytesPerToken float64
+
+	ctx  context.Context
+	body pairsBody
+}
+
+// Bind sets the context calls run under; ScorePairs cannot take one,
+// because sim.PairScorer's signature is the simulator's.
+func (s *PairScorer) Bind(ctx context.Context) { s.ctx = ctx }
+
+// pairsBody is the JSON of a /predict/pairs request (docs/PROTOCOL.md,
+// "Pair prediction").
+type pairsBody struct {
+	InputTokenLength   int64           `json:"input_token_length"`
+	NumTokensGenerated int64           `json:"num_tokens_generated"`
+	KVBytesPerToken    float64         `json:"kv_bytes_per_token,omitempty"`
+	Prefill            []pairCandidate `json:"prefill"`
+	Decode             []pairCandidate `json:"decode"`
+}
+
+type pairCandidate struct {
+	Pod                   string            `json:"pod"`
+	Topology              features.Topology `json:"topology"`
+	KVCachePercentage     float64           `json:"kv_cache_percentage"`
+	NumRequestWaiting     int64             `json:"num_request_waiting"`
+	NumRequestRunning     int64             `json:"num_request_running"`
+	PrefixCacheScore      float64           `json:"prefix_cache_score"`
+	PodType               string            `json:"pod_type"`
+	PrefillTokensInFlight int64             `json:"prefill_tokens_in_flight"`
+	DecodeTokensInFlight  int64             `json:"decode_tokens_in_flight"`
+	KVTransfersInFlight   int               `json:"kv_transfers_in_flight"`
+}
+
+// pairsAnswer is the part of the answer the router acts on.
+type pairsAnswer struct {
+	Pairs   []pairOption `json:"pairs"`
+	NoSplit []pairOption `json:"no_split"`
+}
+
+type pairOption struct {
+	PrefillIndex *int    `json:"prefill_index"` // null without a split
+	DecodeIndex  int     `json:"decode_index"`
+	Split        bool    `json:"split"`
+	TTFTMs       float64 `json:"ttft_ms"`
+	TPOTMs       float64 `json:"tpot_ms"`
+	PrefillMs    float64 `json:"prefill_ms"`
+	TransferMs   float64 `json:"kv_transfer_ms"`
+	FirstDecode  float64 `json:"first_decode_ms"`
+}
+
+func candidates(dst []pairCandidate, req *sim.Request, pool string, pods []sim.PodState) []pairCandidate {
+	dst = dst[:0]
+	for i, p := range pods {
+		row := predictRow(p.Row(req))
+		dst = append(dst, pairCandidate{
+			Pod: PodName(pool, i), Topology: p.Topology,
+			KVCachePercentage: row.KVCachePercentage, NumRequestWaiting: row.NumRequestWaiting,
+			NumRequestRunning: row.NumRequestRunning, PrefixCacheScore: row.PrefixCacheScore, PodType: pool,
+			PrefillTokensInFlight: row.PrefillTokensInFlight, DecodeTokensInFlight: row.DecodeTokensInFlight,
+			KVTransfersInFlight: p.Transfers,
+		})
+	}
+	return dst
+}
+
+// ScorePairs implements sim.PairScorer. Before the first model it returns
+// sim.ErrNoModel (wrapped), so that the router counts a cold start.
+func (s *PairScorer) ScorePairs(req *sim.Request, prefill, decode []sim.PodState) ([]sim.PairEstimate, error) {
+	s.body.InputTokenLength, s.body.NumTokensGenerated = int64(req.PromptTokens), 1
+	s.body.KVBytesPerToken = s.KVBytesPerToken
+	s.body.Prefill = candidates(s.body.Prefill, req, "prefill", prefill)
+	s.body.Decode = candidates(s.body.Decode, req, "decode", decode)
+	body, err := json.Marshal(&s.body)
+	if err != nil {
+		return nil, fmt.Errorf("predict pairs: %w", err)
+	}
+	ctx := s.ctx
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	timeout := s.Timeout
+	if timeout <= 0 {
+		timeout = 400 * time.Millisecond
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	var ans pairsAnswer
+	if err := s.Client.post(ctx, s.Client.PredictorURL+"/predict/pairs", body, http.StatusOK, &ans); err != nil {
+		if errors.Is(err, ErrNotReady) {
+			return nil, fmt.Errorf("%w: %w", sim.ErrNoModel, err)
+		}
+		return nil, err
+	}
+	out := make([]sim.PairEstimate, 0, len(ans.Pairs)+len(ans.NoSplit))
+	for _, o := range append(ans.Pairs, ans.NoSplit...) {
+		e := sim.PairEstimate{Prefill: sim.NoSplit, Decode: o.DecodeIndex, TTFTMs: o.TTFTMs, TPOTMs: o.TPOTMs}
+		if o.Split {
+			if o.PrefillIndex == nil {
+				return nil, fmt.Errorf("predict pairs: a split option without prefill_index")
+			}
+			e.Prefill, e.PrefillMs, e.TransferMs, e.DecodeMs = *o.PrefillIndex, o.PrefillMs, o.TransferMs, o.FirstDecode
+		}
+		out = append(out, e)
+	}
+	return out, nil
+}
