@@ -1,0 +1,80 @@
+package demo
+
+import (
+	"testing"
+	"time"
+
+	"github.com/headroomhq/headroom/features"
+	"github.com/headroomhq/headroom/sim"
+	"github.com/headroomhq/headroom/wire"
+)
+
+// pdEngine is a small engine for hand-made P/D fleets.
+func pdEngine() sim.Config {
+	return sim.Config{Name: "test", Servers: 1, KVBlocks: 2000, PrefixCaching: true, MaxNumSeqs: 64, MaxNumBatchedTokens: 512,
+		Cost: sim.CostModel{StepMs: 10, PrefillTokenMs: 0.1, DecodeSeqMs: 0.5, ContextTokenMs: 0.001, FrontendMs: 3}}
+}
+
+type routeByID map[int]sim.PDChoice
+
+func (m routeByID) RoutePD(r *sim.Request, _, _ []sim.PodState) sim.PDChoice { return m[r.ID] }
+
+// The sidecar's entries, through the wire as the trainer decodes them: a
+// split request's TTFT entry is the prefill pod's row with the client's
+// TTFT and the measured transfer (so its TTFT label is the rest), a
+// request the decode pod served alone is the decode pod's row, and the
+// TPOT entry is always the decode pod's.
+func TestPDEntries(t *testing.T) {
+	p := features.Topology{Node: "n1", Rack: "r1", Zone: "z1", Region: "eu"}
+	d := features.Topology{Node: "n2", Rack: "r2", Zone: "z2", Region: "eu"}
+	cfg := sim.PDConfig{Prefill: pdEngine(), Decode: pdEngine(), PrefillPods: []features.Topology{p},
+		DecodePods: []features.Topology{d}, Links: sim.DefaultLinks(), KVBytesPerToken: sim.DefaultKVBytesPerToken}
+	reqs := []*sim.Request{
+		{ID: 1, PromptTokens: 1024, OutputTokens: 8},
+		{ID: 2, Arrival: 5 * time.Second, PromptTokens: 640, OutputTokens: 4},
+	}
+	f, err := sim.SimulatePD(t.Context(), cfg, routeByID{1: {Prefill: 0, Decode: 0}, 2: {Prefill: sim.NoSplit, Decode: 0}},
+		sim.PDHooks{}, reqs...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := DefaultEpoch
+	split, alone := f.Outcomes()[0], f.Outcomes()[1]
+	for _, tc := range []struct {
+		name     string
+		o        *sim.PDOutcome
+		pod      string
+		transfer bool
+	}{{"split", split, "prefill", true}, {"alone", alone, "decode", false}} {
+		e := PDTTFTEntry(tc.o, cfg.KVBytesPerToken, at)
+		got, errs := wire.DecodeEntry(wire.AppendEntry(nil, &e))
+		if len(errs) > 0 {
+			t.Fatalf("%s: the trainer refuses the TTFT entry: %v", tc.name, errs)
+		}
+		if got.Row.PodType != tc.pod || got.Row.InputTokenLength != int64(tc.o.Request.PromptTokens) {
+			t.Errorf("%s: TTFT entry row %+v, want the %s pod's", tc.name, got.Row, tc.pod)
+		}
+		label, ok := got.Label(features.TTFT)
+		want := float64(int(ms(tc.o.Decode.TTFT()))) - ms(tc.o.KVTransferTime())
+		if !ok || label != want {
+			t.Errorf("%s: TTFT label %v (%v), want %v", tc.name, label, ok, want)
+		}
+		if (got.Transfer != nil && got.Transfer.Ms > 0) != tc.transfer {
+			t.Fatalf("%s: transfer %+v", tc.name, got.Transfer)
+		}
+		if tc.transfer {
+			x := got.Transfer
+			if x.Tokens != 1024 || x.BytesPerToken != cfg.KVBytesPerToken || x.Prefill != p || x.Decode != d ||
+				x.PrefillPod != "prefill-0" || x.DecodePod != "decode-0" || x.Concurrent != 1 || x.Class() != features.CrossZone {
+				t.Errorf("%s: transfer %+v", tc.name, x)
+			}
+			if v, ok := got.Label(features.KVTransfer); !ok || v != ms(tc.o.KVTransferTime()) {
+				t.Errorf("%s: transfer label %v, want %v", tc.name, v, ms(tc.o.KVTransferTime()))
+			}
+		}
+		tp, ok := PDTPOTEntry(tc.o, at)
+		if !ok || tp.Row.PodType != "decode" || !(tp.ActualTPOTMs > 0) || tp.Transfer != nil {
+			t.Errorf("%s: TPOT entry %+v (%v)", tc.name, tp, ok)
+		}
+	}
+}
