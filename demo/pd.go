@@ -31,8 +31,9 @@ const (
 	// (sim.JointRouter on Headroom's pairs), splitting as greedy does
 	// (llm-d's prefix-based decider on each decode pod).
 	PDJoint = "joint"
-	// PDJointSLO routes on SLO headroom instead, and decides the split
-	// too: every pair and every decode pod alone competes.
+	// PDJointSLO routes on SLO headroom instead; with
+	// PDOptions.DecideSplit it decides the split too, every pair and every
+	// decode pod alone competing.
 	PDJointSLO = "joint-slo"
 	// PDOracle is joint's rule on foreseen latencies (sim.PairOracle):
 	// joint − oracle is what pair prediction error costs.
@@ -62,6 +63,9 @@ type PDOptions struct {
 	// for the greedy policies: fewer uncached prompt tokens on the chosen
 	// decode pod than this and the request is not split.
 	SplitThreshold int
+	// DecideSplit lets joint-slo decide whether to split on the predicted
+	// SLO headroom of every route, instead of following the decider.
+	DecideSplit bool
 }
 
 // DefaultPDOptions: 4 prefill and 4 decode pods over 2 zones of 2 racks
@@ -174,7 +178,8 @@ func RunPD(ctx context.Context, opts PDOptions) (*PDResult, error) {
 		case PDJoint:
 			pr, err = l.run(ctx, name, reqs, rule)
 		case PDJointSLO:
-			rule = sim.PairRule{SLO: sim.PairSLO{TTFTMs: opts.SLO.TTFTMs, TPOTMs: opts.SLO.TPOTMs}, DecideSplit: true}
+			rule.SLO = sim.PairSLO{TTFTMs: opts.SLO.TTFTMs, TPOTMs: opts.SLO.TPOTMs}
+			rule.DecideSplit = opts.DecideSplit
 			pr, err = l.run(ctx, name, reqs, rule)
 		case PDOracle:
 			pr, err = runPDOracle(ctx, cfg, rule, reqs, opts.SLO)

@@ -78,3 +78,45 @@ func TestPDEntries(t *testing.T) {
 		}
 	}
 }
+
+// Over 2 + 2 pods spanning two zones every decode pod has one prefill pod
+// in its zone and one across; greedy ignores which, and the joint router,
+// trained on the fleet's own samples, takes the near one because its model
+// learned what the far link costs. A joint router that ignored the transfer
+// (or a transfer model that did not tell the links apart) would split its
+// pairs across the zones as greedy does.
+func TestJointLearnsToAvoidTheSlowLink(t *testing.T) {
+	opts := DefaultPDOptions()
+	opts.PrefillPods, opts.DecodePods = 2, 2
+	opts.Rate, opts.Duration, opts.Warmup = 4, 20*time.Second, 30*time.Second
+	opts.Service.NoXGBoost = true
+	res, err := RunPD(t.Context(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	share := func(name string) float64 {
+		p := res.Policy(name)
+		n := 0
+		for _, c := range p.Links {
+			n += c
+		}
+		if n == 0 {
+			t.Fatalf("%s moved no KV", name)
+		}
+		return float64(p.Links["cross-zone"]) / float64(n)
+	}
+	greedy, joint := res.Policy(PDGreedy), res.Policy(PDJoint)
+	if joint.Router == nil || joint.Router.Routed < joint.Requests*9/10 {
+		t.Fatalf("joint routed %+v of %d requests on pair predictions", joint.Router, joint.Requests)
+	}
+	if g, j := share(PDGreedy), share(PDJoint); g < 0.3 || j > 0.1 {
+		t.Errorf("cross-zone transfers: greedy %.0f%%, joint %.0f%%; want greedy ≥ 30%% and joint ≤ 10%%", 100*g, 100*j)
+	}
+	if joint.KVTransferP95Ms >= greedy.KVTransferP95Ms || joint.TTFTP95Ms >= greedy.TTFTP95Ms {
+		t.Errorf("joint KV transfer p95 %.1f ms and TTFT p95 %.1f ms, greedy %.1f and %.1f",
+			joint.KVTransferP95Ms, joint.TTFTP95Ms, greedy.KVTransferP95Ms, greedy.TTFTP95Ms)
+	}
+	if m := res.Model.Transfer; m.HoldoutMAPE == nil || m.HoldoutRows == 0 {
+		t.Errorf("no transfer model on a holdout: %+v", m)
+	}
+}
