@@ -235,6 +235,7 @@ func runPDBaseline(ctx context.Context, name string, cfg sim.PDConfig, splitThre
 func runPDOracle(ctx context.Context, cfg sim.PDConfig, rule sim.PairRule, reqs []*sim.Request, slo SLO) (PDPolicyResult, error) {
 	o := &foreseeing{PairOracle: sim.PairOracle{Rule: rule}, seen: make(map[int]sim.PairEstimate)}
 	lv := &pdLive{}
+	start := time.Now()
 	f, err := sim.SimulatePD(ctx, cfg, o, sim.PDHooks{OnFirstToken: func(po *sim.PDOutcome) {
 		if e, ok := o.seen[po.Request.ID]; ok {
 			lv.allTTFT = append(lv.allTTFT, ape(e.TTFTMs, ms(po.Decode.TTFT())))
@@ -250,6 +251,9 @@ func runPDOracle(ctx context.Context, cfg sim.PDConfig, rule sim.PairRule, reqs 
 	pr.LiveMAPE = &PDLiveMAPE{TTFT: finite(mean(lv.allTTFT)), Transfer: finite(mean(lv.allXfr))}
 	st := f.LookaheadStats()
 	pr.Lookahead = &st
+	if st.Decisions > 0 {
+		pr.MsPerDecision = float64(time.Since(start).Microseconds()) / 1e3 / float64(st.Decisions)
+	}
 	return pr, nil
 }
 

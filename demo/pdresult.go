@@ -72,6 +72,9 @@ type PDPolicyResult struct {
 	LiveMAPE *PDLiveMAPE     `json:"live_mape,omitempty"`
 	// Lookahead is the simulation work of the oracle's decisions.
 	Lookahead *sim.LookaheadStats `json:"lookahead,omitempty"`
+	// MsPerDecision is the oracle's wall time per routing decision, the
+	// whole run's simulation included.
+	MsPerDecision float64 `json:"lookahead_ms_per_decision,omitempty"`
 }
 
 // PDLiveMAPE is the error of the chosen routes' estimates: the client's

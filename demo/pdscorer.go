@@ -57,8 +57,9 @@ type pairCandidate struct {
 
 // pairsAnswer is the part of the answer the router acts on.
 type pairsAnswer struct {
-	Pairs   []pairOption `json:"pairs"`
-	NoSplit []pairOption `json:"no_split"`
+	Pairs         []pairOption `json:"pairs"`
+	NoSplit       []pairOption `json:"no_split"`
+	TransferModel bool         `json:"kv_transfer_model"`
 }
 
 type pairOption struct {
@@ -114,6 +115,11 @@ func (s *PairScorer) ScorePairs(req *sim.Request, prefill, decode []sim.PodState
 			return nil, fmt.Errorf("%w: %w", sim.ErrNoModel, err)
 		}
 		return nil, err
+	}
+	if len(ans.Pairs) == 0 && !ans.TransferModel && len(prefill) > 0 {
+		// The TTFT and TPOT models exist, the transfer model not yet: the
+		// pairs cannot be predicted, which is a cold start too.
+		return nil, fmt.Errorf("%w: no transfer model", sim.ErrNoModel)
 	}
 	out := make([]sim.PairEstimate, 0, len(ans.Pairs)+len(ans.NoSplit))
 	for _, o := range append(ans.Pairs, ans.NoSplit...) {
