@@ -76,7 +76,7 @@ type ModelInfo struct {
 	TPOT    TargetInfo `json:"tpot"`
 	// Transfer is the KV-transfer target; not ready when the trainer has
 	// seen no transfer.
-	Transfer TargetInfo `json:"transfer"`
+	Transfer TargetInfo `json:"kv_transfer"`
 }
 
 // TargetInfo is one target's model in a ModelInfo.
