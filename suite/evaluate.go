@@ -47,7 +47,8 @@ type Report struct {
 
 // Evaluate replays every trace of a loaded suite in split mode (the
 // manifest's seeds) and prequential mode (its cadence) with opts, and
-// reports each trace × target × mode. seeds and every, when positive,
+// reports each trace × target × mode: TTFT and TPOT through package eval,
+// and the KV transfer (transfer.go) on traces whose rows carry transfers. seeds and every, when positive,
 // override the manifest's. progress, when not nil, gets a line per replay
 // finished, because a whole suite takes minutes.
 func Evaluate(ctx context.Context, m *Manifest, traces [][]features.Sample, opts eval.Options,
@@ -81,12 +82,33 @@ func Evaluate(ctx context.Context, m *Manifest, traces [][]features.Sample, opts
 			if err != nil {
 				return nil, fmt.Errorf("evaluate suite: %s %s: %w", t.Name, mode, err)
 			}
+			var lines []Line
 			for _, target := range features.Targets {
-				line, ok := lineOf(r, target)
-				if !ok {
-					continue
+				if line, ok := lineOf(r, target); ok {
+					line.Mode = mode
+					lines = append(lines, line)
 				}
-				line.Trace, line.Regime, line.Part, line.Mode = t.Name, t.Regime, m.Part(t), mode
+			}
+			// The KV-transfer target, on traces whose rows carry transfers.
+			tOpts := opts
+			tOpts.Quantile = rep.Quantile
+			var (
+				tl  Line
+				tok bool
+			)
+			if mode == eval.ModeSplit {
+				tl, tok, err = transferSplit(ctx, traces[i], tOpts, seeds)
+			} else {
+				tl, tok, err = transferPrequential(ctx, traces[i], tOpts, every)
+			}
+			if err != nil {
+				return nil, fmt.Errorf("evaluate suite: %s %s: %w", t.Name, mode, err)
+			}
+			if tok {
+				lines = append(lines, tl)
+			}
+			for _, line := range lines {
+				line.Trace, line.Regime, line.Part = t.Name, t.Regime, m.Part(t)
 				rep.Lines = append(rep.Lines, line)
 			}
 			if progress != nil {

@@ -233,8 +233,18 @@ func TestPDTransfersFollowTheLinks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	links, err := tr.PD.simLinks()
+	if err != nil {
+		t.Fatal(err)
+	}
 	by := map[features.LinkClass][]float64{}
 	var all, ttft, perPod []float64
+	// The simulator's own law given what a row says: its link's latency,
+	// then the bytes at the bandwidth shared by the transfers there when
+	// it started. Its error is what a perfect transfer model of the
+	// reported fields would still make (the share changes as others join
+	// and leave).
+	var lawAPE float64
 	for i := range rows {
 		x := &rows[i]
 		if x.Row.PodType != PodTypePrefill || x.ActualTTFTMs == 0 {
@@ -244,10 +254,18 @@ func TestPDTransfersFollowTheLinks(t *testing.T) {
 		if y, ok := x.Label(features.TTFT); ok {
 			perPod = append(perPod, y)
 		}
-		if x.Transfer != nil {
-			by[x.Transfer.Class()] = append(by[x.Transfer.Class()], x.Transfer.Ms)
-			all = append(all, x.Transfer.Ms)
+		if tr := x.Transfer; tr != nil {
+			by[tr.Class()] = append(by[tr.Class()], tr.Ms)
+			all = append(all, tr.Ms)
+			l := links[tr.Class()]
+			law := float64(l.Latency)/1e6 + 1000*float64(tr.Tokens)*tr.BytesPerToken/l.BytesPerSec*float64(tr.Concurrent)
+			lawAPE += math.Abs(law-tr.Ms) / tr.Ms
 		}
+	}
+	lawMAPE := 100 * lawAPE / float64(len(all))
+	t.Logf("the links' own law at the reported concurrency: MAPE %.2f%%", lawMAPE)
+	if !(lawMAPE > 0 && lawMAPE < 20) {
+		t.Errorf("the links' own law errs by %.2f%% on the rows; rows and links disagree", lawMAPE)
 	}
 	t.Logf("%d split requests' TTFT rows, %d with a transfer: transfer p50 %.1f ms, p95 %.1f ms; client TTFT p50 %.1f ms, less the transfer %.1f ms",
 		len(ttft), len(all), median(all), quantile(all, 0.95), median(ttft), median(perPod))

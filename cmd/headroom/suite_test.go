@@ -81,7 +81,8 @@ func TestEvalSuite(t *testing.T) {
 	if err := suite.Generate(context.Background(), m, dir, false); err != nil {
 		t.Fatal(err)
 	}
-	// --only leaves large-model out; pd-pool's rows carry both pod types.
+	// --only leaves large-model out; pd-pool's rows carry both pod types
+	// and KV transfers, so it has a third target.
 	var stdout, stderr bytes.Buffer
 	err := runEval(context.Background(), []string{"--suite", dir, "--only", "small-model,pd-pool", "--model-kind", "linear"}, &stdout, &stderr)
 	if err != nil {
@@ -91,13 +92,13 @@ func TestEvalSuite(t *testing.T) {
 	if n := strings.Count(out, "small-model "); n != 4 {
 		t.Errorf("%d small-model lines, want 4 (2 targets × 2 modes):\n%s", n, out)
 	}
-	if n := strings.Count(out, "pd-pool "); n != 4 || !strings.Contains(out, "held-out") {
-		t.Errorf("%d pd-pool lines, want 4, held out:\n%s", n, out)
+	if n := strings.Count(out, "pd-pool "); n != 6 || strings.Count(out, " kv_transfer ") != 2 || !strings.Contains(out, "held-out") {
+		t.Errorf("%d pd-pool lines, want 6 (3 targets × 2 modes), held out:\n%s", n, out)
 	}
 	if strings.Contains(out, "large-model") {
 		t.Errorf("--only small-model,pd-pool reported large-model:\n%s", out)
 	}
-	if !strings.Contains(out, "split over 1 seeds, prequential retraining every 100 rows, 8 lines") {
+	if !strings.Contains(out, "split over 1 seeds, prequential retraining every 100 rows, 10 lines") {
 		t.Errorf("the manifest's settings are not the ones used:\n%s", out)
 	}
 	for _, bad := range [][]string{
