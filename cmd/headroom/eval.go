@@ -84,6 +84,9 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments: %v", fs.Args())
 	}
+	if *only != "" && *suiteDir == "" {
+		return errors.New("--only selects traces of a --suite")
+	}
 	if *transfer {
 		if *tracePath != "" || *synthetic || *suiteDir != "" {
 			return errors.New("--transfer measures P/D samples: leave out --trace, --synthetic and --suite")
@@ -141,9 +144,6 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			suiteEvery = *every
 		}
 		return runEvalSuite(ctx, *suiteDir, columns(*only), opts, suiteSeeds, suiteEvery, *asJSON, stdout, stderr)
-	}
-	if *only != "" {
-		return errors.New("--only selects traces of a --suite")
 	}
 
 	samples, name := []features.Sample(nil), *tracePath

@@ -107,6 +107,7 @@ func TestEvalSuite(t *testing.T) {
 		{"--suite", t.TempDir()},
 		{"--suite", dir, "--only", "galaxy"},
 		{"--synthetic", "--only", "pd-pool"},
+		{"--transfer", "--only", "pd-pool"},
 	} {
 		if err := runEval(context.Background(), bad, &stdout, &stderr); err == nil {
 			t.Errorf("eval %v accepted", bad)
