@@ -184,12 +184,12 @@ func RunPD(ctx context.Context, opts PDOptions) (*PDResult, error) {
 		case PDOracle:
 			pr, err = runPDOracle(ctx, cfg, rule, reqs, opts.SLO)
 			if err == nil {
-				l.progress(Progress{Phase: name, Done: true, Dispatched: len(reqs), Completed: pr.Completed, TTFTP95Ms: pr.TTFTP95Ms})
+				l.progress(Progress{Phase: name, SimTime: pr.SimTime, Done: true, Dispatched: len(reqs), Completed: pr.Completed, TTFTP95Ms: pr.TTFTP95Ms})
 			}
 		default:
 			pr, err = runPDBaseline(ctx, name, cfg, opts.SplitThreshold, reqs, opts.SLO)
 			if err == nil {
-				l.progress(Progress{Phase: name, Done: true, Dispatched: len(reqs), Completed: pr.Completed, TTFTP95Ms: pr.TTFTP95Ms})
+				l.progress(Progress{Phase: name, SimTime: pr.SimTime, Done: true, Dispatched: len(reqs), Completed: pr.Completed, TTFTP95Ms: pr.TTFTP95Ms})
 			}
 		}
 		if err != nil {

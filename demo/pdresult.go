@@ -51,6 +51,7 @@ func (r *PDResult) Policy(name string) *PDPolicyResult {
 type PDPolicyResult struct {
 	Name            string         `json:"-"`
 	Summary         sim.PDSummary  `json:"-"`
+	SimTime         time.Duration  `json:"-"` // when the run's last request ended
 	Requests        int            `json:"requests"`
 	Completed       int            `json:"completed"`
 	TTFTP50Ms       float64        `json:"ttft_p50_ms"`
@@ -88,7 +89,7 @@ type PDLiveMAPE struct {
 func pdPolicyResult(name string, f *sim.PDFleet, slo SLO) PDPolicyResult {
 	s := f.Summary()
 	pr := PDPolicyResult{
-		Name: name, Summary: s, Requests: s.Requests, Completed: s.Completed,
+		Name: name, Summary: s, SimTime: f.Now(), Requests: s.Requests, Completed: s.Completed,
 		TTFTP50Ms: s.TTFT.P50, TTFTP95Ms: s.TTFT.P95, TPOTP50Ms: s.TPOT.P50, TPOTP95Ms: s.TPOT.P95,
 		E2EP50Ms: s.E2E.P50, E2EP95Ms: s.E2E.P95,
 		KVTransferP50Ms: s.KVTransfer.P50, KVTransferP95Ms: s.KVTransfer.P95,
