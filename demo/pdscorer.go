@@ -2,14 +2,13 @@ package demo
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
 	"time"
 
-	"github.com/headroomhq/headroom/features"
 	"github.com/headroomhq/headroom/sim"
+	"github.com/headroomhq/headroom/wire"
 )
 
 // PairScorer is sim.PairScorer over Headroom's POST /predict/pairs, as a
@@ -25,35 +24,13 @@ type PairScorer struct {
 	KVBytesPerToken float64
 
 	ctx  context.Context
-	body pairsBody
+	req  wire.PairsRequest
+	body []byte
 }
 
 // Bind sets the context calls run under; ScorePairs cannot take one,
 // because sim.PairScorer's signature is the simulator's.
 func (s *PairScorer) Bind(ctx context.Context) { s.ctx = ctx }
-
-// pairsBody is the JSON of a /predict/pairs request (docs/PROTOCOL.md,
-// "Pair prediction").
-type pairsBody struct {
-	InputTokenLength   int64           `json:"input_token_length"`
-	NumTokensGenerated int64           `json:"num_tokens_generated"`
-	KVBytesPerToken    float64         `json:"kv_bytes_per_token,omitempty"`
-	Prefill            []pairCandidate `json:"prefill"`
-	Decode             []pairCandidate `json:"decode"`
-}
-
-type pairCandidate struct {
-	Pod                   string            `json:"pod"`
-	Topology              features.Topology `json:"topology"`
-	KVCachePercentage     float64           `json:"kv_cache_percentage"`
-	NumRequestWaiting     int64             `json:"num_request_waiting"`
-	NumRequestRunning     int64             `json:"num_request_running"`
-	PrefixCacheScore      float64           `json:"prefix_cache_score"`
-	PodType               string            `json:"pod_type"`
-	PrefillTokensInFlight int64             `json:"prefill_tokens_in_flight"`
-	DecodeTokensInFlight  int64             `json:"decode_tokens_in_flight"`
-	KVTransfersInFlight   int               `json:"kv_transfers_in_flight"`
-}
 
 // pairsAnswer is the part of the answer the router acts on.
 type pairsAnswer struct {
@@ -73,17 +50,13 @@ type pairOption struct {
 	FirstDecode  float64 `json:"first_decode_ms"`
 }
 
-func candidates(dst []pairCandidate, req *sim.Request, pool string, pods []sim.PodState) []pairCandidate {
+func candidates(dst []wire.PairCandidate, req *sim.Request, pool string, pods []sim.PodState) []wire.PairCandidate {
 	dst = dst[:0]
 	for i, p := range pods {
 		row := predictRow(p.Row(req))
-		dst = append(dst, pairCandidate{
-			Pod: PodName(pool, i), Topology: p.Topology,
-			KVCachePercentage: row.KVCachePercentage, NumRequestWaiting: row.NumRequestWaiting,
-			NumRequestRunning: row.NumRequestRunning, PrefixCacheScore: row.PrefixCacheScore, PodType: pool,
-			PrefillTokensInFlight: row.PrefillTokensInFlight, DecodeTokensInFlight: row.DecodeTokensInFlight,
-			KVTransfersInFlight: p.Transfers,
-		})
+		row.PodType = pool
+		dst = append(dst, wire.PairCandidate{Pod: PodName(pool, i), Topology: p.Topology, Row: row,
+			Concurrent: int64(p.Transfers) + 1})
 	}
 	return dst
 }
@@ -91,14 +64,11 @@ func candidates(dst []pairCandidate, req *sim.Request, pool string, pods []sim.P
 // ScorePairs implements sim.PairScorer. Before the first model it returns
 // sim.ErrNoModel (wrapped), so that the router counts a cold start.
 func (s *PairScorer) ScorePairs(req *sim.Request, prefill, decode []sim.PodState) ([]sim.PairEstimate, error) {
-	s.body.InputTokenLength, s.body.NumTokensGenerated = int64(req.PromptTokens), 1
-	s.body.KVBytesPerToken = s.KVBytesPerToken
-	s.body.Prefill = candidates(s.body.Prefill, req, "prefill", prefill)
-	s.body.Decode = candidates(s.body.Decode, req, "decode", decode)
-	body, err := json.Marshal(&s.body)
-	if err != nil {
-		return nil, fmt.Errorf("predict pairs: %w", err)
-	}
+	s.req.InputTokenLength, s.req.NumTokensGenerated = int64(req.PromptTokens), 1
+	s.req.KVBytesPerToken = s.KVBytesPerToken
+	s.req.Prefill = candidates(s.req.Prefill, req, "prefill", prefill)
+	s.req.Decode = candidates(s.req.Decode, req, "decode", decode)
+	s.body = wire.AppendPairsRequest(s.body[:0], &s.req)
 	ctx := s.ctx
 	if ctx == nil {
 		ctx = context.Background()
@@ -110,7 +80,7 @@ func (s *PairScorer) ScorePairs(req *sim.Request, prefill, decode []sim.PodState
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	var ans pairsAnswer
-	if err := s.Client.post(ctx, s.Client.PredictorURL+"/predict/pairs", body, http.StatusOK, &ans); err != nil {
+	if err := s.Client.post(ctx, s.Client.PredictorURL+"/predict/pairs", s.body, http.StatusOK, &ans); err != nil {
 		if errors.Is(err, ErrNotReady) {
 			return nil, fmt.Errorf("%w: %w", sim.ErrNoModel, err)
 		}

@@ -131,22 +131,86 @@ func appendTopology(dst []byte, t *features.Topology) []byte {
 // opening brace.
 func appendRowFields(dst []byte, r *features.Row) []byte {
 	for _, f := range rowOrder {
-		switch f {
-		case fPodType:
-			if r.PodType != "" {
-				dst = appendKey(dst, f)
-				dst = appendString(dst, r.PodType)
-			}
-		case fKVCache:
-			dst = appendFloatField(dst, f, r.KVCachePercentage)
-		case fPrefixScore:
-			dst = appendFloatField(dst, f, r.PrefixCacheScore)
-		default:
-			dst = appendKey(dst, f)
-			dst = strconv.AppendInt(dst, *intField(f, r), 10)
-		}
+		dst = appendRowField(dst, f, r)
 	}
 	return dst
+}
+
+// appendRowField writes row field f (pod_type only when set).
+func appendRowField(dst []byte, f fieldID, r *features.Row) []byte {
+	switch f {
+	case fPodType:
+		if r.PodType != "" {
+			dst = appendKey(dst, f)
+			dst = appendString(dst, r.PodType)
+		}
+	case fKVCache:
+		dst = appendFloatField(dst, f, r.KVCachePercentage)
+	case fPrefixScore:
+		dst = appendFloatField(dst, f, r.PrefixCacheScore)
+	default:
+		dst = appendKey(dst, f)
+		dst = strconv.AppendInt(dst, *intField(f, r), 10)
+	}
+	return dst
+}
+
+// AppendPairsRequest appends the body of POST /predict/pairs (docs/PROTOCOL.md
+// §4.7), what DecodePairsRequest reads: the request's own fields, its
+// optional settings when set, then each candidate's pod, topology, KV
+// transfers in flight (Concurrent − 1, when known) and pod fields.
+func AppendPairsRequest(dst []byte, r *PairsRequest) []byte {
+	dst = append(dst, '{')
+	for _, f := range rowOrder {
+		if pairRequestFields.has(f) {
+			dst = appendRowField(dst, f, &features.Row{InputTokenLength: r.InputTokenLength,
+				NumTokensGenerated: r.NumTokensGenerated, EncoderInputSize: r.EncoderInputSize})
+		}
+	}
+	for _, opt := range [...]struct {
+		key string
+		v   float64
+	}{{"kv_bytes_per_token", r.KVBytesPerToken}, {"ttft_slo_ms", r.TTFTSLOMs}, {"tpot_slo_ms", r.TPOTSLOMs}} {
+		if opt.v > 0 {
+			dst = append(dst, `,"`+opt.key+`":`...)
+			dst = AppendFloat(dst, opt.v)
+		}
+	}
+	if r.K > 0 {
+		dst = append(dst, `,"k":`...)
+		dst = strconv.AppendInt(dst, int64(r.K), 10)
+	}
+	for _, list := range [...]struct {
+		key  string
+		pods []PairCandidate
+	}{{"prefill", r.Prefill}, {"decode", r.Decode}} {
+		dst = append(dst, `,"`+list.key+`":[`...)
+		for i := range list.pods {
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			dst = appendPairCandidate(dst, &list.pods[i])
+		}
+		dst = append(dst, ']')
+	}
+	return append(dst, '}')
+}
+
+func appendPairCandidate(dst []byte, c *PairCandidate) []byte {
+	dst = append(dst, `{"pod":`...)
+	dst = appendString(dst, c.Pod)
+	dst = append(dst, `,"topology":`...)
+	dst = appendTopology(dst, &c.Topology)
+	if c.Concurrent > 0 {
+		dst = append(dst, `,"kv_transfers_in_flight":`...)
+		dst = strconv.AppendInt(dst, c.Concurrent-1, 10)
+	}
+	for _, f := range rowOrder {
+		if candidateFields.has(f) {
+			dst = appendRowField(dst, f, &c.Row)
+		}
+	}
+	return append(dst, '}')
 }
 
 // appendKey writes `"name":`, after a comma unless the object has just

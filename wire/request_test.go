@@ -101,3 +101,38 @@ func TestRowObject(t *testing.T) {
 		t.Errorf("RowObject = %v\nwant %v", got, want)
 	}
 }
+
+// A pairs request encoded is read back exactly, settings and candidates
+// included, with and without the optional fields.
+func TestPairsRequestRoundTrip(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	for i := range 50 {
+		s := randomSample(r, i)
+		req := PairsRequest{InputTokenLength: s.Row.InputTokenLength, NumTokensGenerated: s.Row.NumTokensGenerated,
+			EncoderInputSize: s.Row.EncoderInputSize}
+		if i%2 == 0 {
+			req.KVBytesPerToken, req.TTFTSLOMs, req.TPOTSLOMs, req.K = 262144, 500+r.Float64(), 25.5, 1+r.IntN(8)
+		}
+		for _, list := range []*[]PairCandidate{&req.Prefill, &req.Decode} {
+			for j := range 1 + r.IntN(4) {
+				c := randomSample(r, j)
+				row := c.Row
+				row.InputTokenLength, row.NumTokensGenerated, row.EncoderInputSize = 0, 0, 0
+				topo := features.Topology{Node: "n" + string(rune('a'+j))}
+				if j%2 == 0 {
+					topo.Rack, topo.Zone, topo.Region = "r1", "z1", "eu"
+				}
+				*list = append(*list, PairCandidate{Pod: "pod-" + string(rune('a'+j)), Topology: topo, Row: row,
+					Concurrent: int64(j % 3)})
+			}
+		}
+		body := AppendPairsRequest(nil, &req)
+		got, errs := DecodePairsRequest(body, 0)
+		if len(errs) > 0 {
+			t.Fatalf("encoded pairs request refused: %+v\n%s", errs, body)
+		}
+		if !reflect.DeepEqual(got, req) {
+			t.Fatalf("pairs request read back differently:\n got %+v\nwant %+v\n%s", got, req, body)
+		}
+	}
+}
