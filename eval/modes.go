@@ -83,11 +83,11 @@ func Split(ctx context.Context, samples []features.Sample, opts Options, seeds i
 	for seed := 1; seed <= seeds; seed++ {
 		train, test := splitRows(samples, uint64(seed))
 		tl := newTally(mainModels...)
-		retrains, err := runOnce(ctx, opts, train, func(r *replica) error { return r.score(test, tl, nil) })
+		stats, err := runOnce(ctx, opts, train, func(r *replica) error { return r.score(test, tl, nil) })
 		if err != nil {
 			return nil, fmt.Errorf("split seed %d: %w", seed, err)
 		}
-		rep.Retrains += retrains
+		rep.count(stats)
 		perSeed = append(perSeed, tl.results())
 	}
 	rep.Results = meanResults(perSeed)
@@ -116,22 +116,22 @@ func splitRows(samples []features.Sample, seed uint64) (train, test []features.S
 
 // runOnce ingests train into a fresh replica, retrains once and calls
 // score. It returns the number of bundles published.
-func runOnce(ctx context.Context, opts Options, train []features.Sample, score func(*replica) error) (int, error) {
+func runOnce(ctx context.Context, opts Options, train []features.Sample, score func(*replica) error) (runStats, error) {
 	r, err := newReplica(opts)
 	if err != nil {
-		return 0, err
+		return runStats{}, err
 	}
 	defer r.close()
 	if err := r.add(train); err != nil {
-		return 0, err
+		return runStats{}, err
 	}
 	if err := r.retrain(ctx); err != nil {
-		return 0, err
+		return runStats{}, err
 	}
 	if r.bundle == nil {
-		return 0, errors.New("the trainer published no model: too few training rows")
+		return runStats{}, errors.New("the trainer published no model: too few training rows")
 	}
-	return r.retrains, score(r)
+	return r.stats, score(r)
 }
 
 // Prequential replays the trace as the service lives it: walking in order,
@@ -151,11 +151,11 @@ func Prequential(ctx context.Context, samples []features.Sample, opts Options, e
 	}
 	rep := &Report{Mode: ModePrequential, Scheme: opts.Store.Scheme.String(), Quantile: opts.Quantile, Every: every}
 	tl := newTally(mainModels...)
-	retrains, err := walk(ctx, opts, samples, every, tl, nil, nil)
+	stats, err := walk(ctx, opts, samples, every, tl, nil, nil)
 	if err != nil {
 		return nil, fmt.Errorf("prequential: %w", err)
 	}
-	rep.Retrains = retrains
+	rep.count(stats)
 	rep.Results = tl.results()
 
 	early := newTally(ModelHeadroom, ModelXGBoost, ModelLinear, ModelConstant)
@@ -193,19 +193,19 @@ func hasLabel(samples []features.Sample, t features.Target) bool {
 // each block of `every` rows it retrains, then scores the block, then
 // ingests it. It stops early when done reports true after a retrain.
 func walk(ctx context.Context, opts Options, samples []features.Sample, every int, tl *tally,
-	keep func(features.Target, *model.TargetModel) bool, done func(*replica) bool) (int, error) {
+	keep func(features.Target, *model.TargetModel) bool, done func(*replica) bool) (runStats, error) {
 	r, err := newReplica(opts)
 	if err != nil {
-		return 0, err
+		return runStats{}, err
 	}
 	defer r.close()
 	for lo := 0; lo < len(samples); lo += every {
 		if err := ctx.Err(); err != nil {
-			return 0, err
+			return runStats{}, err
 		}
 		if lo > 0 {
 			if err := r.retrain(ctx); err != nil {
-				return 0, fmt.Errorf("at row %d: %w", lo, err)
+				return runStats{}, fmt.Errorf("at row %d: %w", lo, err)
 			}
 			if done != nil && done(r) {
 				break
@@ -213,13 +213,13 @@ func walk(ctx context.Context, opts Options, samples []features.Sample, every in
 		}
 		block := samples[lo:min(lo+every, len(samples))]
 		if err := r.score(block, tl, keep); err != nil {
-			return 0, err
+			return runStats{}, err
 		}
 		if err := r.add(block); err != nil {
-			return 0, err
+			return runStats{}, err
 		}
 	}
-	return r.retrains, nil
+	return r.stats, nil
 }
 
 // Extrapolate trains on the rows whose prompt is at most trainMax tokens
@@ -246,11 +246,11 @@ func Extrapolate(ctx context.Context, samples []features.Sample, opts Options, t
 	rep := &Report{Mode: ModeExtrapolate, Scheme: opts.Store.Scheme.String(), Quantile: opts.Quantile,
 		TrainMax: trainMax, TestMin: testMin}
 	tl := newTally(mainModels...)
-	retrains, err := runOnce(ctx, opts, train, func(r *replica) error { return r.score(test, tl, nil) })
+	stats, err := runOnce(ctx, opts, train, func(r *replica) error { return r.score(test, tl, nil) })
 	if err != nil {
 		return nil, fmt.Errorf("extrapolate: %w", err)
 	}
-	rep.Retrains = retrains
+	rep.count(stats)
 	rep.Results = tl.results()
 	rep.Seconds = time.Since(start).Seconds()
 	return rep, nil

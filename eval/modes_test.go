@@ -72,6 +72,19 @@ func TestSplitDeterministicAndComplete(t *testing.T) {
 	if a.Scheme != store.DefaultSchemeName || a.Seeds != 2 || a.Retrains != 2 {
 		t.Errorf("report settings %+v", a)
 	}
+	// Each seed's trainer chose every target's configuration once.
+	for _, tg := range features.Targets {
+		n := 0
+		for name, c := range a.Chosen[tg.String()] {
+			if name == "-" {
+				t.Errorf("%s: a model without a choice from 1,080 rows", tg)
+			}
+			n += c
+		}
+		if n != 2 {
+			t.Errorf("%s: %d models counted by choice (%v), want 2", tg, n, a.Chosen)
+		}
+	}
 	for _, tg := range features.Targets {
 		h := a.Find(tg, ModelHeadroom)
 		for _, m := range mainModels {

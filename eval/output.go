@@ -6,6 +6,8 @@ import (
 	"io"
 	"strings"
 	"text/tabwriter"
+
+	"github.com/headroomhq/headroom/features"
 )
 
 // WriteJSON writes the report as indented JSON.
@@ -42,6 +44,15 @@ func WriteTable(w io.Writer, r *Report) error {
 	}
 	if err := writeResults(w, r.Results, r.Quantile); err != nil {
 		return err
+	}
+	if len(r.Chosen) > 0 {
+		for _, t := range features.Targets {
+			if c := r.ChosenSummary(t.String()); c != "" {
+				if _, err := fmt.Fprintf(w, "%s configurations chosen (models): %s\n", t, c); err != nil {
+					return err
+				}
+			}
+		}
 	}
 	if len(r.EarlyLife) > 0 {
 		if _, err := fmt.Fprintf(w, "\nearly life (models trained on fewer than %d samples):\n", EarlyLifeMax); err != nil {

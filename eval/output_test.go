@@ -53,12 +53,14 @@ func TestWriteJSONShape(t *testing.T) {
 func TestWriteTable(t *testing.T) {
 	r := sampleReport()
 	r.EarlyLife = []Result{{Target: "tpot", Model: ModelConstant, Rows: 5, MAPE: 4}}
+	r.Chosen = map[string]map[string]int{"ttft": {"line": 1, "configured": 3}}
 	var buf bytes.Buffer
 	if err := WriteTable(&buf, r); err != nil {
 		t.Fatal(err)
 	}
 	out := buf.String()
-	for _, want := range []string{"mode split", "2 seeds", "headroom", "xgboost", "3.00x", "90.5", "early life", "constant"} {
+	for _, want := range []string{"mode split", "2 seeds", "headroom", "xgboost", "3.00x", "90.5", "early life", "constant",
+		"ttft configurations chosen (models): configured×3, line×1"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("table lacks %q:\n%s", want, out)
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"os"
 	"path/filepath"
@@ -29,6 +30,8 @@ type Options struct {
 	// trainer.DefaultFitConfig. Its XGBoost field is ignored: XGBoost above
 	// is used.
 	Fit trainer.FitConfig
+	// Select is the trainer's self-tuning (its zero value: the service's).
+	Select trainer.SelectConfig
 	// Store options for Headroom's store (and so for the rows every model
 	// trains on). NoSync is always set: a replay needs no durability.
 	Store store.Options
@@ -44,6 +47,8 @@ type Options struct {
 	Quantile float64
 	// TempDir holds the replay's stores; "" means os.TempDir().
 	TempDir string
+	// Logger gets the trainers' messages (nil discards them).
+	Logger *slog.Logger
 }
 
 func (o Options) withDefaults() Options {
@@ -104,7 +109,15 @@ type replica struct {
 	// bundle is the decoded bundle the predictors serve.
 	bundle    *model.Bundle
 	baselines [len(features.Targets)]baseline
-	retrains  int
+	stats     runStats
+}
+
+// runStats is what one replica's trainer did: the bundles it published and,
+// per target, how many new models each configuration it chose was fitted
+// as ("-" for models without a choice).
+type runStats struct {
+	retrains int
+	chosen   [len(features.Targets)]map[string]int
 }
 
 // baseline holds the comparison models of one target.
@@ -136,11 +149,13 @@ func newReplica(opts Options) (*replica, error) {
 	fit.XGBoost = &xgb
 	r.tr, err = trainer.New(trainer.Config{
 		Fit:             fit,
+		Select:          opts.Select,
 		MinSamplesFresh: opts.MinSamplesFresh,
 		MinSamples:      opts.MinSamples,
 		TTFTColumns:     opts.TTFTColumns,
 		TPOTColumns:     opts.TPOTColumns,
 		Drift:           opts.Drift,
+		Logger:          opts.Logger,
 	}, r.db)
 	if err == nil {
 		r.mean, err = predictor.New(predictor.Mean, opts.Quantile)
@@ -186,7 +201,7 @@ func (r *replica) retrain(ctx context.Context) error {
 	if pub == nil {
 		return nil
 	}
-	r.retrains++
+	r.stats.retrains++
 	decoded, err := model.Decode(pub.Encoded, nil)
 	if err != nil {
 		return fmt.Errorf("eval: published bundle does not decode: %w", err)
@@ -203,6 +218,7 @@ func (r *replica) retrain(ctx context.Context) error {
 		if m == nil || m.StoreGeneration == r.baselines[t].generation {
 			continue
 		}
+		r.stats.countChoice(t, m)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -307,4 +323,15 @@ func (r *replica) score(block []features.Sample, tl *tally, keep func(t features
 		}
 	}
 	return nil
+}
+
+func (s *runStats) countChoice(t features.Target, m *model.TargetModel) {
+	name := "-"
+	if m.Selection != nil {
+		name = m.Selection.Chosen
+	}
+	if s.chosen[t] == nil {
+		s.chosen[t] = map[string]int{}
+	}
+	s.chosen[t][name]++
 }

@@ -1,8 +1,10 @@
 package eval
 
 import (
+	"fmt"
 	"math"
 	"sort"
+	"strings"
 
 	"github.com/headroomhq/headroom/features"
 	"github.com/headroomhq/headroom/model"
@@ -49,8 +51,11 @@ type Report struct {
 	TrainMax int64   `json:"train_max,omitempty"`
 	TestMin  int64   `json:"test_min,omitempty"`
 	// Retrains counts the trainer runs that published a bundle.
-	Retrains int      `json:"retrains"`
-	Results  []Result `json:"results"`
+	Retrains int `json:"retrains"`
+	// Chosen counts, per target, the models of each configuration the
+	// trainer chose (trainer.SelectConfig; "-": no choice was made).
+	Chosen  map[string]map[string]int `json:"chosen,omitempty"`
+	Results []Result                  `json:"results"`
 	// EarlyLife is the prequential figures of models trained on fewer than
 	// EarlyLifeMax samples, beside a constant, reported apart because they
 	// are a different regime.
@@ -208,4 +213,43 @@ func median(values []float64) float64 {
 		return v[n/2]
 	}
 	return (v[n/2-1] + v[n/2]) / 2
+}
+
+// count adds one replica's statistics to the report.
+func (r *Report) count(s runStats) {
+	r.Retrains += s.retrains
+	for _, t := range features.Targets {
+		for name, n := range s.chosen[t] {
+			if r.Chosen == nil {
+				r.Chosen = map[string]map[string]int{}
+			}
+			if r.Chosen[t.String()] == nil {
+				r.Chosen[t.String()] = map[string]int{}
+			}
+			r.Chosen[t.String()][name] += n
+		}
+	}
+}
+
+// ChosenSummary is Chosen for target as "name×n, …", most used first.
+func (r *Report) ChosenSummary(target string) string {
+	type kv struct {
+		name string
+		n    int
+	}
+	var list []kv
+	for name, n := range r.Chosen[target] {
+		list = append(list, kv{name, n})
+	}
+	sort.Slice(list, func(i, j int) bool {
+		if list[i].n != list[j].n {
+			return list[i].n > list[j].n
+		}
+		return list[i].name < list[j].name
+	})
+	parts := make([]string, len(list))
+	for i, e := range list {
+		parts[i] = fmt.Sprintf("%s×%d", e.name, e.n)
+	}
+	return strings.Join(parts, ", ")
 }

@@ -65,6 +65,9 @@ type TargetInfo struct {
 	Columns            []string           `json:"columns,omitempty"`
 	LinearIntercept    float64            `json:"linear_intercept"`
 	LinearCoefficients map[string]float64 `json:"linear_coefficients,omitempty"`
+	// Selection is the configuration the trainer chose for this model and
+	// every candidate's error (Selection); absent when none was chosen.
+	Selection *Selection `json:"selection,omitempty"`
 }
 
 // NewInfo describes pub (nil before the first model) as of now. loadedAt
@@ -124,6 +127,7 @@ func targetInfo(pub *Published, t features.Target) TargetInfo {
 		TrainSeconds:     m.TrainSeconds,
 		Columns:          m.Columns,
 		FeatureRanges:    make(map[string]Range, len(m.Columns)),
+		Selection:        m.Selection,
 	}
 	if m.Trees != nil {
 		ti.Trees = m.Trees.NumTrees()

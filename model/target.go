@@ -80,6 +80,10 @@ type TargetModel struct {
 	TrainedAt       time.Time `json:"trained_at"`
 	StoreGeneration uint64    `json:"store_generation"`
 	TrainSeconds    float64   `json:"train_seconds"`
+	// Selection is how this model's configuration was chosen among the
+	// trainer's candidates; nil when it was not (self-tuning off, or too
+	// few rows to score candidates on).
+	Selection *Selection `json:"selection,omitempty"`
 
 	schema features.Schema
 }
@@ -125,6 +129,9 @@ func (m *TargetModel) Prepare() error {
 		return fmt.Errorf("log shift %v is not a finite number in [-5, 5]", m.LogShift)
 	}
 	if err := m.Calibration.Validate(); err != nil {
+		return err
+	}
+	if err := m.Selection.Validate(); err != nil {
 		return err
 	}
 	m.schema = schema

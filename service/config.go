@@ -85,10 +85,13 @@ type TrainerConfig struct {
 	MaxConcurrentIngest int
 	MaxIngestBytes      int64
 	// Kind is the model composition, Params the boosting parameters.
-	// XGBoost runs the trees' fits (nil: linear models only).
-	Kind    model.Kind
-	Params  xgboost.Params
-	XGBoost *xgboost.CLI
+	// XGBoost runs the trees' fits (nil: linear models only). With
+	// SelfTune, Kind and Params are the first of the candidates each
+	// target chooses among (trainer.SelectConfig); without, every model.
+	SelfTune bool
+	Kind     model.Kind
+	Params   xgboost.Params
+	XGBoost  *xgboost.CLI
 	// Nice (0-19) is the niceness of the fits and the publication; 0 keeps
 	// the process's.
 	Nice int
@@ -147,6 +150,7 @@ func DefaultTrainerConfig() TrainerConfig {
 		},
 		MaxConcurrentIngest: api.DefaultMaxConcurrentIngest,
 		MaxIngestBytes:      api.DefaultMaxIngestBytes,
+		SelfTune:            true,
 		Kind:                model.KindResidual,
 		Params:              xgboost.DefaultParams(),
 		XGBoost: &xgboost.CLI{Binary: "xgboost", Timeout: xgboost.DefaultTimeout, Nice: 10,

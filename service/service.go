@@ -103,6 +103,7 @@ func (s *Service) buildTrainer() error {
 		MaxTrainRows:    t.MaxTrainRows,
 		Nice:            t.Nice,
 		Fit:             fit,
+		Select:          trainer.SelectConfig{Off: !t.SelfTune},
 		Drift:           drift,
 		Gate:            trainer.GateConfig{Force: t.PublishForce},
 		Transfer:        trainer.TransferConfig{BytesPerToken: t.KVBytesPerToken},

@@ -66,6 +66,12 @@ type FitConfig struct {
 	// CoverageQuantile is the quantile whose holdout coverage the model
 	// records (default 0.9).
 	CoverageQuantile float64
+	// NoShift leaves the prediction unscaled: no relative-error shift and
+	// no forward correction of it (model.TargetModel.LogShift 0), and the
+	// forward samples are taken without their own models' shifts. On some
+	// workloads (docs/ACCURACY.md) the shift that is best on the training
+	// rows is worse on the rows that follow; self-tuning chooses.
+	NoShift bool
 }
 
 // DefaultFitConfig is the configuration the service runs with.
@@ -141,6 +147,9 @@ func Fit(ctx context.Context, schema features.Schema, train, holdout Dataset, cf
 	if cfg.SignConstraints {
 		cfg.Line.Signs = schema.Directions()
 	}
+	if cfg.NoShift {
+		cfg.Forward = unshifted(cfg.Forward)
+	}
 	// Labels outside the band the training labels themselves vouch for
 	// are clipped into it for the fit and left out of its measurement, so
 	// that one absurd sample cannot move the model (labels.go).
@@ -181,8 +190,11 @@ func Fit(ctx context.Context, schema features.Schema, train, holdout Dataset, cf
 	}
 	// Bounded as Prepare requires; a shift near the bound means the model
 	// is far off, and the calibration says so.
-	shift := relativeErrorShift(logResiduals(m, train))
-	if forwardEnough(cfg) && cfg.ForwardShiftGain > 0 {
+	var shift float64
+	if !cfg.NoShift {
+		shift = relativeErrorShift(logResiduals(m, train))
+	}
+	if forwardEnough(cfg) && cfg.ForwardShiftGain > 0 && !cfg.NoShift {
 		shift += cfg.ForwardShiftGain * relativeErrorShift(forwardResiduals(m, cfg.Forward))
 	}
 	m.LogShift = math.Max(-5, math.Min(5, shift))
@@ -279,6 +291,17 @@ func treeShrink(forward []ForwardSample, minRows int) float64 {
 		}
 	}
 	return 1 - best
+}
+
+// unshifted returns forward samples as models without a shift would have
+// predicted them.
+func unshifted(forward []ForwardSample) []ForwardSample {
+	out := make([]ForwardSample, len(forward))
+	for i, f := range forward {
+		f.LogShift = 0
+		out[i] = f
+	}
+	return out
 }
 
 // forwardEnough reports whether cfg has enough forward samples to
@@ -410,7 +433,10 @@ func crossFitResiduals(ctx context.Context, m *model.TargetModel, cfg FitConfig,
 		if err != nil {
 			return nil, fmt.Errorf("cross-fit fold %d: %w", f, err)
 		}
-		shift := relativeErrorShift(logResiduals(fm, in))
+		var shift float64
+		if !cfg.NoShift {
+			shift = relativeErrorShift(logResiduals(fm, in))
+		}
 		for i, x := range held.X {
 			base, treeLog := fm.Parts(x)
 			out = append(out, math.Log(held.Y[i]/fm.Combine(base, treeLog, 1-m.TreeShrink, shift)))

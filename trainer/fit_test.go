@@ -329,3 +329,35 @@ func TestTrainerCalibratesOnForwardSamples(t *testing.T) {
 		t.Errorf("calibration %s on %d rows, want forward on the window's 200", c.Source, c.Rows)
 	}
 }
+
+// Unshifted, a model predicts its line (and trees) as fitted, whatever the
+// forward samples say, and calibrates on them as unshifted models would
+// have predicted them.
+func TestFitNoShift(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 9))
+	train := fitRows(rng, 300, 0.3, nil)
+	fwd := make([]ForwardSample, 100)
+	for i := range fwd {
+		fwd[i] = ForwardSample{Actual: 100, Base: 80, LogShift: math.Log(1.25)} // shifted models were exact
+	}
+	for _, noShift := range []bool{false, true} {
+		cfg := DefaultFitConfig()
+		cfg.NoShift = noShift
+		cfg.Forward = fwd
+		m, err := Fit(context.Background(), fitSchema, train, Dataset{}, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if noShift != (m.LogShift == 0) {
+			t.Errorf("no shift %v: log shift %v", noShift, m.LogShift)
+		}
+		// Forward residuals: 0 as the shifted models predicted them, log(100/80) unshifted.
+		want := 0.0
+		if noShift {
+			want = math.Log(1.25)
+		}
+		if got := m.Calibration.LogResidual(0.5); math.Abs(got-want) > 1e-9 {
+			t.Errorf("no shift %v: median calibration residual %v, want %v", noShift, got, want)
+		}
+	}
+}

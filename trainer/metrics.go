@@ -34,6 +34,9 @@ type Metrics struct {
 
 	transferClassMAPE      *prometheus.GaugeVec
 	transferClassBandwidth *prometheus.GaugeVec
+
+	candidateMAPE *prometheus.GaugeVec
+	choices       *prometheus.CounterVec
 }
 
 // NewMetrics registers the trainer's series with reg.
@@ -105,8 +108,16 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "headroom_kv_transfer_bandwidth_bytes_per_second",
 			Help: "Bandwidth one KV transfer gets alone on a link, as the newest KV-transfer model learned it, per link class it fitted.",
 		}, []string{"class"}),
+		candidateMAPE: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "headroom_candidate_mape_percent",
+			Help: "Each candidate configuration's MAPE on the newest training rows when fitted on the older ones, at the target's latest choice (trainer self-tuning; /model/info shows the same).",
+		}, []string{"target", "candidate"}),
+		choices: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "headroom_configuration_choices_total",
+			Help: "Configuration choices made per target and chosen candidate (trainer self-tuning).",
+		}, []string{"target", "chosen"}),
 	}
-	reg.MustRegister(m.transferClassMAPE, m.transferClassBandwidth, m.gateRejections, m.runs, m.duration, m.publishFailures, m.bundleVersion, m.bundleCreated,
+	reg.MustRegister(m.transferClassMAPE, m.transferClassBandwidth, m.candidateMAPE, m.choices, m.gateRejections, m.runs, m.duration, m.publishFailures, m.bundleVersion, m.bundleCreated,
 		m.holdoutMAPE, m.holdoutRows, m.xgboost, m.coverage, m.liveMAPE, m.liveBias, m.liveSamples, m.earlyRetrains)
 	return m
 }
@@ -301,4 +312,15 @@ func (m *Metrics) gateRejected(t features.Target, reason string) {
 		return
 	}
 	m.gateRejections.WithLabelValues(t.String(), reason).Inc()
+}
+
+// observeSelection exports a choice's candidate errors and counts it.
+func (m *Metrics) observeSelection(t features.Target, s *model.Selection) {
+	if m == nil {
+		return
+	}
+	for _, c := range s.Candidates {
+		m.candidateMAPE.WithLabelValues(t.String(), c.Name).Set(c.MAPE)
+	}
+	m.choices.WithLabelValues(t.String(), s.Chosen).Inc()
 }

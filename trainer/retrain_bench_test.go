@@ -88,7 +88,7 @@ func loopCPU(b *testing.B, f func()) {
 
 // BenchmarkRetrainFullStore is the wall time of one retrain of a full store
 // as the service runs it (both targets at once, default parameters, the
-// xgboost CLI), then the parts of one target's fit, to show where the time
+// xgboost CLI; with and without a choice of configurations), then the parts of one target's fit, to show where the time
 // goes. "brief" is the product brief's 40-bucket store (20,000 samples per
 // target), "default" the store's current default scheme, filled as far as
 // the generator's prompts reach. It needs the xgboost binary.
@@ -111,22 +111,32 @@ func BenchmarkRetrainFullStore(b *testing.B) {
 				db.Close()
 			}
 		})
-		b.Run(sc.name+"/retrain", func(b *testing.B) {
-			if db == nil {
-				db = fullStore(b, dir, sc.scheme)
+		// A new trainer's first retrain chooses each target's
+		// configuration (select.go) before fitting it: "retrain" is the
+		// retrain that chooses, the costliest; "retrain-kept" one that
+		// keeps its choice, as most retrains do (SelectConfig.Every).
+		for _, kept := range []bool{false, true} {
+			name := sc.name + "/retrain"
+			if kept {
+				name += "-kept"
 			}
-			loopCPU(b, func() {
-				fit := DefaultFitConfig()
-				fit.XGBoost = xgb
-				tr, err := New(Config{Fit: fit, BundleDir: b.TempDir()}, db)
-				if err != nil {
-					b.Fatal(err)
+			b.Run(name, func(b *testing.B) {
+				if db == nil {
+					db = fullStore(b, dir, sc.scheme)
 				}
-				if pub, err := tr.Retrain(ctx); err != nil || pub == nil {
-					b.Fatalf("retrain: %v %v", pub, err)
-				}
+				loopCPU(b, func() {
+					fit := DefaultFitConfig()
+					fit.XGBoost = xgb
+					tr, err := New(Config{Fit: fit, BundleDir: b.TempDir(), Select: SelectConfig{Off: kept}}, db)
+					if err != nil {
+						b.Fatal(err)
+					}
+					if pub, err := tr.Retrain(ctx); err != nil || pub == nil {
+						b.Fatalf("retrain: %v %v", pub, err)
+					}
+				})
 			})
-		})
+		}
 		if db == nil {
 			continue // filtered out
 		}

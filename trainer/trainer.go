@@ -43,6 +43,9 @@ type Config struct {
 	// runs, FitConfig.XGBoost's Idle, once their target has a model.
 	Nice int
 	Fit  FitConfig
+	// Select configures self-tuning: the choice, per target, among
+	// candidate configurations derived from Fit (select.go).
+	Select SelectConfig
 	// Drift configures live error tracking and early retraining.
 	Drift DriftConfig
 	// Gate is the publication gate every new model passes (gate.go).
@@ -87,6 +90,7 @@ func (c *Config) setDefaults() {
 		def.XGBoost = c.Fit.XGBoost
 		c.Fit = def
 	}
+	c.Select.setDefaults(c.Fit)
 	if c.TTFTColumns == nil {
 		c.TTFTColumns = features.DefaultTTFTColumns
 	}
@@ -159,7 +163,9 @@ type Trainer struct {
 	status    [2]TargetStatus
 	xgbErr    error
 	live      *driftTracker
-	history   history // recent training runs, for the dashboard
+	tuneMu    sync.Mutex
+	tuning    [2]tuning // by features.Target (select.go)
+	history   history   // recent training runs, for the dashboard
 	recent    *recentSamples
 
 	// evidence is what each target's newest fit was measured on, for the
@@ -225,6 +231,7 @@ func New(cfg Config, db *store.DB) (*Trainer, error) {
 		if pub != nil {
 			t.current.Store(pub)
 			t.epoch = pub.Bundle.Epoch
+			t.resumeTuning(pub.Bundle)
 			for _, tg := range features.Targets {
 				if m := pub.Bundle.Target(tg); m != nil {
 					t.status[tg].TrainedOnGen = m.StoreGeneration
@@ -311,7 +318,8 @@ func (t *Trainer) Run(ctx context.Context) {
 			retrain = false
 		case <-tick.C:
 		case <-t.live.triggered():
-			t.cfg.Logger.Info("live error well above holdout error: retraining early")
+			t.cfg.Logger.Info("live error well above holdout error: retraining early, choosing configurations again")
+			t.tuneAfterDrift()
 		}
 		// First models before the cycle's retrain, so that a tick falling
 		// just after samples arrived does not make the first model wait
@@ -625,7 +633,18 @@ func (t *Trainer) fitTarget(ctx context.Context, tg features.Target, gen uint64,
 	}
 	cfg.Forward = t.live.forwardSamples(tg)
 	cfg.CoverageQuantile = t.live.cfg.Quantile
-	return Fit(ctx, schema, BuildDataset(schema, tg, train), BuildDataset(schema, tg, holdout), cfg)
+	trainDS := BuildDataset(schema, tg, train)
+	// A first model's passes are for speed: they keep the choice in force
+	// (the first candidate before any) and make none.
+	cfg, sel, err := t.tune(ctx, tg, schema, trainDS, cfg, !p.first())
+	if err != nil {
+		return nil, err
+	}
+	m, err := Fit(ctx, schema, trainDS, BuildDataset(schema, tg, holdout), cfg)
+	if m != nil {
+		m.Selection = sel
+	}
+	return m, err
 }
 
 // firstTreesFolds is the cross-fit of a first model's trees: its

@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"strings"
 	"time"
@@ -61,6 +62,8 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		pdSeed     = fs.Uint64("pd-seed", 1, "--transfer: seed of the simulated P/D runs")
 		pdSessions = fs.Int("pd-sessions", 200, "--transfer: agentic sessions of each simulated P/D run")
 		kvBytes    = fs.Float64("kv-bytes-per-token", 0, "--transfer: the pool's KV bytes per token, as for serve (0: learned from the samples)")
+		selfTune   = fs.Bool("self-tune", true, "let the trainer choose each target's configuration among candidates, as serve does; false fits every model as --model-kind and --xgb-* say")
+		sel        trainer.SelectConfig
 	)
 	fs.Float64Var(&fit.TreeLabelClip, "tree-label-clip", fit.TreeLabelClip, "clip the trees' labels at this many robust standard deviations (0: off)")
 	fs.IntVar(&fit.Params.Rounds, "xgb-rounds", fit.Params.Rounds, "Headroom's boosting rounds (trees)")
@@ -72,6 +75,11 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs.Float64Var(&fit.Params.Gamma, "xgb-gamma", fit.Params.Gamma, "Headroom's minimum loss reduction to split")
 	fs.Float64Var(&fit.Params.Lambda, "xgb-lambda", fit.Params.Lambda, "Headroom's L2 regularisation")
 	fs.Float64Var(&fit.Params.Alpha, "xgb-alpha", fit.Params.Alpha, "Headroom's L1 regularisation")
+	fs.Float64Var(&sel.Margin, "select-margin", 0, "self-tuning: relative MAPE by which a candidate must beat the one in use (0: the service's)")
+	fs.IntVar(&sel.Folds, "select-folds", 0, "self-tuning: blocks of newest training rows candidates are scored on (0: the service's)")
+	fs.Float64Var(&sel.ScoreShare, "select-share", 0, "self-tuning: share of the training rows in one scored block (0: the service's)")
+	verbose := fs.Bool("verbose", false, "log the trainers' choices of configuration (and their other messages) to stderr")
+	selNames := fs.String("select-candidates", "", "self-tuning: the candidates to choose among, comma-separated names of the service's (default: all of them)")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: headroom eval (--trace FILE | --synthetic) --mode split|prequential|extrapolate [flags]")
 		fmt.Fprintln(stderr, "       headroom eval --suite DIR [flags]")
@@ -113,21 +121,31 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err := fit.Params.Validate(); err != nil {
 		return err
 	}
+	sel.Off = !*selfTune
 	fit.Kind = model.Kind(*modelKind)
 	switch fit.Kind {
 	case model.KindLinear, model.KindLogTrees, model.KindResidual:
 	default:
 		return fmt.Errorf("--model-kind %q: want linear, log-trees or linear+log-trees", *modelKind)
 	}
+	if *selNames != "" {
+		if sel.Candidates, err = trainer.CandidatesNamed(trainer.DefaultCandidates(fit), columns(*selNames)); err != nil {
+			return fmt.Errorf("--select-candidates: %w", err)
+		}
+	}
 	opts := eval.Options{
 		XGBoost:     xgboost.CLI{Binary: *xgbBin, Timeout: *xgbTimeout},
 		Fit:         fit,
+		Select:      sel,
 		Store:       store.Options{Scheme: sch, BucketCapacity: *capacity},
 		Quantile:    *quantile,
 		TTFTColumns: columns(*ttftCols),
 		TPOTColumns: columns(*tpotCols),
 		Drift:       trainer.DriftConfig{Window: *liveWindow},
 		MinSamples:  *minSamples,
+	}
+	if *verbose {
+		opts.Logger = slog.New(slog.NewTextHandler(stderr, nil))
 	}
 
 	if *suiteDir != "" {

@@ -1,0 +1,71 @@
+package model
+
+import (
+	"math"
+	"reflect"
+	"testing"
+	"time"
+)
+
+func testSelection() *Selection {
+	return &Selection{Chosen: "line", Reason: "first", At: time.Date(2026, 12, 1, 11, 0, 0, 0, time.UTC),
+		TrainRows: 1000, FitRows: 600, ScoreRows: 400,
+		Candidates: []CandidateScore{{Name: "configured", Kind: KindResidual, MAPE: 10.5}, {Name: "line", Kind: KindLinear, MAPE: 9.8}}}
+}
+
+func TestSelectionValidate(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		change func(s *Selection)
+		ok     bool
+	}{
+		{"valid", func(*Selection) {}, true},
+		{"chosen not scored", func(s *Selection) { s.Chosen = "log-trees" }, false},
+		{"no candidates", func(s *Selection) { s.Candidates = nil }, false},
+		{"negative MAPE", func(s *Selection) { s.Candidates[0].MAPE = -1 }, false},
+		{"NaN MAPE", func(s *Selection) { s.Candidates[1].MAPE = math.NaN() }, false},
+		{"infinite MAPE", func(s *Selection) { s.Candidates[1].MAPE = math.Inf(1) }, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := testSelection()
+			tc.change(s)
+			if err := s.Validate(); (err == nil) != tc.ok {
+				t.Errorf("Validate() = %v, want ok %v", err, tc.ok)
+			}
+		})
+	}
+	var none *Selection
+	if err := none.Validate(); err != nil {
+		t.Errorf("a model without a selection: %v", err)
+	}
+}
+
+// A selection travels in the bundle, and one that does not validate makes
+// the bundle unreadable rather than show a choice that was not made.
+func TestSelectionInBundle(t *testing.T) {
+	b := testBundle(t)
+	b.TTFT.Selection = testSelection()
+	data, err := b.Encode(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := Decode(data, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got.TTFT.Selection, b.TTFT.Selection) || got.TPOT.Selection != nil {
+		t.Errorf("decoded selections %+v, %+v", got.TTFT.Selection, got.TPOT.Selection)
+	}
+	info := NewInfo(&Published{Bundle: got, Encoded: data}, time.Time{}, got.CreatedAt, nil)
+	if info.TTFT.Selection == nil || info.TTFT.Selection.Chosen != "line" || info.TPOT.Selection != nil {
+		t.Errorf("info selections %+v, %+v", info.TTFT.Selection, info.TPOT.Selection)
+	}
+
+	b.TTFT.Selection.Chosen = "nowhere"
+	if data, err = b.Encode(nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Decode(data, nil); err == nil {
+		t.Error("decoded a bundle whose selection names no scored candidate")
+	}
+}

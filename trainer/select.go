@@ -1,0 +1,400 @@
+package trainer
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+
+	"github.com/headroomhq/headroom/features"
+	"github.com/headroomhq/headroom/model"
+	"github.com/headroomhq/headroom/xgboost"
+)
+
+// Self-tuning: a fixed model configuration, tuned on one trace, is not the
+// best everywhere (docs/ACCURACY.md, "A suite of simulated workloads": on
+// some workloads the line alone beats line and trees, on others trees on
+// log milliseconds do). So each target chooses its configuration among a
+// few candidates, from the data the trainer holds and in the time order the
+// service predicts in: every candidate is fitted on the older part of the
+// training rows and scored on the newest part, and the target's model is
+// then fitted on every row as the best candidate says. Nothing else is
+// looked at: not the holdout (the model's own measurement, and the
+// publication gate's), not any later sample.
+
+// Candidate is one configuration a target's model may be fitted with.
+type Candidate struct {
+	Name   string
+	Kind   model.Kind
+	Params xgboost.Params // the trees' (unused by model.KindLinear)
+	// NoShift leaves predictions unscaled (FitConfig.NoShift).
+	NoShift bool
+}
+
+// SelectConfig configures self-tuning. The zero value of each field means
+// its default.
+type SelectConfig struct {
+	// Off fits every model as Config.Fit says, choosing nothing.
+	Off bool
+	// Candidates to choose among, the incumbent for a first choice first
+	// (a first choice leaves it only for a candidate better by Margin);
+	// nil means DefaultCandidates(Config.Fit).
+	Candidates []Candidate
+	// ScoreShare is the share of the training rows in one block the
+	// candidates are scored on, fitted on the rows before it (default
+	// 0.2). MinScoreRows (default 50) in a block, and the fit's
+	// MinTreeRows before the oldest block, are needed for a choice; until
+	// then the first candidate is used.
+	ScoreShare   float64
+	MinScoreRows int
+	// Folds is how many such blocks, newest first, the candidates are
+	// scored on, each by a fit on every row before it (default 2).
+	Folds int
+	// MaxRows is the most (newest) training rows one choice reads (default
+	// 10,000): it keeps a choice within the retrain budget on a full store.
+	MaxRows int
+	// Every is how many models a choice serves before it is made again
+	// (default 10). It is made again sooner when the target's training
+	// rows have doubled since (a store filling up: a choice on 300 rows
+	// need not hold on 3,000) and after a drift-triggered retrain.
+	Every int
+	// Margin is the relative MAPE by which a candidate must beat the
+	// incumbent to replace it (default 0.02): a switch costs the forward
+	// samples that calibrate and weigh the model their relevance, and
+	// scores a few hundred rows apart are noise.
+	Margin float64
+}
+
+func (c *SelectConfig) setDefaults(fit FitConfig) {
+	if c.Candidates == nil {
+		c.Candidates = DefaultCandidates(fit)
+	}
+	if !(c.ScoreShare > 0 && c.ScoreShare < 1) {
+		c.ScoreShare = 0.2
+	}
+	if c.Folds <= 0 {
+		c.Folds = 2
+	}
+	if c.MinScoreRows <= 0 {
+		c.MinScoreRows = 50
+	}
+	if c.MaxRows <= 0 {
+		c.MaxRows = 10000
+	}
+	if c.Every <= 0 {
+		c.Every = 10
+	}
+	if !(c.Margin > 0) {
+		c.Margin = 0.02
+	}
+}
+
+// Candidate names of DefaultCandidates; each also comes unshifted, its
+// name followed by UnshiftedSuffix.
+const (
+	CandidateConfigured = "configured"   // Config.Fit's kind and parameters
+	CandidateLine       = "line"         // the linear model alone
+	CandidateShallow    = "line+shallow" // the line with fewer, shallower, more regularised trees
+	CandidateLogTrees   = "log-trees"    // deep trees on log ms, no line
+	UnshiftedSuffix     = "-unshifted"
+)
+
+// DefaultCandidates are the configured model first, then the line alone,
+// the line with smaller trees (depth 2, 100 rounds, lambda 100) and deep
+// trees on log milliseconds (the reference's depth-6 parameters, the
+// strongest plain model on some workloads of the suite); then each of them
+// without the shift (FitConfig.NoShift), which costs no fit to score.
+func DefaultCandidates(fit FitConfig) []Candidate {
+	kind := fit.Kind
+	if kind == "" {
+		kind = model.KindResidual
+	}
+	shallow := fit.Params
+	shallow.MaxDepth, shallow.Rounds, shallow.Lambda = 2, 100, 100
+	deep := fit.Params
+	deep.MaxDepth, deep.Lambda, deep.Gamma, deep.Alpha = 6, 0.1, 0.2, 0.01
+	shifted := []Candidate{
+		{Name: CandidateConfigured, Kind: kind, Params: fit.Params, NoShift: fit.NoShift},
+		{Name: CandidateLine, Kind: model.KindLinear},
+		{Name: CandidateShallow, Kind: model.KindResidual, Params: shallow},
+		{Name: CandidateLogTrees, Kind: model.KindLogTrees, Params: deep},
+	}
+	out := shifted
+	for _, c := range shifted {
+		if !c.NoShift {
+			c.Name, c.NoShift = c.Name+UnshiftedSuffix, true
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// CandidatesNamed returns the candidates of all with the given names, in
+// the order of names (the first is the incumbent of a first choice).
+func CandidatesNamed(all []Candidate, names []string) ([]Candidate, error) {
+	out := make([]Candidate, 0, len(names))
+	for _, n := range names {
+		i := slices.IndexFunc(all, func(c Candidate) bool { return c.Name == n })
+		if i < 0 {
+			known := make([]string, len(all))
+			for j, c := range all {
+				known[j] = c.Name
+			}
+			return nil, fmt.Errorf("no candidate %q (there are %s)", n, strings.Join(known, ", "))
+		}
+		out = append(out, all[i])
+	}
+	return out, nil
+}
+
+// apply returns fit configured as c.
+func (c Candidate) apply(fit FitConfig) FitConfig {
+	fit.Kind, fit.NoShift = c.Kind, c.NoShift
+	if c.Kind != model.KindLinear {
+		fit.Params = c.Params
+	}
+	return fit
+}
+
+// scoreCandidates scores every candidate on the newest MaxRows rows of
+// train (oldest first, as the store returns them) in Folds steps forward in
+// time: the j-th newest block of ScoreShare of them is predicted by the
+// candidate fitted on every row before the block, and the score is the
+// MAPE over all blocks' rows. Each fit is the line, the trees of the
+// candidate's kind and the shift, as Fit makes them (the calibration does
+// not move the central prediction). One block alone is one stretch of
+// time, and on a trace whose load ramps it judges extrapolation to the
+// newest load only. It returns nil when there are too few rows to tell
+// candidates apart.
+func scoreCandidates(ctx context.Context, schema features.Schema, train Dataset, cfg FitConfig, sel SelectConfig) (*model.Selection, error) {
+	rows := min(len(train.Y), sel.MaxRows)
+	blockN := int(math.Round(sel.ScoreShare * float64(rows)))
+	fitN := rows - sel.Folds*blockN // the oldest fold's fit
+	if blockN < sel.MinScoreRows || fitN < max(cfg.MinTreeRows, 1) {
+		return nil, nil
+	}
+	if cfg.SignConstraints {
+		cfg.Line.Signs = schema.Directions()
+	}
+	start := len(train.Y) - rows
+	s := &model.Selection{FitRows: fitN}
+	pred := make([][]float64, len(sel.Candidates))
+	var actual []float64
+	for j := sel.Folds; j >= 1; j-- {
+		cut := start + rows - j*blockN
+		older := Dataset{X: train.X[start:cut], Y: train.Y[start:cut]}
+		newer := Dataset{X: train.X[cut : cut+blockN], Y: train.Y[cut : cut+blockN]}
+		band := labelBand(older.Y)
+		older, newer = winsorise(older, band), believable(newer, band)
+		base, err := scoringBase(schema, older, cfg)
+		if err != nil {
+			return nil, err
+		}
+		// Candidates that differ only in their shift share one fit.
+		fitted := map[string]*model.TargetModel{}
+		for i, c := range sel.Candidates {
+			key := fmt.Sprintf("%s %+v", c.Kind, c.Params)
+			if c.Kind == model.KindLinear {
+				key = string(c.Kind)
+			}
+			m := fitted[key]
+			if m == nil {
+				if m, err = fitCandidate(ctx, base, c.apply(cfg), older); err != nil {
+					return nil, fmt.Errorf("candidate %s: %w", c.Name, err)
+				}
+				fitted[key] = m
+			}
+			shift := 0.0
+			if !c.NoShift {
+				shift = m.LogShift
+			}
+			for _, x := range newer.X {
+				b, tl := m.Parts(x)
+				pred[i] = append(pred[i], m.Combine(b, tl, 1, shift))
+			}
+		}
+		actual = append(actual, newer.Y...)
+	}
+	s.ScoreRows = len(actual)
+	if len(actual) == 0 {
+		return nil, nil
+	}
+	for i, c := range sel.Candidates {
+		s.Candidates = append(s.Candidates,
+			model.CandidateScore{Name: c.Name, Kind: c.Kind, MAPE: model.Measure(pred[i], actual).MAPE})
+	}
+	return s, nil
+}
+
+// scoringBase is the linear model every candidate of one fold starts from,
+// with Fit's floor and clamps: the line does not depend on the candidate.
+func scoringBase(schema features.Schema, older Dataset, cfg FitConfig) (model.TargetModel, error) {
+	lo, hi := minMax(older.Y)
+	base := model.TargetModel{
+		Kind:        model.KindLinear,
+		Columns:     schema.Names(),
+		Ranges:      ranges(schema.Len(), older.X),
+		BaseFloorMs: math.Max(lo/2, MinLatencyMs),
+	}
+	base.MinMs = math.Max(lo/10, MinLatencyMs)
+	base.MaxMs = math.Max(hi*100, base.MinMs)
+	var err error
+	base.Linear, err = fitLine(older, cfg.Line, base.BaseFloorMs)
+	return base, err
+}
+
+// fitCandidate fits one candidate on older from the line in base, with the
+// shift it would have (LogShift; a candidate without one ignores it).
+func fitCandidate(ctx context.Context, base model.TargetModel, cfg FitConfig, older Dataset) (*model.TargetModel, error) {
+	m := base
+	if cfg.Kind != model.KindLinear {
+		if cfg.XGBoost == nil {
+			return nil, fmt.Errorf("no xgboost for %s trees", cfg.Kind)
+		}
+		if err := fitTrees(ctx, &m, cfg, older); err != nil {
+			return nil, err
+		}
+	}
+	if err := m.Prepare(); err != nil {
+		return nil, err
+	}
+	m.LogShift = math.Max(-5, math.Min(5, relativeErrorShift(logResiduals(&m, older))))
+	return &m, nil
+}
+
+// pick returns the name of the candidate with the lowest MAPE in s, unless
+// it beats incumbent's by less than margin (relative), then incumbent's.
+// An incumbent that was not scored is replaced by the best.
+func pick(s *model.Selection, incumbent string, margin float64) string {
+	best, bestMAPE := "", math.Inf(1)
+	incMAPE := math.Inf(1)
+	for _, c := range s.Candidates {
+		if c.MAPE < bestMAPE {
+			best, bestMAPE = c.Name, c.MAPE
+		}
+		if c.Name == incumbent {
+			incMAPE = c.MAPE
+		}
+	}
+	if best == "" || (!math.IsInf(incMAPE, 1) && bestMAPE >= incMAPE*(1-margin)) {
+		return incumbent
+	}
+	return best
+}
+
+// tuning is one target's self-tuning state, guarded by Trainer.tuneMu.
+type tuning struct {
+	choice *model.Selection // nil before the first choice
+	// since counts the models fitted with the choice; rows is how many
+	// training rows the store held when it was made.
+	since int
+	rows  int
+	// drift asks for a new choice at the next retrain.
+	drift bool
+}
+
+// candidate returns the configured candidate named name.
+func (t *Trainer) candidate(name string) (Candidate, bool) {
+	for _, c := range t.cfg.Select.Candidates {
+		if c.Name == name {
+			return c, true
+		}
+	}
+	return Candidate{}, false
+}
+
+// tune returns the configuration tg's next model is fitted with, and the
+// selection to record in it: the current choice, made again first when it
+// is due (SelectConfig.Every) and choose is set. Until a choice is
+// possible, the first candidate is used and nothing is recorded.
+func (t *Trainer) tune(ctx context.Context, tg features.Target, schema features.Schema, train Dataset, cfg FitConfig, choose bool) (FitConfig, *model.Selection, error) {
+	sel := t.cfg.Select
+	// Without xgboost every model is a line: there is nothing to choose.
+	if sel.Off || len(sel.Candidates) == 0 || cfg.XGBoost == nil {
+		return cfg, nil, nil
+	}
+	t.tuneMu.Lock()
+	st := t.tuning[tg]
+	t.tuneMu.Unlock()
+	_, known := t.candidate(choiceName(st.choice))
+	reason := ""
+	switch {
+	case st.choice == nil:
+		reason = "first"
+	case !known:
+		reason = "configuration changed"
+	case st.drift:
+		reason = "drift"
+	case len(train.Y) >= 2*st.rows:
+		reason = "rows grew"
+	case st.since >= sel.Every:
+		reason = fmt.Sprintf("every %d retrains", sel.Every)
+	}
+	if reason != "" && choose {
+		s, err := scoreCandidates(ctx, schema, train, cfg, sel)
+		if err != nil {
+			if ctx.Err() != nil {
+				return cfg, nil, err
+			}
+			// A candidate's trees failing is xgboost failing: no choice is
+			// made (the line must not win by default), and the model's own
+			// fit below meets the same failure and reports it.
+			t.cfg.Logger.Warn("choosing a configuration failed; keeping the current one", "target", tg, "error", err)
+		}
+		if s != nil {
+			incumbent := sel.Candidates[0].Name
+			if known {
+				incumbent = st.choice.Chosen
+			}
+			s.Chosen, s.Reason, s.At = pick(s, incumbent, sel.Margin), reason, t.cfg.Now().UTC()
+			s.TrainRows = len(train.Y)
+			st = tuning{choice: s, rows: len(train.Y)}
+			t.cfg.Metrics.observeSelection(tg, s)
+			scores := make([]string, len(s.Candidates))
+			for i, c := range s.Candidates {
+				scores[i] = fmt.Sprintf("%s=%.2f", c.Name, c.MAPE)
+			}
+			t.cfg.Logger.Info("configuration chosen", "target", tg, "chosen", s.Chosen, "reason", reason,
+				"train_rows", s.TrainRows, "score_rows", s.ScoreRows, "mape", strings.Join(scores, " "))
+		}
+	}
+	c, ok := t.candidate(choiceName(st.choice))
+	if !ok {
+		return sel.Candidates[0].apply(cfg), nil, nil
+	}
+	rec := *st.choice
+	rec.RetrainsSince = st.since
+	st.since++
+	t.tuneMu.Lock()
+	t.tuning[tg] = st
+	t.tuneMu.Unlock()
+	return c.apply(cfg), &rec, nil
+}
+
+// choiceName is the chosen candidate's name, "" without a choice.
+func choiceName(s *model.Selection) string {
+	if s == nil {
+		return ""
+	}
+	return s.Chosen
+}
+
+// tuneAfterDrift asks every target for a new choice at its next retrain.
+func (t *Trainer) tuneAfterDrift() {
+	t.tuneMu.Lock()
+	for tg := range t.tuning {
+		t.tuning[tg].drift = true
+	}
+	t.tuneMu.Unlock()
+}
+
+// resumeTuning takes a loaded bundle's choices as the trainer's own, so a
+// restart does not choose again at once.
+func (t *Trainer) resumeTuning(b *model.Bundle) {
+	for _, tg := range features.Targets {
+		if m := b.Target(tg); m != nil && m.Selection != nil {
+			t.tuning[tg] = tuning{choice: m.Selection, since: m.Selection.RetrainsSince + 1, rows: m.Selection.TrainRows}
+		}
+	}
+}
