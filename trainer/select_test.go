@@ -10,6 +10,18 @@ import (
 	"github.com/headroomhq/headroom/model"
 )
 
+func TestChoiceMargin(t *testing.T) {
+	for _, tc := range []struct {
+		margin float64
+		rows   int
+		want   float64
+	}{{0.05, 100, 0.1}, {0.05, 400, 0.05}, {0.05, 1600, 0.05}, {0.2, 100, 0.2}, {0.05, 0, 1}} {
+		if got := choiceMargin(tc.margin, tc.rows); math.Abs(got-tc.want) > 1e-12 {
+			t.Errorf("choiceMargin(%v, %d) = %v, want %v", tc.margin, tc.rows, got, tc.want)
+		}
+	}
+}
+
 func TestPick(t *testing.T) {
 	sel := func(mapes ...float64) *model.Selection {
 		s := &model.Selection{}
@@ -164,7 +176,7 @@ func TestTrainerChoosesAndKeepsConfigurations(t *testing.T) {
 	if s := ttft(retrain(t, tr)); s != nil {
 		t.Fatalf("a choice from %d rows: %+v", s.TrainRows, s)
 	}
-	f.add(t, 350)
+	f.add(t, 300)
 	first := ttft(retrain(t, tr))
 	if first == nil || first.Reason != "first" || first.RetrainsSince != 0 || len(first.Candidates) != len(DefaultCandidates(DefaultFitConfig())) {
 		t.Fatalf("first choice %+v", first)
@@ -198,7 +210,7 @@ func TestTrainerChoosesAndKeepsConfigurations(t *testing.T) {
 	if s := ttft(retrain(t, tr)); s.Reason != "drift" {
 		t.Errorf("after a drift: reason %q", s.Reason)
 	}
-	f.add(t, 800)
+	f.add(t, 1000)
 	if s := ttft(retrain(t, tr)); s.Reason != "rows grew" {
 		t.Errorf("after the rows doubled: reason %q", s.Reason)
 	}
@@ -218,7 +230,10 @@ func TestTrainerChoosesAndKeepsConfigurations(t *testing.T) {
 
 func TestDefaultCandidatesAndNames(t *testing.T) {
 	fit := DefaultFitConfig()
-	all := DefaultCandidates(fit)
+	all := AllCandidates(fit)
+	if len(all) != 2*len(DefaultCandidates(fit)) {
+		t.Errorf("%d candidates in all, %d by default", len(all), len(DefaultCandidates(fit)))
+	}
 	if all[0].Name != CandidateConfigured || all[0].Kind != fit.Kind || all[0].Params != fit.Params || all[0].NoShift {
 		t.Errorf("first candidate %+v; want the configured model", all[0])
 	}

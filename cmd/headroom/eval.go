@@ -79,7 +79,7 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs.IntVar(&sel.Folds, "select-folds", 0, "self-tuning: blocks of newest training rows candidates are scored on (0: the service's)")
 	fs.Float64Var(&sel.ScoreShare, "select-share", 0, "self-tuning: share of the training rows in one scored block (0: the service's)")
 	verbose := fs.Bool("verbose", false, "log the trainers' choices of configuration (and their other messages) to stderr")
-	selNames := fs.String("select-candidates", "", "self-tuning: the candidates to choose among, comma-separated names of the service's (default: all of them)")
+	selNames := fs.String("select-candidates", "", "self-tuning: the candidates to choose among, comma-separated: configured, line, line+shallow, log-trees (the service's), each also with -unshifted (default: the service's)")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: headroom eval (--trace FILE | --synthetic) --mode split|prequential|extrapolate [flags]")
 		fmt.Fprintln(stderr, "       headroom eval --suite DIR [flags]")
@@ -129,7 +129,7 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return fmt.Errorf("--model-kind %q: want linear, log-trees or linear+log-trees", *modelKind)
 	}
 	if *selNames != "" {
-		if sel.Candidates, err = trainer.CandidatesNamed(trainer.DefaultCandidates(fit), columns(*selNames)); err != nil {
+		if sel.Candidates, err = trainer.CandidatesNamed(trainer.AllCandidates(fit), columns(*selNames)); err != nil {
 			return fmt.Errorf("--select-candidates: %w", err)
 		}
 	}
