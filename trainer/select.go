@@ -49,10 +49,17 @@ type SelectConfig struct {
 	ScoreShare   float64
 	MinScoreRows int
 	// Folds is how many such blocks, newest first, the candidates are
-	// scored on, each by a fit on every row before it (default 2).
-	Folds int
+	// scored on, each by a fit on every row before it (default 2), while
+	// a block has fewer than LargeBlockRows (default 400); a block that
+	// large is scored alone: it is enough rows, and one fold less keeps a
+	// full store's choosing retrain within budget.
+	Folds          int
+	LargeBlockRows int
 	// MaxRows is the most (newest) training rows one choice reads (default
-	// 10,000): it keeps a choice within the retrain budget on a full store.
+	// 4,000): with LargeBlockRows, it keeps a retrain that chooses within
+	// the budget of 2 s on one core for a full store (docs/PERFORMANCE.md;
+	// with 10,000 rows and two folds the choice took 1.8 CPU-s more). 800
+	// scored rows are plenty for a 5% margin.
 	MaxRows int
 	// Every is how many models a choice serves before it is made again
 	// (default 10). It is made again sooner when the target's training
@@ -81,11 +88,14 @@ func (c *SelectConfig) setDefaults(fit FitConfig) {
 	if c.Folds <= 0 {
 		c.Folds = 2
 	}
+	if c.LargeBlockRows <= 0 {
+		c.LargeBlockRows = 400
+	}
 	if c.MinScoreRows <= 0 {
 		c.MinScoreRows = 50
 	}
 	if c.MaxRows <= 0 {
-		c.MaxRows = 10000
+		c.MaxRows = 4000
 	}
 	if c.Every <= 0 {
 		c.Every = 10
@@ -182,7 +192,11 @@ func (c Candidate) apply(fit FitConfig) FitConfig {
 func scoreCandidates(ctx context.Context, schema features.Schema, train Dataset, cfg FitConfig, sel SelectConfig) (*model.Selection, error) {
 	rows := min(len(train.Y), sel.MaxRows)
 	blockN := int(math.Round(sel.ScoreShare * float64(rows)))
-	fitN := rows - sel.Folds*blockN // the oldest fold's fit
+	folds := sel.Folds
+	if blockN >= sel.LargeBlockRows {
+		folds = 1
+	}
+	fitN := rows - folds*blockN // the oldest fold's fit
 	if blockN < sel.MinScoreRows || fitN < max(cfg.MinTreeRows, 1) {
 		return nil, nil
 	}
@@ -193,7 +207,7 @@ func scoreCandidates(ctx context.Context, schema features.Schema, train Dataset,
 	s := &model.Selection{FitRows: fitN}
 	pred := make([][]float64, len(sel.Candidates))
 	var actual []float64
-	for j := sel.Folds; j >= 1; j-- {
+	for j := folds; j >= 1; j-- {
 		cut := start + rows - j*blockN
 		older := Dataset{X: train.X[start:cut], Y: train.Y[start:cut]}
 		newer := Dataset{X: train.X[cut : cut+blockN], Y: train.Y[cut : cut+blockN]}

@@ -139,6 +139,11 @@ func TestScoreCandidatesRowLimits(t *testing.T) {
 	if s.FitRows != 600 || s.ScoreRows != 400 {
 		t.Errorf("fitted on %d, scored on %d; want 600 and 400 of the newest 1,000", s.FitRows, s.ScoreRows)
 	}
+	// Blocks of LargeBlockRows and more are scored alone.
+	sel.MaxRows = 2500
+	if s, err = scoreCandidates(context.Background(), fitSchema, d, fit, sel); err != nil || s == nil || s.FitRows != 2000 || s.ScoreRows != 500 {
+		t.Errorf("on 2,500 rows: %+v %v; want one block of 500 after 2,000", s, err)
+	}
 	// 200 rows: blocks of 40, fewer than MinScoreRows.
 	if s, err := scoreCandidates(context.Background(), fitSchema, timeRows(rand.New(rand.NewPCG(5, 6)), 200, 0.05, line), fit, sel); s != nil || err != nil {
 		t.Errorf("scored on 200 rows: %+v %v", s, err)
