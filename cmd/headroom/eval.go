@@ -75,7 +75,7 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs.Float64Var(&fit.Params.Gamma, "xgb-gamma", fit.Params.Gamma, "Headroom's minimum loss reduction to split")
 	fs.Float64Var(&fit.Params.Lambda, "xgb-lambda", fit.Params.Lambda, "Headroom's L2 regularisation")
 	fs.Float64Var(&fit.Params.Alpha, "xgb-alpha", fit.Params.Alpha, "Headroom's L1 regularisation")
-	fs.Float64Var(&sel.Margin, "select-margin", 0, "self-tuning: relative MAPE by which a candidate must beat the one in use (0: the service's)")
+	fs.Float64Var(&sel.Margin, "select-margin", 0, "self-tuning: relative MAPE by which a candidate must beat the default, the first candidate (more on few rows; 0: the service's)")
 	fs.IntVar(&sel.Folds, "select-folds", 0, "self-tuning: blocks of newest training rows candidates are scored on (0: the service's)")
 	fs.Float64Var(&sel.ScoreShare, "select-share", 0, "self-tuning: share of the training rows in one scored block (0: the service's)")
 	verbose := fs.Bool("verbose", false, "log the trainers' choices of configuration (and their other messages) to stderr")
