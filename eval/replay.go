@@ -30,7 +30,11 @@ type Options struct {
 	// trainer.DefaultFitConfig. Its XGBoost field is ignored: XGBoost above
 	// is used.
 	Fit trainer.FitConfig
-	// Select is the trainer's self-tuning (its zero value: the service's).
+	// Select is the trainer's self-tuning (its zero value: the service's,
+	// but for MinInterval: a replay runs far faster than the service's
+	// clock, so unless set its trainers choose by rows and retrains only,
+	// as the service does whenever its store grows slower than twice a
+	// minute).
 	Select trainer.SelectConfig
 	// Store options for Headroom's store (and so for the rows every model
 	// trains on). NoSync is always set: a replay needs no durability.
@@ -149,7 +153,7 @@ func newReplica(opts Options) (*replica, error) {
 	fit.XGBoost = &xgb
 	r.tr, err = trainer.New(trainer.Config{
 		Fit:             fit,
-		Select:          opts.Select,
+		Select:          replaySelect(opts.Select),
 		MinSamplesFresh: opts.MinSamplesFresh,
 		MinSamples:      opts.MinSamples,
 		TTFTColumns:     opts.TTFTColumns,
@@ -334,4 +338,12 @@ func (s *runStats) countChoice(t features.Target, m *model.TargetModel) {
 		s.chosen[t] = map[string]int{}
 	}
 	s.chosen[t][name]++
+}
+
+// replaySelect is sel as a replay's trainers run it (Options.Select).
+func replaySelect(sel trainer.SelectConfig) trainer.SelectConfig {
+	if sel.MinInterval == 0 {
+		sel.MinInterval = -1
+	}
+	return sel
 }

@@ -5,7 +5,9 @@ import (
 	"math"
 	"math/rand/v2"
 	"path/filepath"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/headroomhq/headroom/model"
 )
@@ -158,16 +160,20 @@ func TestScoreCandidatesRowLimits(t *testing.T) {
 func TestTrainerChoosesAndKeepsConfigurations(t *testing.T) {
 	xgb := realXGBoost(t)
 	f := newFixture(t)
+	clock := &stepClock{at: time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC), step: time.Minute}
 	newTrainer := func() *Trainer {
 		fit := DefaultFitConfig()
 		fit.XGBoost = xgb
 		fit.Params.Rounds = 20
-		tr, err := New(Config{Fit: fit, BundleDir: filepath.Join(f.dir, "bundles"), Select: SelectConfig{Every: 3}}, f.db)
+		tr, err := New(Config{Fit: fit, BundleDir: filepath.Join(f.dir, "bundles"), Now: clock.now,
+			Select: SelectConfig{Every: 3}}, f.db)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return tr
 	}
+	// Each retrain a minute after the last: choices are due by count and
+	// by rows, not held back by SelectConfig.MinInterval (tested below).
 	tr := newTrainer()
 	ttft := func(pub *model.Published) *model.Selection {
 		t.Helper()
@@ -210,12 +216,20 @@ func TestTrainerChoosesAndKeepsConfigurations(t *testing.T) {
 	if s := ttft(retrain(t, tr)); s.Reason != "every 3 retrains" || s.RetrainsSince != 0 {
 		t.Errorf("fourth model: %+v; want a new choice, every 3", s)
 	}
+	// From here a second between readings: the drift's choice is not
+	// held back by MinInterval, and the doubled rows after it are.
+	clock.step = time.Second
 	f.add(t, 50)
 	tr.tuneAfterDrift()
 	if s := ttft(retrain(t, tr)); s.Reason != "drift" {
 		t.Errorf("after a drift: reason %q", s.Reason)
 	}
 	f.add(t, 1000)
+	if s := ttft(retrain(t, tr)); s.Reason != "drift" || s.RetrainsSince != 1 {
+		t.Errorf("doubled rows a second after a choice: %+v; want the drift's choice kept", s)
+	}
+	clock.step = time.Minute
+	f.add(t, 50)
 	if s := ttft(retrain(t, tr)); s.Reason != "rows grew" {
 		t.Errorf("after the rows doubled: reason %q", s.Reason)
 	}
@@ -268,4 +282,18 @@ func TestDefaultCandidatesAndNames(t *testing.T) {
 	if _, err := CandidatesNamed(all, []string{"depth-9"}); err == nil {
 		t.Error("an unknown candidate name was accepted")
 	}
+}
+
+// stepClock is a trainer clock that moves by step at every reading.
+type stepClock struct {
+	mu   sync.Mutex
+	at   time.Time
+	step time.Duration
+}
+
+func (c *stepClock) now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.at = c.at.Add(c.step)
+	return c.at
 }
