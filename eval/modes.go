@@ -63,7 +63,7 @@ const earlyEvery = 10
 // for testing.
 const splitTestFraction = 0.1
 
-var mainModels = []string{ModelHeadroom, ModelXGBoost, ModelXGBoostLog, ModelLinear}
+var mainModels = []string{ModelHeadroom, ModelHeadroomInRange, ModelHeadroomOutOfRange, ModelXGBoost, ModelXGBoostLog, ModelLinear}
 
 // Split measures models on random 90/10 splits of the trace: per seed
 // (1..seeds), a tenth of the rows is held out, the rest is ingested in
@@ -124,6 +124,37 @@ func runOnce(ctx context.Context, opts Options, train []features.Sample, score f
 	defer r.close()
 	if err := r.add(train); err != nil {
 		return runStats{}, err
+	}
+	if err := r.retrain(ctx); err != nil {
+		return runStats{}, err
+	}
+	if r.bundle == nil {
+		return runStats{}, errors.New("the trainer published no model: too few training rows")
+	}
+	return r.stats, score(r)
+}
+
+// liveThrough ingests train in blocks of every rows, retraining before
+// each block and once after the last, as the service would live through
+// them, then calls score with the final model.
+func liveThrough(ctx context.Context, opts Options, train []features.Sample, every int, score func(*replica) error) (runStats, error) {
+	r, err := newReplica(opts)
+	if err != nil {
+		return runStats{}, err
+	}
+	defer r.close()
+	for lo := 0; lo < len(train); lo += every {
+		if err := ctx.Err(); err != nil {
+			return runStats{}, err
+		}
+		if lo > 0 {
+			if err := r.retrain(ctx); err != nil {
+				return runStats{}, fmt.Errorf("at row %d: %w", lo, err)
+			}
+		}
+		if err := r.add(train[lo:min(lo+every, len(train))]); err != nil {
+			return runStats{}, err
+		}
 	}
 	if err := r.retrain(ctx); err != nil {
 		return runStats{}, err
@@ -224,8 +255,14 @@ func walk(ctx context.Context, opts Options, samples []features.Sample, every in
 
 // Extrapolate trains on the rows whose prompt is at most trainMax tokens
 // and tests on those longer than testMin: how each model behaves beyond the
-// range it has seen.
-func Extrapolate(ctx context.Context, samples []features.Sample, opts Options, trainMax, testMin int64) (*Report, error) {
+// range it has seen. With every 0 the trainer runs once on all the training
+// rows, so the quantiles are calibrated on the holdout and cross-fitted
+// rows; with every > 0 the training rows arrive in order and the trainer
+// runs every `every` rows, as in Prequential, so the model that meets the
+// long prompts is calibrated as the service's would be, on its
+// predecessors' errors on newer samples (narrower: they interpolate in
+// time).
+func Extrapolate(ctx context.Context, samples []features.Sample, opts Options, trainMax, testMin int64, every int) (*Report, error) {
 	start := time.Now()
 	opts = opts.withDefaults()
 	if testMin < trainMax {
@@ -243,10 +280,20 @@ func Extrapolate(ctx context.Context, samples []features.Sample, opts Options, t
 	if len(test) == 0 {
 		return nil, fmt.Errorf("extrapolate: no rows with more than %d prompt tokens", testMin)
 	}
+	if every < 0 {
+		return nil, fmt.Errorf("extrapolate: retrain every %d rows, want at least 0", every)
+	}
 	rep := &Report{Mode: ModeExtrapolate, Scheme: opts.Store.Scheme.String(), Quantile: opts.Quantile,
-		TrainMax: trainMax, TestMin: testMin}
+		TrainMax: trainMax, TestMin: testMin, Every: every}
 	tl := newTally(mainModels...)
-	stats, err := runOnce(ctx, opts, train, func(r *replica) error { return r.score(test, tl, nil) })
+	score := func(r *replica) error { return r.score(test, tl, nil) }
+	var stats runStats
+	var err error
+	if every == 0 {
+		stats, err = runOnce(ctx, opts, train, score)
+	} else {
+		stats, err = liveThrough(ctx, opts, train, every, score)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("extrapolate: %w", err)
 	}

@@ -31,7 +31,7 @@ func testOptions(t *testing.T) Options {
 // leaf and under-predict heavily; Headroom's line carries the trend.
 func TestExtrapolateBeyondTrainedPromptLengths(t *testing.T) {
 	opts := testOptions(t)
-	rep, err := Extrapolate(context.Background(), Synthetic(SyntheticOptions{Rows: 2500, Seed: 7}), opts, 1024, 2048)
+	rep, err := Extrapolate(context.Background(), Synthetic(SyntheticOptions{Rows: 2500, Seed: 7}), opts, 1024, 2048, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,7 +48,7 @@ func TestExtrapolateBeyondTrainedPromptLengths(t *testing.T) {
 	if tp := rep.Find(features.TPOT, ModelHeadroom); tp == nil || tp.Bias < -10 || tp.Bias > 10 {
 		t.Errorf("tpot headroom %+v, want bias within ±10%%", tp)
 	}
-	if _, err := Extrapolate(context.Background(), Synthetic(SyntheticOptions{Rows: 100}), opts, 2048, 1024); err == nil {
+	if _, err := Extrapolate(context.Background(), Synthetic(SyntheticOptions{Rows: 100}), opts, 2048, 1024, 0); err == nil {
 		t.Error("accepted a test range inside the training range")
 	}
 }
@@ -88,6 +88,14 @@ func TestSplitDeterministicAndComplete(t *testing.T) {
 	for _, tg := range features.Targets {
 		h := a.Find(tg, ModelHeadroom)
 		for _, m := range mainModels {
+			if m == ModelHeadroomInRange || m == ModelHeadroomOutOfRange {
+				// Headroom's rows, split by range.
+				in, out := a.Find(tg, ModelHeadroomInRange), a.Find(tg, ModelHeadroomOutOfRange)
+				if rowsOf(in)+rowsOf(out) != h.Rows {
+					t.Fatalf("%s: in-range %+v and out-of-range %+v rows do not add up to %d", tg, in, out, h.Rows)
+				}
+				continue
+			}
 			r := a.Find(tg, m)
 			if r == nil || r.Rows != h.Rows || len(r.MAPESeeds) != 2 {
 				t.Fatalf("%s %s: %+v", tg, m, r)
@@ -172,4 +180,11 @@ func TestEarlyStarts(t *testing.T) {
 	if len(got) != earlyLives || got[0] != 0 || got[len(got)-1] != 3400-4*EarlyLifeMax {
 		t.Errorf("starts %v", got)
 	}
+}
+
+func rowsOf(r *Result) int {
+	if r == nil {
+		return 0
+	}
+	return r.Rows
 }

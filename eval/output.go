@@ -37,6 +37,9 @@ func WriteTable(w io.Writer, r *Report) error {
 		head = append(head, fmt.Sprintf("retrain every %d rows", r.Every))
 	case ModeExtrapolate:
 		head = append(head, fmt.Sprintf("train prompt <= %d, test > %d", r.TrainMax, r.TestMin))
+		if r.Every > 0 {
+			head = append(head, fmt.Sprintf("trained as served, every %d rows", r.Every))
+		}
 	}
 	head = append(head, fmt.Sprintf("%d retrains, %.1f s", r.Retrains, r.Seconds))
 	if _, err := fmt.Fprintln(w, strings.Join(head, ", ")); err != nil {
@@ -65,11 +68,15 @@ func WriteTable(w io.Writer, r *Report) error {
 
 func writeResults(w io.Writer, rs []Result, q float64) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "target\tmodel\trows\tMAPE %%\tmedian APE %%\tp90 APE %%\tbias %%\tcoverage@%g %%\tMAPE / headroom\t\n", q)
+	fmt.Fprintf(tw, "target\tmodel\trows\tMAPE %%\tmedian APE %%\tp90 APE %%\tbias %%\tcoverage@%g %%\tbound +%%\tMAPE / headroom\t\n", q)
 	for _, r := range rs {
 		cov := "-"
 		if r.Coverage != nil {
 			cov = fmt.Sprintf("%.1f", *r.Coverage)
+		}
+		width := "-"
+		if r.BoundWidth != nil {
+			width = fmt.Sprintf("%+.1f", *r.BoundWidth)
 		}
 		ratio := "-"
 		for _, h := range rs {
@@ -77,8 +84,8 @@ func writeResults(w io.Writer, rs []Result, q float64) error {
 				ratio = fmt.Sprintf("%.2fx", r.MAPE/h.MAPE)
 			}
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%.2f\t%.2f\t%.2f\t%+.2f\t%s\t%s\t\n",
-			r.Target, r.Model, r.Rows, r.MAPE, r.MedianAPE, r.P90APE, r.Bias, cov, ratio)
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%.2f\t%.2f\t%.2f\t%+.2f\t%s\t%s\t%s\t\n",
+			r.Target, r.Model, r.Rows, r.MAPE, r.MedianAPE, r.P90APE, r.Bias, cov, width, ratio)
 	}
 	return tw.Flush()
 }

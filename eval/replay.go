@@ -314,10 +314,16 @@ func (r *replica) score(block []features.Sample, tl *tally, keep func(t features
 			if t == features.TPOT {
 				hm, hq = mean[i].TPOTMs, quant[i].TPOTMs
 			}
-			s := tl.scores(t, ModelHeadroom)
-			s.add(hm, y)
-			s.addQuantile(hq)
 			x = m.Schema().Build(&rows[i], x)
+			part := ModelHeadroomInRange
+			if m.OutOfRange(x) > 0 {
+				part = ModelHeadroomOutOfRange
+			}
+			for _, name := range []string{ModelHeadroom, part} {
+				s := tl.scores(t, name)
+				s.add(hm, y)
+				s.addQuantile(hq)
+			}
 			tl.scores(t, ModelLinear).add(m.PredictLinear(x), y)
 			x = ref.Build(&rows[i], x)
 			// The reference clips its raw-ms output at 0.

@@ -19,6 +19,12 @@ const (
 	ModelXGBoostLog = "xgboost-log"
 	ModelLinear     = "linear"   // Headroom's linear part alone
 	ModelConstant   = "constant" // the median of the training labels (early life only)
+	// ModelHeadroomInRange and ModelHeadroomOutOfRange are Headroom's
+	// figures on the rows inside, and outside, the serving model's
+	// training ranges (model.TargetModel.OutOfRange): what the quantile
+	// bounds' widening out of range costs and buys.
+	ModelHeadroomInRange    = "headroom:in-range"
+	ModelHeadroomOutOfRange = "headroom:out-of-range"
 )
 
 // Result is one model's figures on one target. Percentages are in percent.
@@ -35,6 +41,11 @@ type Result struct {
 	// Coverage is the percentage of rows at or below the model's predicted
 	// quantile (Report.Quantile); null for models without quantiles.
 	Coverage *float64 `json:"coverage"`
+	// BoundWidth is the median distance of the quantile prediction from
+	// the central one, in percent of the central (+10 for a q = 0.9 bound
+	// 10% above the mean prediction); null with Coverage. How wide a bound
+	// is says what its coverage cost.
+	BoundWidth *float64 `json:"bound_width"`
 	// MAPESeeds is the MAPE of each seed, in split mode.
 	MAPESeeds []float64 `json:"mape_per_seed,omitempty"`
 }
@@ -104,6 +115,12 @@ func (s *scores) result(target features.Target, modelName string) Result {
 	if s.quantile != nil && q.Rows > 0 {
 		c := model.Coverage(s.quantile, s.actual)
 		r.Coverage = &c
+		w := make([]float64, len(s.quantile))
+		for i, q := range s.quantile {
+			w[i] = 100 * (q/s.predicted[i] - 1)
+		}
+		bw := median(w)
+		r.BoundWidth = &bw
 	}
 	return r
 }
@@ -157,6 +174,7 @@ func meanResults(perSeed [][]Result) []Result {
 		n        int
 		coverage float64
 		covN     int
+		width    float64
 	}
 	var order []tallyKey
 	accs := map[tallyKey]*acc{}
@@ -181,6 +199,9 @@ func meanResults(perSeed [][]Result) []Result {
 				a.coverage += *r.Coverage
 				a.covN++
 			}
+			if r.BoundWidth != nil {
+				a.width += *r.BoundWidth
+			}
 		}
 	}
 	sort.SliceStable(order, func(i, j int) bool { return order[i].target < order[j].target })
@@ -195,6 +216,8 @@ func meanResults(perSeed [][]Result) []Result {
 		if a.covN > 0 {
 			c := a.coverage / float64(a.covN)
 			a.r.Coverage = &c
+			w := a.width / float64(a.covN)
+			a.r.BoundWidth = &w
 		}
 		out = append(out, a.r)
 	}

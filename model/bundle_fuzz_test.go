@@ -56,7 +56,7 @@ func checkAccepted(t *testing.T, b *Bundle, payloadSum string) {
 				t.Fatalf("%s: prediction %v for %+v outside [%v, %v]", tg, y, row, m.MinMs, m.MaxMs)
 			}
 			for _, q := range []float64{0.05, 0.5, 0.9, 0.95} {
-				if v := m.Quantile(y, q); math.IsNaN(v) || v < m.MinMs || v > m.MaxMs {
+				if v := m.Quantile(x, y, q); math.IsNaN(v) || v < m.MinMs || v > m.MaxMs {
 					t.Fatalf("%s: quantile %v = %v outside [%v, %v]", tg, q, v, m.MinMs, m.MaxMs)
 				}
 			}

@@ -66,6 +66,9 @@ type TargetModel struct {
 	MaxMs       float64     `json:"max_ms"`
 	Ranges      []Range     `json:"ranges"`
 	Calibration Calibration `json:"calibration"`
+	// Support widens the calibrated quantiles for rows outside Ranges;
+	// nil (bundles from earlier trainers) leaves them as calibrated.
+	Support *Support `json:"support,omitempty"`
 
 	// Holdout figures of this model and of its linear part alone.
 	Holdout       Quality `json:"holdout"`
@@ -134,6 +137,9 @@ func (m *TargetModel) Prepare() error {
 	if err := m.Selection.Validate(); err != nil {
 		return err
 	}
+	if err := m.Support.Validate(n); err != nil {
+		return err
+	}
 	m.schema = schema
 	return nil
 }
@@ -171,11 +177,24 @@ func (m *TargetModel) Combine(base, treeLog, treeWeight, logShift float64) float
 // PredictLinear is the linear part alone, clamped like Predict.
 func (m *TargetModel) PredictLinear(x []float64) float64 { return m.clamp(m.base(x)) }
 
-// Quantile scales a central prediction to quantile q of the calibrated
-// error distribution.
-func (m *TargetModel) Quantile(central, q float64) float64 {
-	return m.clamp(central * math.Exp(m.Calibration.LogResidual(q)))
+// Quantile scales the central prediction for x to quantile q of the
+// calibrated error distribution, widened by how far x lies outside the
+// training ranges (Support). It is QuantileAt(central, q, m.Reach(x)).
+func (m *TargetModel) Quantile(x []float64, central, q float64) float64 {
+	return m.QuantileAt(central, q, m.Reach(x))
 }
+
+// QuantileAt is Quantile with the row's reach outside the training support
+// already measured, for callers that want several quantiles of one row.
+// Every quantile the service serves or scores comes through here.
+func (m *TargetModel) QuantileAt(central, q float64, r Reach) float64 {
+	return m.clamp(central * math.Exp(m.Support.LogResidual(m.Calibration, q, r)))
+}
+
+// Reach is how far x lies outside the training ranges, as the spread of
+// the extrapolation's error (Support.Reach); zero in range or without a
+// Support.
+func (m *TargetModel) Reach(x []float64) Reach { return m.Support.Reach(m.Ranges, x) }
 
 func (m *TargetModel) base(x []float64) float64 {
 	return math.Max(m.Linear.Predict(x), m.BaseFloorMs)

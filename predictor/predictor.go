@@ -200,10 +200,19 @@ type Distribution interface {
 }
 
 // Predict is target model m's estimate for row; buf is scratch for the
-// feature vector, built by the one feature-building function.
+// feature vector, built by the one feature-building function. Its
+// quantiles and bounds widen with how far the row lies outside m's
+// training ranges (model.Support).
 func (s Statistic) Predict(m *model.TargetModel, row *features.Row, buf []float64) wire.Estimate {
 	x := m.Schema().Build(row, buf)
-	return s.Of(m.Predict(x), m)
+	central, reach := m.Predict(x), m.Reach(x)
+	// Of's arithmetic without its interface: a model and a reach handed
+	// to one would escape to the heap, an allocation per row.
+	y := central
+	if s.Objective == Quantile {
+		y = m.QuantileAt(central, s.Quantile, reach)
+	}
+	return estimate(y, m.QuantileAt(central, boundsLow, reach), m.QuantileAt(central, boundsHigh, reach))
 }
 
 // Of is the estimate of a model whose central prediction is central and
@@ -213,6 +222,10 @@ func (s Statistic) Of(central float64, d Distribution) wire.Estimate {
 	if s.Objective == Quantile {
 		y = d.Quantile(central, s.Quantile)
 	}
-	lo, hi := d.Quantile(central, boundsLow), d.Quantile(central, boundsHigh)
+	return estimate(y, d.Quantile(central, boundsLow), d.Quantile(central, boundsHigh))
+}
+
+// estimate is a reported value with its 5% and 95% bounds.
+func estimate(y, lo, hi float64) wire.Estimate {
 	return wire.Estimate{Ms: y, Bounds: [2]float64{lo, hi}, Uncertainty: (math.Log(hi) - math.Log(lo)) / 2}
 }

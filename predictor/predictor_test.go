@@ -230,3 +230,55 @@ func TestPredictLargeBatchMatchesRowByRow(t *testing.T) {
 		}
 	}
 }
+
+// Every prediction path serves bounds widened by a row's distance outside
+// the training ranges: the quantile objective and the 5%/95% bounds move,
+// the mean does not, and a row inside the ranges is served as calibrated.
+func TestPredictWidensOutOfRange(t *testing.T) {
+	pub := testPublished(t, 1, 100)
+	m := pub.Bundle.TTFT
+	n := len(m.Columns)
+	run := m.Schema().Index("num_request_running")
+	m.Ranges = make([]model.Range, n)
+	m.Ranges[run] = model.Range{Min: 0, Max: 10}
+	m.Support = &model.Support{SpreadUp: make([]float64, n), SpreadDown: make([]float64, n)}
+	m.Support.SpreadUp[run], m.Support.SpreadDown[run] = 0.3, 0.1
+	if err := m.Prepare(); err != nil {
+		t.Fatal(err)
+	}
+	rows := []features.Row{{NumRequestRunning: 5}, {NumRequestRunning: 20}} // in range; one span out
+	mean, _ := New(Mean, 0.9)
+	quant, _ := New(Quantile, 0.9)
+	mean.Swap(pub, time.Now())
+	quant.Swap(pub, time.Now())
+	pm, pq := make([]wire.Prediction, 2), make([]wire.Prediction, 2)
+	if _, err := mean.Predict(rows, pm); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := quant.Predict(rows, pq); err != nil {
+		t.Fatal(err)
+	}
+	c := m.Calibration
+	med := c.LogResidual(0.5)
+	for i, reach := range []model.Reach{{}, {Up: 0.3, Down: 0.1}} {
+		central := pm[i].TTFTMs
+		if want := 100 + 10*float64(rows[i].NumRequestRunning); central != want {
+			t.Fatalf("row %d mean %v, want %v: widening moved the centre", i, central, want)
+		}
+		up := func(q float64) float64 {
+			return central * math.Exp(med+math.Hypot(c.LogResidual(q)-med, model.NormalQuantile(q)*reach.Up))
+		}
+		down := func(q float64) float64 {
+			return central * math.Exp(med-math.Hypot(med-c.LogResidual(q), model.NormalQuantile(1-q)*reach.Down))
+		}
+		if got, want := pq[i].TTFTMs, up(0.9); math.Abs(got-want) > 1e-9*want {
+			t.Errorf("row %d q90 %v, want %v", i, got, want)
+		}
+		if got, want := pm[i].TTFTBounds, [2]float64{down(0.05), up(0.95)}; math.Abs(got[0]-want[0]) > 1e-9*want[0] || math.Abs(got[1]-want[1]) > 1e-9*want[1] {
+			t.Errorf("row %d bounds %v, want %v", i, got, want)
+		}
+	}
+	if !(pm[1].TTFTUncertainty > pm[0].TTFTUncertainty*1.5) {
+		t.Errorf("uncertainty %v out of range against %v in range; want clearly larger", pm[1].TTFTUncertainty, pm[0].TTFTUncertainty)
+	}
+}

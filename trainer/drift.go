@@ -281,7 +281,7 @@ func (d *driftTracker) observe(samples []features.Sample, b *model.Bundle) []fea
 			}
 			x := m.Schema().Build(&samples[i].Row, buf[:0])
 			central := m.Predict(x)
-			tl.model.add(central, actual, actual <= m.Quantile(central, d.cfg.Quantile))
+			tl.model.add(central, actual, actual <= m.Quantile(x, central, d.cfg.Quantile))
 			d.metrics.observeLive(t, "model")
 			tl.pushForward(forwardSample(m, x, central, actual), d.cfg.Window)
 		}

@@ -72,6 +72,9 @@ type FitConfig struct {
 	// workloads (docs/ACCURACY.md) the shift that is best on the training
 	// rows is worse on the rows that follow; self-tuning chooses.
 	NoShift bool
+	// Support measures how much the bounds widen outside the training
+	// ranges (support.go); its zero value leaves them as calibrated.
+	Support SupportConfig
 }
 
 // DefaultFitConfig is the configuration the service runs with.
@@ -93,6 +96,7 @@ func DefaultFitConfig() FitConfig {
 		MinForwardRows:     50,
 		ForwardShiftGain:   0.5,
 		CoverageQuantile:   0.9,
+		Support:            DefaultSupportConfig(),
 	}
 }
 
@@ -219,6 +223,9 @@ func Fit(ctx context.Context, schema features.Schema, train, holdout Dataset, cf
 	}
 	if m.Calibration, err = calibrate(m, holdout, crossFitted, cfg); err != nil {
 		return nil, fmt.Errorf("calibrate: %w", err)
+	}
+	if m.Support, err = estimateSupport(ctx, m, cfg, train); err != nil {
+		return nil, fmt.Errorf("widening outside the support: %w", err)
 	}
 	q := cfg.CoverageQuantile
 	if !(q > 0 && q < 1) {
@@ -375,7 +382,7 @@ func holdoutCoverage(m *model.TargetModel, holdout Dataset, crossFitted []float6
 	hit := 0
 	if (m.Calibration.Source != CalibrationHoldout && m.Calibration.Source != CalibrationHoldoutCrossFit) || n < 2 {
 		for i, y := range holdout.Y {
-			if y <= m.Quantile(central[i], q) {
+			if y <= m.Quantile(holdout.X[i], central[i], q) {
 				hit++
 			}
 		}
@@ -393,9 +400,8 @@ func holdoutCoverage(m *model.TargetModel, holdout Dataset, crossFitted []float6
 		if err != nil {
 			return nil, err
 		}
-		lr := c.LogResidual(q)
 		for i := half; i < n; i += 2 {
-			if resid[i] <= lr {
+			if resid[i] <= m.Support.LogResidual(c, q, m.Reach(holdout.X[i])) {
 				hit++
 			}
 		}

@@ -64,6 +64,7 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		kvBytes    = fs.Float64("kv-bytes-per-token", 0, "--transfer: the pool's KV bytes per token, as for serve (0: learned from the samples)")
 		selfTune   = fs.Bool("self-tune", true, "let the trainer choose each target's configuration among candidates, as serve does; false fits every model as --model-kind and --xgb-* say")
 		sel        trainer.SelectConfig
+		trainEvery = fs.Int("train-every", 0, "extrapolate: ingest the training rows in order and retrain every this many rows, as the service would, so quantiles are calibrated on forward errors (0: train once on all of them)")
 	)
 	fs.Float64Var(&fit.TreeLabelClip, "tree-label-clip", fit.TreeLabelClip, "clip the trees' labels at this many robust standard deviations (0: off)")
 	fs.IntVar(&fit.Params.Rounds, "xgb-rounds", fit.Params.Rounds, "Headroom's boosting rounds (trees)")
@@ -80,6 +81,7 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs.Float64Var(&sel.ScoreShare, "select-share", 0, "self-tuning: share of the training rows in one scored block (0: the service's)")
 	verbose := fs.Bool("verbose", false, "log the trainers' choices of configuration (and their other messages) to stderr")
 	selNames := fs.String("select-candidates", "", "self-tuning: the candidates to choose among, comma-separated: configured, line, line+shallow, log-trees (the service's), each also with -unshifted (default: the service's)")
+	fs.IntVar(&fit.Support.Folds, "support-folds", fit.Support.Folds, "columns each retrain holds out to measure how fast errors grow out of range (0: bounds do not widen out of range)")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: headroom eval (--trace FILE | --synthetic) --mode split|prequential|extrapolate [flags]")
 		fmt.Fprintln(stderr, "       headroom eval --suite DIR [flags]")
@@ -179,7 +181,7 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	case eval.ModePrequential:
 		rep, err = eval.Prequential(ctx, samples, opts, *every)
 	case eval.ModeExtrapolate:
-		rep, err = eval.Extrapolate(ctx, samples, opts, *trainMax, *testMin)
+		rep, err = eval.Extrapolate(ctx, samples, opts, *trainMax, *testMin, *trainEvery)
 	default:
 		return fmt.Errorf("--mode %q: want split, prequential or extrapolate", *mode)
 	}

@@ -1,0 +1,335 @@
+package trainer
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"sort"
+
+	"github.com/headroomhq/headroom/model"
+)
+
+// SupportConfig says how the trainer measures how fast errors grow outside
+// the training ranges (model.Support). The measurement is
+// pseudo-extrapolation: for a few influential columns in turn, the model is
+// fitted again, exactly as it was (line, trees, shift), on the rows at or
+// below a quantile of the column, and predicts the rows above; how far
+// those rows lie outside the fold's own range of the column, and how far
+// their errors exceed the calibrated spread, give the extrapolation error's
+// spread per unit of distance along that column.
+type SupportConfig struct {
+	// Folds is the number of columns held out in turn (0: no widening,
+	// bounds as calibrated everywhere). Each costs len(Cuts) more fits on
+	// at most MaxRows rows.
+	Folds int
+	// Cuts are the quantiles of a column at which it is cut, one fit each,
+	// in increasing order: the model sees the rows at or below the cut and
+	// extrapolates to the rest. A low cut probes far extrapolation (a
+	// median cut of log-uniform prompts probes up to eight spans out), a
+	// high one near.
+	Cuts []float64
+	// MaxRows bounds the rows of each pseudo-extrapolation, taken evenly
+	// from the training rows, so a full store pays no more than a small
+	// one.
+	MaxRows int
+	// MinRows is the fewest rows a fold needs on each side of its cut, and
+	// a band of distance (spreadFor) to be judged on.
+	MinRows int
+}
+
+// DefaultSupportConfig is the service's (docs/ACCURACY.md, Extrapolation).
+func DefaultSupportConfig() SupportConfig {
+	return SupportConfig{Folds: 4, Cuts: []float64{0.5, 0.8}, MaxRows: 2000, MinRows: 20}
+}
+
+// foldOverlap is the share of a candidate column's held-out rows that may
+// already be held out by a chosen fold for the column to count as the same
+// excursion: columns that are one quantity seen differently (the prompt,
+// its uncached part) cut the same rows, and another fit would measure
+// nothing new.
+const foldOverlap = 0.8
+
+// distanceBands group pseudo-extrapolated rows by their distance, in spans.
+var distanceBands = [...]float64{0.5, 1, 2, 4}
+
+// estimateSupport measures m's extrapolation spreads on train. m must be
+// fitted and calibrated. It returns nil when widening is off or no column
+// can be cut with enough rows on both sides.
+func estimateSupport(ctx context.Context, m *model.TargetModel, cfg FitConfig, train Dataset) (*model.Support, error) {
+	sc := cfg.Support
+	if sc.Folds <= 0 || len(train.Y) < 2*sc.MinRows {
+		return nil, nil
+	}
+	if len(sc.Cuts) == 0 {
+		sc.Cuts = DefaultSupportConfig().Cuts
+	}
+	rows := thin(train, sc.MaxRows)
+	q := cfg.CoverageQuantile
+	if !(q > 0.5 && q < 1) {
+		q = 0.9
+	}
+	// The in-range spread above and below the median at the quantile
+	// whose coverage the service reports: what a served bound already
+	// allows for.
+	med := m.Calibration.LogResidual(0.5)
+	spreadUp := math.Max(m.Calibration.LogResidual(q)-med, 0)
+	spreadDown := math.Max(med-m.Calibration.LogResidual(1-q), 0)
+	z := model.NormalQuantile(q)
+
+	n := len(m.Columns)
+	s := &model.Support{SpreadUp: make([]float64, n), SpreadDown: make([]float64, n)}
+	measured := make([]bool, n)
+	var folds []fold
+	for _, j := range influentialColumns(m) {
+		// The rows the highest cut holds out decide whether this column
+		// repeats a chosen one.
+		_, above, _, ok := cutFold(rows, j, sc.Cuts[len(sc.Cuts)-1], sc.MinRows)
+		if !ok {
+			continue
+		}
+		if k := overlapsChosen(above, folds); k >= 0 {
+			c := folds[k].column
+			s.SpreadUp[j], s.SpreadDown[j], measured[j] = s.SpreadUp[c], s.SpreadDown[c], true
+			continue
+		}
+		if len(folds) == sc.Folds {
+			continue
+		}
+		var needs []need
+		for _, c := range sc.Cuts {
+			nc, err := pseudoExtrapolate(ctx, m, cfg, rows, j, c, sc.MinRows)
+			if err != nil {
+				return nil, err
+			}
+			for _, nd := range nc {
+				// The spread σ per unit of distance this row needs to
+				// fall inside the q bound (above the median) or the 1−q
+				// bound (below it): e² = s² + (z·σ·d)².
+				needs = append(needs, need{d: nd.d,
+					up: excess(nd.e, spreadUp) / (z * nd.d), down: excess(-nd.e, spreadDown) / (z * nd.d)})
+			}
+		}
+		if len(needs) == 0 {
+			continue
+		}
+		s.SpreadUp[j], s.SpreadDown[j] = spreadFor(needs, q, sc.MinRows)
+		measured[j] = true
+		folds = append(folds, fold{column: j, heldOut: setOf(above)})
+		s.Folds = append(s.Folds, m.Columns[j])
+		s.Rows += len(needs)
+	}
+	if len(folds) == 0 {
+		return nil, nil
+	}
+	// A column no fold measured (a category, a column constant in
+	// training or one the line ignores, one past the budget) is taken to
+	// extrapolate as badly as the worst measured one: nothing says it does
+	// better.
+	var worstUp, worstDown float64
+	for j := range n {
+		if measured[j] {
+			worstUp, worstDown = math.Max(worstUp, s.SpreadUp[j]), math.Max(worstDown, s.SpreadDown[j])
+		}
+	}
+	for j := range n {
+		if !measured[j] {
+			s.SpreadUp[j], s.SpreadDown[j] = worstUp, worstDown
+		}
+	}
+	return s, nil
+}
+
+// residualAt is one pseudo-extrapolated row: its distance outside the
+// fold's range of the cut column, in spans, and its log residual from the
+// fold model's centre.
+type residualAt struct{ d, e float64 }
+
+// pseudoExtrapolate fits m's kind of model on the rows at or below the
+// cut quantile of column j and returns its residuals on the rows above.
+// It returns nothing when either side has fewer than minRows rows.
+func pseudoExtrapolate(ctx context.Context, m *model.TargetModel, cfg FitConfig, rows Dataset, j int, cut float64, minRows int) ([]residualAt, error) {
+	below, above, at, ok := cutFold(rows, j, cut, minRows)
+	if !ok {
+		return nil, nil
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	in, out := subset(rows, below), subset(rows, above)
+	fm, err := fitFold(ctx, m, cfg, in)
+	if err != nil {
+		return nil, fmt.Errorf("pseudo-extrapolation of %s past %g: %w", m.Columns[j], at, err)
+	}
+	foldRange := ranges(len(m.Columns), in.X)[j]
+	shift := relativeErrorShift(logResiduals(fm, in))
+	// Residuals are taken from the fold model's own median in range, as
+	// the served bounds are from the calibration's.
+	centre := medianOf(foldResiduals(fm, in, 1-m.TreeShrink, shift))
+	var res []residualAt
+	for i, r := range foldResiduals(fm, out, 1-m.TreeShrink, shift) {
+		if d := model.FeatureDistance(foldRange, out.X[i][j]); d > 0 {
+			res = append(res, residualAt{d: d, e: r - centre})
+		}
+	}
+	return res, nil
+}
+
+// need is what one pseudo-extrapolated row at distance d needs: the
+// extrapolation spread per unit of distance that puts it inside the upper
+// bound and the lower bound.
+type need struct{ d, up, down float64 }
+
+// spreadFor chooses the smallest spreads that put q of the rows inside the
+// bounds in every band of distance holding at least minRows rows. Rows
+// just past a cut are most of a fold and say little about far
+// extrapolation: a quantile over all of them would let the few far rows be
+// missed wholesale. Rows just past the cut that the calibration misses
+// anyway (a 1−q share of rows anywhere) need spreads no finite widening
+// gives, and take the 1−q share left over.
+func spreadFor(needs []need, q float64, minRows int) (up, down float64) {
+	bands := make([][]need, len(distanceBands)+1)
+	for _, nd := range needs {
+		b := sort.SearchFloat64s(distanceBands[:], nd.d)
+		bands[b] = append(bands[b], nd)
+	}
+	for _, band := range bands {
+		if len(band) < max(minRows, 1) {
+			continue
+		}
+		u, d := make([]float64, len(band)), make([]float64, len(band))
+		for i, nd := range band {
+			u[i], d[i] = nd.up, nd.down
+		}
+		up, down = math.Max(up, coveringValue(u, q)), math.Max(down, coveringValue(d, q))
+	}
+	return math.Min(up, model.MaxSupportSpread), math.Min(down, model.MaxSupportSpread)
+}
+
+// coveringValue is the smallest value at or above a share q of v.
+func coveringValue(v []float64, q float64) float64 {
+	s := append([]float64(nil), v...)
+	sort.Float64s(s)
+	k := int(math.Ceil(q*float64(len(s)))) - 1
+	return s[max(0, min(k, len(s)-1))]
+}
+
+// excess is the extrapolation error a residual e needs beyond an in-range
+// spread s: sqrt(e² − s²) when e > s, else 0.
+func excess(e, s float64) float64 {
+	if e <= s {
+		return 0
+	}
+	return math.Sqrt(e*e - s*s)
+}
+
+// fold is one measured column and the rows its highest cut held out.
+type fold struct {
+	column  int
+	heldOut map[int]bool
+}
+
+// influentialColumns orders the columns by how much the line's prediction
+// moves across each one's training range, most first, leaving out constant
+// columns and those the line ignores: extrapolating along a column the
+// model does not use is no test of its extrapolation.
+func influentialColumns(m *model.TargetModel) []int {
+	type infl struct {
+		j int
+		w float64
+	}
+	_, coef := m.Linear.OriginalUnits()
+	var c []infl
+	for j, r := range m.Ranges {
+		if w := math.Abs(coef[j]) * (r.Max - r.Min); w > 0 && !math.IsInf(w, 0) {
+			c = append(c, infl{j, w})
+		}
+	}
+	sort.SliceStable(c, func(a, b int) bool { return c[a].w > c[b].w })
+	out := make([]int, len(c))
+	for i := range c {
+		out[i] = c[i].j
+	}
+	return out
+}
+
+// cutFold splits d's rows at the below quantile of column j: at or below
+// the cut, and above it. It fails when either side has fewer than minRows
+// rows, or when the rows below do not vary in the column (a queue that was
+// empty at the cut): a fold that never saw the column move measures a model
+// that knows nothing of it, not one extrapolating it.
+func cutFold(d Dataset, j int, below float64, minRows int) (in, out []int, cut float64, ok bool) {
+	if len(d.X) == 0 {
+		return nil, nil, 0, false
+	}
+	v := make([]float64, len(d.X))
+	for i, x := range d.X {
+		v[i] = x[j]
+	}
+	sort.Float64s(v)
+	cut = v[min(int(below*float64(len(v))), len(v)-1)]
+	for i, x := range d.X {
+		if x[j] <= cut {
+			in = append(in, i)
+		} else {
+			out = append(out, i)
+		}
+	}
+	return in, out, cut, len(in) >= minRows && len(out) >= minRows && cut > v[0]
+}
+
+// overlapsChosen returns the index of the first chosen fold that already
+// holds out foldOverlap of rows, or −1.
+func overlapsChosen(rows []int, chosen []fold) int {
+	for k, c := range chosen {
+		n := 0
+		for _, i := range rows {
+			if c.heldOut[i] {
+				n++
+			}
+		}
+		if float64(n) >= foldOverlap*float64(len(rows)) {
+			return k
+		}
+	}
+	return -1
+}
+
+func setOf(rows []int) map[int]bool {
+	s := make(map[int]bool, len(rows))
+	for _, i := range rows {
+		s[i] = true
+	}
+	return s
+}
+
+func subset(d Dataset, rows []int) Dataset {
+	out := Dataset{X: make([][]float64, len(rows)), Y: make([]float64, len(rows))}
+	for k, i := range rows {
+		out.X[k], out.Y[k] = d.X[i], d.Y[i]
+	}
+	return out
+}
+
+// thin returns at most n rows of d, evenly spaced, in order.
+func thin(d Dataset, n int) Dataset {
+	if n <= 0 || len(d.Y) <= n {
+		return d
+	}
+	out := Dataset{X: make([][]float64, n), Y: make([]float64, n)}
+	for k := range n {
+		i := k * len(d.Y) / n
+		out.X[k], out.Y[k] = d.X[i], d.Y[i]
+	}
+	return out
+}
+
+// foldResiduals returns log(actual / predicted) of a fold model on d with a
+// tree weight and shift, as crossFitResiduals predicts its held rows.
+func foldResiduals(fm *model.TargetModel, d Dataset, treeWeight, shift float64) []float64 {
+	r := make([]float64, len(d.Y))
+	for i, x := range d.X {
+		base, treeLog := fm.Parts(x)
+		r[i] = math.Log(d.Y[i] / fm.Combine(base, treeLog, treeWeight, shift))
+	}
+	return r
+}
