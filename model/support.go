@@ -103,15 +103,15 @@ func (s *Support) Reach(ranges []Range, x []float64) Reach {
 
 // LogResidual is the q quantile of log(actual/predicted) at reach r: the
 // calibration's, moved away from its median as the extrapolation error's
-// variance adds to the in-range one. A zero Reach gives c.LogResidual(q)
-// exactly.
+// variance adds to the in-range one. A nil Support or a zero Reach gives
+// c.LogResidual(q) exactly.
 func (s *Support) LogResidual(c Calibration, q float64, r Reach) float64 {
 	lr := c.LogResidual(q)
 	sigma, sign := r.Up, 1.0
 	if q < 0.5 {
 		sigma, sign = r.Down, -1
 	}
-	if !(sigma > 0) || q == 0.5 {
+	if s == nil || !(sigma > 0) || q == 0.5 {
 		return lr
 	}
 	med := c.LogResidual(0.5)

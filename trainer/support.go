@@ -18,10 +18,16 @@ import (
 // their errors exceed the calibrated spread, give the extrapolation error's
 // spread per unit of distance along that column.
 type SupportConfig struct {
-	// Folds is the number of columns held out in turn (0: no widening,
-	// bounds as calibrated everywhere). Each costs len(Cuts) more fits on
-	// at most MaxRows rows.
-	Folds int
+	// Folds is the number of columns a fit measures (0: no widening,
+	// bounds as calibrated everywhere); each costs len(Cuts) more fits on
+	// at most MaxRows rows. The others keep what Previous measured, so a
+	// few retrains measure every column at a bounded cost per retrain.
+	// FirstFolds is the number a model measures when Previous measured
+	// none (a first model, a restart).
+	Folds, FirstFolds int
+	// Previous is the model in service, whose measured spreads carry over
+	// (the trainer sets it per fit); nil measures FirstFolds columns.
+	Previous *model.TargetModel
 	// Cuts are the quantiles of a column at which it is cut, one fit each,
 	// in increasing order: the model sees the rows at or below the cut and
 	// extrapolates to the rest. A low cut probes far extrapolation (a
@@ -32,14 +38,13 @@ type SupportConfig struct {
 	// from the training rows, so a full store pays no more than a small
 	// one.
 	MaxRows int
-	// MinRows is the fewest rows a fold needs on each side of its cut, and
-	// a band of distance (spreadFor) to be judged on.
+	// MinRows is the fewest rows a fold needs on each side of its cut.
 	MinRows int
 }
 
 // DefaultSupportConfig is the service's (docs/ACCURACY.md, Extrapolation).
 func DefaultSupportConfig() SupportConfig {
-	return SupportConfig{Folds: 4, Cuts: []float64{0.5, 0.8}, MaxRows: 2000, MinRows: 20}
+	return SupportConfig{Folds: 2, FirstFolds: 6, Cuts: []float64{0.5, 0.8}, MaxRows: 2000, MinRows: 20}
 }
 
 // foldOverlap is the share of a candidate column's held-out rows that may
@@ -51,6 +56,11 @@ const foldOverlap = 0.8
 
 // distanceBands group pseudo-extrapolated rows by their distance, in spans.
 var distanceBands = [...]float64{0.5, 1, 2, 4}
+
+// minBandRows is the fewest rows a band of distance needs to be judged on:
+// the 90% point of fewer rows moves by a third of its value from one
+// sample to the next, and the largest over bands would follow the noise.
+const minBandRows = 50
 
 // estimateSupport measures m's extrapolation spreads on train. m must be
 // fitted and calibrated. It returns nil when widening is off or no column
@@ -79,22 +89,37 @@ func estimateSupport(ctx context.Context, m *model.TargetModel, cfg FitConfig, t
 	n := len(m.Columns)
 	s := &model.Support{SpreadUp: make([]float64, n), SpreadDown: make([]float64, n)}
 	measured := make([]bool, n)
-	var folds []fold
+
+	// The columns worth measuring, each once: a column whose upper rows
+	// are those of a column before it is the same excursion (alias).
+	var distinct []fold
+	alias := map[int]int{}
 	for _, j := range influentialColumns(m) {
-		// The rows the highest cut holds out decide whether this column
-		// repeats a chosen one.
 		_, above, _, ok := cutFold(rows, j, sc.Cuts[len(sc.Cuts)-1], sc.MinRows)
 		if !ok {
 			continue
 		}
-		if k := overlapsChosen(above, folds); k >= 0 {
-			c := folds[k].column
-			s.SpreadUp[j], s.SpreadDown[j], measured[j] = s.SpreadUp[c], s.SpreadDown[c], true
+		if k := overlapsChosen(above, distinct); k >= 0 {
+			alias[j] = distinct[k].column
 			continue
 		}
-		if len(folds) == sc.Folds {
-			continue
-		}
+		distinct = append(distinct, fold{column: j, heldOut: setOf(above)})
+	}
+
+	// Spreads the previous model measured carry over; this fit measures
+	// the columns never measured, then the longest unmeasured, up to the
+	// budget (all of FirstFolds for a first model).
+	prev := carriedSpreads(sc.Previous)
+	budget := sc.Folds
+	if len(prev) == 0 {
+		budget = max(sc.FirstFolds, sc.Folds)
+	}
+	todo := measureOrder(m, distinct, prev, sc.Previous)
+	if len(todo) > budget {
+		todo = todo[:budget]
+	}
+	fresh := map[int]bool{}
+	for _, j := range todo {
 		var needs []need
 		for _, c := range sc.Cuts {
 			nc, err := pseudoExtrapolate(ctx, m, cfg, rows, j, c, sc.MinRows)
@@ -112,14 +137,35 @@ func estimateSupport(ctx context.Context, m *model.TargetModel, cfg FitConfig, t
 		if len(needs) == 0 {
 			continue
 		}
-		s.SpreadUp[j], s.SpreadDown[j] = spreadFor(needs, q, sc.MinRows)
-		measured[j] = true
-		folds = append(folds, fold{column: j, heldOut: setOf(above)})
-		s.Folds = append(s.Folds, m.Columns[j])
+		s.SpreadUp[j], s.SpreadDown[j] = spreadFor(needs, q, minBandRows)
+		measured[j], fresh[j] = true, true
 		s.Rows += len(needs)
 	}
-	if len(folds) == 0 {
+	// Folds lists the measured columns by age, oldest first: carried ones
+	// in the previous order, then this fit's.
+	if sc.Previous != nil && sc.Previous.Support != nil {
+		for _, name := range sc.Previous.Support.Folds {
+			j := columnIndex(m.Columns, name)
+			if j < 0 || fresh[j] || !isDistinct(distinct, j) {
+				continue
+			}
+			sp := prev[name]
+			s.SpreadUp[j], s.SpreadDown[j], measured[j] = sp[0], sp[1], true
+			s.Folds = append(s.Folds, name)
+		}
+	}
+	for _, j := range todo {
+		if fresh[j] {
+			s.Folds = append(s.Folds, m.Columns[j])
+		}
+	}
+	if len(s.Folds) == 0 {
 		return nil, nil
+	}
+	for j, c := range alias {
+		if measured[c] {
+			s.SpreadUp[j], s.SpreadDown[j], measured[j] = s.SpreadUp[c], s.SpreadDown[c], true
+		}
 	}
 	// A column no fold measured (a category, a column constant in
 	// training or one the line ignores, one past the budget) is taken to
@@ -137,6 +183,58 @@ func estimateSupport(ctx context.Context, m *model.TargetModel, cfg FitConfig, t
 		}
 	}
 	return s, nil
+}
+
+// carriedSpreads returns the spreads prev measured, by column name.
+func carriedSpreads(prev *model.TargetModel) map[string][2]float64 {
+	out := map[string][2]float64{}
+	if prev == nil || prev.Support == nil || prev.Support.Validate(len(prev.Columns)) != nil {
+		return out
+	}
+	for _, name := range prev.Support.Folds {
+		if j := columnIndex(prev.Columns, name); j >= 0 {
+			out[name] = [2]float64{prev.Support.SpreadUp[j], prev.Support.SpreadDown[j]}
+		}
+	}
+	return out
+}
+
+// measureOrder lists the distinct columns in the order they are due:
+// those the previous model did not measure (most influential first), then
+// the ones it measured, longest ago first.
+func measureOrder(m *model.TargetModel, distinct []fold, prev map[string][2]float64, prevModel *model.TargetModel) []int {
+	var order []int
+	for _, f := range distinct {
+		if _, ok := prev[m.Columns[f.column]]; !ok {
+			order = append(order, f.column)
+		}
+	}
+	if prevModel != nil && prevModel.Support != nil {
+		for _, name := range prevModel.Support.Folds {
+			if j := columnIndex(m.Columns, name); j >= 0 && isDistinct(distinct, j) {
+				order = append(order, j)
+			}
+		}
+	}
+	return order
+}
+
+func isDistinct(distinct []fold, j int) bool {
+	for _, f := range distinct {
+		if f.column == j {
+			return true
+		}
+	}
+	return false
+}
+
+func columnIndex(columns []string, name string) int {
+	for j, c := range columns {
+		if c == name {
+			return j
+		}
+	}
+	return -1
 }
 
 // residualAt is one pseudo-extrapolated row: its distance outside the

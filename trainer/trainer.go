@@ -633,6 +633,9 @@ func (t *Trainer) fitTarget(ctx context.Context, tg features.Target, gen uint64,
 	}
 	cfg.Forward = t.live.forwardSamples(tg)
 	cfg.CoverageQuantile = t.live.cfg.Quantile
+	if p := t.current.Load(); p != nil {
+		cfg.Support.Previous = p.Bundle.Target(tg)
+	}
 	trainDS := BuildDataset(schema, tg, train)
 	// A first model's passes are for speed: they keep the choice in force
 	// (the first candidate before any) and make none.
