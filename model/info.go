@@ -68,6 +68,16 @@ type TargetInfo struct {
 	// Selection is the configuration the trainer chose for this model and
 	// every candidate's error (Selection); absent when none was chosen.
 	Selection *Selection `json:"selection,omitempty"`
+	// Extrapolation is how much the bounds widen per training span a row
+	// lies outside FeatureRanges (Support); absent when they do not.
+	Extrapolation *ExtrapolationInfo `json:"extrapolation,omitempty"`
+}
+
+// ExtrapolationInfo is a model's Support by column name.
+type ExtrapolationInfo struct {
+	MeasuredColumns []string           `json:"measured_columns"`
+	SpreadUp        map[string]float64 `json:"spread_up_per_span"`
+	SpreadDown      map[string]float64 `json:"spread_down_per_span"`
 }
 
 // NewInfo describes pub (nil before the first model) as of now. loadedAt
@@ -134,6 +144,13 @@ func targetInfo(pub *Published, t features.Target) TargetInfo {
 	}
 	for i, c := range m.Columns {
 		ti.FeatureRanges[c] = m.Ranges[i]
+	}
+	if s := m.Support; s != nil {
+		e := &ExtrapolationInfo{MeasuredColumns: s.Folds, SpreadUp: map[string]float64{}, SpreadDown: map[string]float64{}}
+		for i, c := range m.Columns {
+			e.SpreadUp[c], e.SpreadDown[c] = s.SpreadUp[i], s.SpreadDown[i]
+		}
+		ti.Extrapolation = e
 	}
 	intercept, coef := m.Linear.OriginalUnits()
 	ti.LinearIntercept = intercept
