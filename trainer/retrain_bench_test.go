@@ -137,6 +137,30 @@ func BenchmarkRetrainFullStore(b *testing.B) {
 				})
 			})
 		}
+		// A retrain of a trainer with a model in service, the service's
+		// steady state: it carries what the model in service measured
+		// of its extrapolation and measures FitConfig.Support.Folds
+		// columns again, where a first retrain (above, a fresh trainer
+		// each time, as after a restart) measures FirstFolds.
+		b.Run(sc.name+"/retrain-again", func(b *testing.B) {
+			if db == nil {
+				db = fullStore(b, dir, sc.scheme)
+			}
+			fit := DefaultFitConfig()
+			fit.XGBoost = xgb
+			tr, err := New(Config{Fit: fit, BundleDir: b.TempDir()}, db)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if pub, err := tr.Retrain(ctx); err != nil || pub == nil {
+				b.Fatalf("retrain: %v %v", pub, err)
+			}
+			loopCPU(b, func() {
+				if _, err := tr.Retrain(ctx); err != nil {
+					b.Fatalf("retrain: %v", err)
+				}
+			})
+		})
 		if db == nil {
 			continue // filtered out
 		}

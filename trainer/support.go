@@ -28,6 +28,10 @@ type SupportConfig struct {
 	// Previous is the model in service, whose measured spreads carry over
 	// (the trainer sets it per fit); nil measures FirstFolds columns.
 	Previous *model.TargetModel
+	// CarryOnly keeps Previous's spreads and measures nothing when
+	// Previous measured any: a first model's trees, which routers wait
+	// for, carry what its line measured.
+	CarryOnly bool
 	// Cuts are the quantiles of a column at which it is cut, one fit each,
 	// in increasing order: the model sees the rows at or below the cut and
 	// extrapolates to the rest. A low cut probes far extrapolation (a
@@ -113,6 +117,8 @@ func estimateSupport(ctx context.Context, m *model.TargetModel, cfg FitConfig, t
 	budget := sc.Folds
 	if len(prev) == 0 {
 		budget = max(sc.FirstFolds, sc.Folds)
+	} else if sc.CarryOnly {
+		budget = 0
 	}
 	todo := measureOrder(m, distinct, prev, sc.Previous)
 	if len(todo) > budget {

@@ -153,6 +153,17 @@ func TestSupportCarriesMeasuredColumnsOver(t *testing.T) {
 	if third.Support.SpreadUp[j] == 1.5 {
 		t.Error("the stalest column was carried again instead of re-measured")
 	}
+
+	// A first model's trees carry what its line measured, measuring
+	// nothing.
+	cfg.Support.Previous, cfg.Support.CarryOnly = &prev, true
+	carried, err := Fit(context.Background(), fitSchema, train, Dataset{}, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := carried.Support; got == nil || len(got.Folds) != 1 || got.Folds[0] != measured || got.SpreadUp[j] != 1.5 || got.Rows != 0 {
+		t.Errorf("carry-only support %+v, want the previous model's %s alone", got, measured)
+	}
 }
 
 func TestSpreadForJudgesEveryBandOfDistance(t *testing.T) {

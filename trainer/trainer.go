@@ -630,6 +630,7 @@ func (t *Trainer) fitTarget(ctx context.Context, tg features.Target, gen uint64,
 		x.Nice, x.Idle = 0, false // see retrain
 		cfg.XGBoost = &x
 		cfg.CrossFitFolds = firstTreesFolds
+		cfg.Support.CarryOnly = true
 	}
 	cfg.Forward = t.live.forwardSamples(tg)
 	cfg.CoverageQuantile = t.live.cfg.Quantile
