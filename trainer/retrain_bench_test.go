@@ -156,8 +156,15 @@ func BenchmarkRetrainFullStore(b *testing.B) {
 				b.Fatalf("retrain: %v %v", pub, err)
 			}
 			loopCPU(b, func() {
-				if _, err := tr.Retrain(ctx); err != nil {
-					b.Fatalf("retrain: %v", err)
+				// As if samples had arrived: the store is full, and a
+				// retrain on unchanged samples is skipped.
+				tr.statusMu.Lock()
+				for i := range tr.status {
+					tr.status[i].TrainedOnGen = 0
+				}
+				tr.statusMu.Unlock()
+				if pub, err := tr.Retrain(ctx); err != nil || pub == nil {
+					b.Fatalf("retrain: %v %v", pub, err)
 				}
 			})
 		})
