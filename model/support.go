@@ -5,13 +5,12 @@ import (
 	"math"
 )
 
-// MaxSupportDistance caps Distance: past ten training spans the widening
-// rate, measured within about one span of the data, says nothing more, and
-// an unbounded distance (a feature that was constant in training and now is
-// not, a corrupt row) must not turn a bound into MaxMs.
+// MaxSupportDistance caps FeatureDistance: past ten training spans the
+// spread, measured within a few spans of the data, says nothing more, and an
+// unbounded distance (a corrupt row) must not turn a bound into MaxMs.
 const MaxSupportDistance = 10
 
-// MaxSupportSpread bounds a widening rate: a spread of 5 per span would
+// MaxSupportSpread bounds a column's spread: a spread of 5 per span would
 // put the 90% bound e^6.4 (600) times above the central prediction one
 // span out of range.
 const MaxSupportSpread = 5
