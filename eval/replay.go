@@ -151,6 +151,10 @@ func newReplica(opts Options) (*replica, error) {
 	}
 	xgb := opts.XGBoost
 	fit.XGBoost = &xgb
+	// A replay retrains seconds apart where the service would minutes
+	// apart: every retrain may measure its extrapolation, as the
+	// service's would at its pace.
+	fit.Support.MinInterval = 0
 	r.tr, err = trainer.New(trainer.Config{
 		Fit:             fit,
 		Select:          replaySelect(opts.Select),

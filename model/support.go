@@ -3,6 +3,7 @@ package model
 import (
 	"fmt"
 	"math"
+	"time"
 )
 
 // MaxSupportDistance caps FeatureDistance: past ten training spans the
@@ -53,6 +54,11 @@ type Support struct {
 	// the largest measured.
 	Rows  int      `json:"rows"`
 	Folds []string `json:"folds,omitempty"`
+	// Age is the number of fits since a column was last measured, and
+	// MeasuredAt when: the trainer measures now and then and carries the
+	// spreads between.
+	Age        int       `json:"age,omitempty"`
+	MeasuredAt time.Time `json:"measured_at,omitempty"`
 }
 
 // Validate checks a decoded Support for a model of n columns; nil is
@@ -71,8 +77,8 @@ func (s *Support) Validate(n int) error {
 			}
 		}
 	}
-	if s.Rows < 0 {
-		return fmt.Errorf("support: %d rows", s.Rows)
+	if s.Rows < 0 || s.Age < 0 {
+		return fmt.Errorf("support: %d rows, age %d", s.Rows, s.Age)
 	}
 	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"sort"
+	"time"
 
 	"github.com/headroomhq/headroom/model"
 )
@@ -23,8 +24,19 @@ type SupportConfig struct {
 	// at most MaxRows rows. The others keep what Previous measured, so a
 	// few retrains measure every column at a bounded cost per retrain.
 	// FirstFolds is the number a model measures when Previous measured
-	// none (a first model, a restart).
+	// none (a first model, or the first after a bundle without them).
 	Folds, FirstFolds int
+	// Every is how often, in fits, the spreads are measured (≤ 1: every
+	// fit); the fits between carry Previous's. A fit that measures costs a
+	// full store about a third more CPU than one that carries
+	// (docs/ACCURACY.md), and spreads per unit of distance change slowly.
+	Every int
+	// MinInterval is the least time between two measurements (0: none);
+	// the fits between carry Previous's spreads. The service retrains
+	// every 10 s, seconds apart under a burst of samples, and a fit that
+	// measures costs about 0.35 CPU-s more on a full store
+	// (docs/ACCURACY.md); spreads per unit of distance change slowly.
+	MinInterval time.Duration
 	// Previous is the model in service, whose measured spreads carry over
 	// (the trainer sets it per fit); nil measures FirstFolds columns.
 	Previous *model.TargetModel
@@ -48,7 +60,8 @@ type SupportConfig struct {
 
 // DefaultSupportConfig is the service's (docs/ACCURACY.md, Extrapolation).
 func DefaultSupportConfig() SupportConfig {
-	return SupportConfig{Folds: 2, FirstFolds: 6, Cuts: []float64{0.5, 0.8}, MaxRows: 2000, MinRows: 20}
+	return SupportConfig{Folds: 2, FirstFolds: 6, Every: 1, MinInterval: time.Minute,
+		Cuts: []float64{0.5, 0.8}, MaxRows: 2000, MinRows: 20}
 }
 
 // foldOverlap is the share of a candidate column's held-out rows that may
@@ -115,10 +128,18 @@ func estimateSupport(ctx context.Context, m *model.TargetModel, cfg FitConfig, t
 	// budget (all of FirstFolds for a first model).
 	prev := carriedSpreads(sc.Previous)
 	budget := sc.Folds
-	if len(prev) == 0 {
+	age := 0
+	switch {
+	case len(prev) == 0:
 		budget = max(sc.FirstFolds, sc.Folds)
-	} else if sc.CarryOnly {
-		budget = 0
+	case sc.CarryOnly || sc.Previous.Support.Age+1 < sc.Every ||
+		(sc.MinInterval > 0 && time.Since(sc.Previous.Support.MeasuredAt) < sc.MinInterval):
+		budget, age = 0, sc.Previous.Support.Age+1
+		s.MeasuredAt = sc.Previous.Support.MeasuredAt
+	}
+	s.Age = age
+	if budget > 0 {
+		s.MeasuredAt = time.Now().UTC()
 	}
 	todo := measureOrder(m, distinct, prev, sc.Previous)
 	if len(todo) > budget {

@@ -5,6 +5,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"testing"
+	"time"
 
 	"github.com/headroomhq/headroom/model"
 )
@@ -111,7 +112,7 @@ func TestSupportCarriesMeasuredColumnsOver(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 3))
 	train := convexRows(rng, 2000, 16, 1024, 0.05)
 	cfg := DefaultFitConfig()
-	cfg.Support.Folds, cfg.Support.FirstFolds = 1, 1
+	cfg.Support.Folds, cfg.Support.FirstFolds, cfg.Support.Every, cfg.Support.MinInterval = 1, 1, 1, 0
 	first, err := Fit(context.Background(), fitSchema, train, Dataset{}, cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -163,6 +164,45 @@ func TestSupportCarriesMeasuredColumnsOver(t *testing.T) {
 	}
 	if got := carried.Support; got == nil || len(got.Folds) != 1 || got.Folds[0] != measured || got.SpreadUp[j] != 1.5 || got.Rows != 0 {
 		t.Errorf("carry-only support %+v, want the previous model's %s alone", got, measured)
+	}
+
+	// Measuring every third fit: two fits carry, aging, the third measures.
+	cfg.Support.CarryOnly, cfg.Support.Every, cfg.Support.Previous = false, 3, &prev
+	for i, want := range []struct {
+		age      int
+		measures bool
+	}{{1, false}, {2, false}, {0, true}, {1, false}} {
+		next, err := Fit(context.Background(), fitSchema, train, Dataset{}, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := next.Support; got.Age != want.age || (got.Rows > 0) != want.measures {
+			t.Errorf("fit %d: age %d, measured %d rows; want age %d, measuring %v", i, got.Age, got.Rows, want.age, want.measures)
+		}
+		cfg.Support.Previous = next
+	}
+
+	// And at most once a MinInterval: a spread measured just now is
+	// carried.
+	cfg.Support.Every, cfg.Support.MinInterval = 1, time.Hour
+	fresh := *second.Support
+	fresh.MeasuredAt = time.Now()
+	recent := *second
+	recent.Support = &fresh
+	cfg.Support.Previous = &recent
+	next, err := Fit(context.Background(), fitSchema, train, Dataset{}, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if next.Support.Rows != 0 || !next.Support.MeasuredAt.Equal(fresh.MeasuredAt) {
+		t.Errorf("measured %d rows at %v within the interval of %v", next.Support.Rows, next.Support.MeasuredAt, fresh.MeasuredAt)
+	}
+	fresh.MeasuredAt = time.Now().Add(-2 * time.Hour)
+	if next, err = Fit(context.Background(), fitSchema, train, Dataset{}, cfg); err != nil {
+		t.Fatal(err)
+	}
+	if next.Support.Rows == 0 {
+		t.Error("a spread measured two hours ago was carried, want measured again")
 	}
 }
 
