@@ -139,9 +139,9 @@ func BenchmarkRetrainFullStore(b *testing.B) {
 		}
 		// A retrain of a trainer with a model in service, the service's
 		// steady state: it carries what the model in service measured
-		// of its extrapolation and measures FitConfig.Support.Folds
-		// columns again, where a first retrain (above, a fresh trainer
-		// each time, as after a restart) measures FirstFolds.
+		// of its extrapolation (SupportConfig.MinInterval; with it 0 it
+		// measures Folds columns again), where a fresh trainer's first
+		// retrain (above) measures FirstFolds.
 		b.Run(sc.name+"/retrain-again", func(b *testing.B) {
 			if db == nil {
 				db = fullStore(b, dir, sc.scheme)
