@@ -158,19 +158,7 @@ func (r *PDResult) MarshalJSON() ([]byte, error) {
 }
 
 // WritePDJSON writes the result, indented.
-func WritePDJSON(w io.Writer, r *PDResult) error {
-	data, err := json.Marshal(r)
-	if err != nil {
-		return fmt.Errorf("demo --pd json: %w", err)
-	}
-	var out bytes.Buffer
-	if err := json.Indent(&out, data, "", "  "); err != nil {
-		return fmt.Errorf("demo --pd json: %w", err)
-	}
-	out.WriteByte('\n')
-	_, err = w.Write(out.Bytes())
-	return err
-}
+func WritePDJSON(w io.Writer, r *PDResult) error { return writeIndented(w, "demo --pd", r) }
 
 // WritePDTable writes the comparison, one column per policy, then the
 // final model's quality.

@@ -256,14 +256,18 @@ func byName(policies []PolicyResult) orderedjson.Object {
 }
 
 // WriteJSON writes the result, indented.
-func WriteJSON(w io.Writer, r *Result) error {
-	data, err := json.Marshal(r)
+func WriteJSON(w io.Writer, r *Result) error { return writeIndented(w, "demo", r) }
+
+// writeIndented writes v as indented JSON and a newline; what names the
+// output in an error.
+func writeIndented(w io.Writer, what string, v any) error {
+	data, err := json.Marshal(v)
 	if err != nil {
-		return fmt.Errorf("demo json: %w", err)
+		return fmt.Errorf("%s json: %w", what, err)
 	}
 	var out bytes.Buffer
 	if err := json.Indent(&out, data, "", "  "); err != nil {
-		return fmt.Errorf("demo json: %w", err)
+		return fmt.Errorf("%s json: %w", what, err)
 	}
 	out.WriteByte('\n')
 	_, err = w.Write(out.Bytes())

@@ -106,19 +106,7 @@ func RunSweep(ctx context.Context, opts Options, rates []float64) (*Sweep, error
 }
 
 // WriteSweepJSON writes the sweep, indented.
-func WriteSweepJSON(w io.Writer, s *Sweep) error {
-	data, err := json.Marshal(s)
-	if err != nil {
-		return fmt.Errorf("demo sweep json: %w", err)
-	}
-	var out bytes.Buffer
-	if err := json.Indent(&out, data, "", "  "); err != nil {
-		return fmt.Errorf("demo sweep json: %w", err)
-	}
-	out.WriteByte('\n')
-	_, err = w.Write(out.Bytes())
-	return err
-}
+func WriteSweepJSON(w io.Writer, r *Sweep) error { return writeIndented(w, "demo sweep", r) }
 
 // WriteSweepTable writes one table per figure (TTFT p50 and p95, SLO
 // attainment when SLOs are set): a row per rate, a column per policy.
