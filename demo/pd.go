@@ -66,6 +66,11 @@ type PDOptions struct {
 	// DecideSplit lets joint-slo decide whether to split on the predicted
 	// SLO headroom of every route, instead of following the decider.
 	DecideSplit bool
+	// TrustExtrapolation lets the joint policies route on estimates the
+	// service marks extrapolated (a pod loaded beyond what the TTFT model
+	// was trained on); by default they fall back to greedy when every
+	// route is (sim.PairRule.AvoidExtrapolation).
+	TrustExtrapolation bool
 }
 
 // DefaultPDOptions: 4 prefill and 4 decode pods over 2 zones of 2 racks
@@ -165,7 +170,7 @@ func RunPD(ctx context.Context, opts PDOptions) (*PDResult, error) {
 		XGBoost: svc.XGBoostAvailable(),
 	}
 	l := &pdLearner{opts: &opts, cfg: cfg, svc: svc, client: client, rep: NewReporter(client), start: start, res: res}
-	jointRule := sim.PairRule{SplitThreshold: opts.SplitThreshold}
+	jointRule := sim.PairRule{SplitThreshold: opts.SplitThreshold, AvoidExtrapolation: !opts.TrustExtrapolation}
 	if len(warm) > 0 {
 		if _, err := l.run(ctx, "warm-up", warm, jointRule); err != nil {
 			return nil, err

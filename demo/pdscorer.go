@@ -48,6 +48,7 @@ type pairOption struct {
 	PrefillMs    float64 `json:"prefill_ms"`
 	TransferMs   float64 `json:"kv_transfer_ms"`
 	FirstDecode  float64 `json:"first_decode_ms"`
+	Extrapolated bool    `json:"extrapolated"`
 }
 
 func candidates(dst []wire.PairCandidate, req *sim.Request, pool string, pods []sim.PodState) []wire.PairCandidate {
@@ -93,7 +94,8 @@ func (s *PairScorer) ScorePairs(req *sim.Request, prefill, decode []sim.PodState
 	}
 	out := make([]sim.PairEstimate, 0, len(ans.Pairs)+len(ans.NoSplit))
 	for _, o := range append(ans.Pairs, ans.NoSplit...) {
-		e := sim.PairEstimate{Prefill: sim.NoSplit, Decode: o.DecodeIndex, TTFTMs: o.TTFTMs, TPOTMs: o.TPOTMs}
+		e := sim.PairEstimate{Prefill: sim.NoSplit, Decode: o.DecodeIndex, TTFTMs: o.TTFTMs, TPOTMs: o.TPOTMs,
+			Extrapolated: o.Extrapolated}
 		if o.Split {
 			if o.PrefillIndex == nil {
 				return nil, fmt.Errorf("predict pairs: a split option without prefill_index")

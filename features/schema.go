@@ -155,6 +155,10 @@ func (s Schema) Directions() []int {
 	return d
 }
 
+// Direction is column i's physical prior, as in Directions, without
+// allocating.
+func (s Schema) Direction(i int) int { return int(columnDirection[s.cols[i]]) }
+
 // Index returns the position of a column, or -1.
 func (s Schema) Index(name string) int {
 	for i, n := range s.names {

@@ -33,7 +33,10 @@ type Result struct {
 	keys           []rankKey
 
 	prefill, decodeTTFT, decodeTPOT []Estimate
-	tokens                          []int64
+	// prefillBeyond and decodeBeyond say which rows the TTFT model would
+	// extrapolate to (extrapolated).
+	prefillBeyond, decodeBeyond []bool
+	tokens                      []int64
 	// links are the transfer model's distributions per class, kept here
 	// so that handing one to the Statistic as an interface does not
 	// allocate per pair.
@@ -79,15 +82,20 @@ func Rank(m *Models, req *Request, out *Result) error {
 	out.decodeTPOT = resize(out.decodeTPOT, nD)
 	out.tokens = resize(out.tokens, nD)
 
+	out.prefillBeyond = resize(out.prefillBeyond, nP)
+	out.decodeBeyond = resize(out.decodeBeyond, nD)
+
 	stat := m.Statistic
 	var buf [64]float64
 	for i := range req.Prefill {
 		row := row(req, &req.Prefill[i], "prefill")
 		out.prefill[i] = stat.Predict(m.TTFT, &row, buf[:0])
+		out.prefillBeyond[i] = extrapolated(m.TTFT, m.TTFT.Schema().Build(&row, buf[:0]))
 	}
 	for j := range req.Decode {
 		row := row(req, &req.Decode[j], "decode")
 		out.decodeTTFT[j] = stat.Predict(m.TTFT, &row, buf[:0])
+		out.decodeBeyond[j] = extrapolated(m.TTFT, m.TTFT.Schema().Build(&row, buf[:0]))
 		out.decodeTPOT[j] = stat.Predict(m.TPOT, &row, buf[:0])
 		cached := math.Round(float64(req.InputTokenLength) * clamp01(row.PrefixCacheScore))
 		out.tokens[j] = req.InputTokenLength - int64(cached)
@@ -95,7 +103,8 @@ func Rank(m *Models, req *Request, out *Result) error {
 
 	out.noSplit = resize(out.noSplit, nD)
 	for j := range req.Decode {
-		o := Option{Prefill: NoSplit, Decode: j, TTFT: out.decodeTTFT[j], TPOT: out.decodeTPOT[j]}
+		o := Option{Prefill: NoSplit, Decode: j, TTFT: out.decodeTTFT[j], TPOT: out.decodeTPOT[j],
+			Extrapolated: out.decodeBeyond[j]}
 		score(req, &o)
 		out.noSplit[j] = o
 	}
@@ -128,7 +137,7 @@ func Rank(m *Models, req *Request, out *Result) error {
 			}
 			o := Option{Prefill: i, Decode: j, Link: link, TransferTokens: out.tokens[j],
 				PrefillPart: out.prefill[i], Transfer: stat.Of(central, &out.links[link]),
-				FirstDecode: out.decodeTPOT[j], TPOT: out.decodeTPOT[j]}
+				FirstDecode: out.decodeTPOT[j], TPOT: out.decodeTPOT[j], Extrapolated: out.prefillBeyond[i]}
 			o.TTFT = sum(o.PrefillPart, o.Transfer, o.FirstDecode)
 			score(req, &o)
 			out.pairs = append(out.pairs, o)

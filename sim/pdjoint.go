@@ -22,6 +22,10 @@ type PairEstimate struct {
 	TPOTMs float64 // on the decode pod
 	// The parts of a split route, when the scorer knows them (reports only).
 	PrefillMs, TransferMs, DecodeMs float64
+	// Extrapolated marks an estimate the scorer made beyond what its model
+	// has seen (a load above its training range), which it is likely to
+	// under-predict; PairRule.AvoidExtrapolation does not route on it.
+	Extrapolated bool
 }
 
 // Choice is the route the estimate is for.
@@ -61,11 +65,14 @@ func (s PairSLO) Headroom(e PairEstimate) float64 {
 
 // JointStats count what a JointRouter did.
 type JointStats struct {
-	Routed    int   `json:"routed"`    // requests routed on estimates
-	NotReady  int   `json:"not_ready"` // fallbacks because the scorer had no model yet
-	Failed    int   `json:"failed"`    // fallbacks because the scorer failed or gave nothing usable
-	Split     int   `json:"split"`     // of the routed, how many were split
-	LastError error `json:"-"`
+	Routed   int `json:"routed"`    // requests routed on estimates
+	NotReady int `json:"not_ready"` // fallbacks because the scorer had no model yet
+	Failed   int `json:"failed"`    // fallbacks because the scorer failed or gave nothing usable
+	Split    int `json:"split"`     // of the routed, how many were split
+	// Extrapolated counts fallbacks because every competing estimate was
+	// extrapolated (PairRule.AvoidExtrapolation).
+	Extrapolated int   `json:"extrapolated"`
+	LastError    error `json:"-"`
 }
 
 // ErrNoModel is what a PairScorer returns (wrapped) before it can estimate
@@ -91,11 +98,24 @@ var ErrNoModel = errors.New("pair scorer: no model yet")
 // transfer to the first token, and what it buys (a decode batch free of
 // prefills, so a steadier TPOT) does not show in TTFT; an SLO on TPOT
 // makes that trade explicit.
+//
+// With AvoidExtrapolation, an estimate marked Extrapolated does not
+// compete: when the model has not seen a pod that loaded, its low estimate
+// there is the one most likely wrong, and trusting it sends the pod more of
+// the load the model cannot see (docs/DEMO.md, P/D). When every competing
+// route is extrapolated the router falls back, as without a model: the
+// scorer cannot tell the routes apart, and llm-d's own scheduler, which
+// balances load and keeps prefix affinity, is the safe choice.
 type PairRule struct {
-	SLO            PairSLO
-	DecideSplit    bool
-	SplitThreshold int
+	SLO                PairSLO
+	DecideSplit        bool
+	SplitThreshold     int
+	AvoidExtrapolation bool
 }
+
+// errExtrapolated is why a JointRouter fell back when every competing
+// estimate was extrapolated.
+var errExtrapolated = errors.New("pair scorer: every route's estimate extrapolated")
 
 // JointRouter routes each request on its PairScorer's estimates, by Rule.
 // On an error or no usable estimate it falls back to Fallback (nil:
@@ -124,10 +144,20 @@ func (j *JointRouter) RoutePD(req *Request, prefill, decode []PodState) PDChoice
 			return est[i].Choice()
 		}
 		err = errors.New("pair scorer: no usable estimate")
+		if j.Rule.AvoidExtrapolation {
+			trusting := j.Rule
+			trusting.AvoidExtrapolation = false
+			if trusting.Pick(req, est, len(prefill), decode) >= 0 {
+				err = errExtrapolated
+			}
+		}
 	}
-	if errors.Is(err, ErrNoModel) {
+	switch {
+	case errors.Is(err, ErrNoModel):
 		j.Stats.NotReady++
-	} else {
+	case errors.Is(err, errExtrapolated):
+		j.Stats.Extrapolated++
+	default:
 		j.Stats.Failed++
 		j.Stats.LastError = err
 	}
@@ -149,14 +179,16 @@ func (j *JointRouter) Last() (PairEstimate, bool) {
 }
 
 // Pick returns the index of the best estimate for req by the rule, or -1
-// when none names a competing route with finite, non-negative latencies.
+// when none names a competing route with finite, non-negative latencies
+// (and, with AvoidExtrapolation, not extrapolated).
 // prefillPods is the prefill pool's size; decode is the decode pool as the
 // router sees it.
 func (r PairRule) Pick(req *Request, est []PairEstimate, prefillPods int, decode []PodState) int {
 	best := -1
 	var bestH float64
 	for i, e := range est {
-		if !usable(e, prefillPods, len(decode)) || !r.competes(req, e, prefillPods, decode) {
+		if !usable(e, prefillPods, len(decode)) || !r.competes(req, e, prefillPods, decode) ||
+			(r.AvoidExtrapolation && e.Extrapolated) {
 			continue
 		}
 		h := r.SLO.Headroom(e)

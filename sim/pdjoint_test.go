@@ -262,3 +262,49 @@ func TestPairOracleTakesTheNearPair(t *testing.T) {
 		t.Errorf("oracle's transfer %+v, want one over the rack", o.Transfer)
 	}
 }
+
+type fixedScorer []sim.PairEstimate
+
+func (s fixedScorer) ScorePairs(*sim.Request, []sim.PodState, []sim.PodState) ([]sim.PairEstimate, error) {
+	return s, nil
+}
+
+// The failure of docs/DEMO.md's P/D seed 1: a prefill pod loaded beyond
+// anything the model was trained on is predicted fast (its prefix cache
+// holds the session), an idle one slower. Trusting the estimate piles
+// requests on the loaded pod; with AvoidExtrapolation the router takes
+// the estimate the model has seen the like of, and when every route is
+// extrapolated it falls back to greedy, which balances load.
+func TestJointRouterAvoidsExtrapolatedEstimates(t *testing.T) {
+	prefill := []sim.PodState{
+		{ServerState: sim.ServerState{Index: 0, NumRequestWaiting: 9, NumRequestRunning: 19, InFlight: 28, PrefixCacheScore: 0.86}},
+		{ServerState: sim.ServerState{Index: 1, NumRequestRunning: 3, InFlight: 3, PrefixCacheScore: 0.3}},
+	}
+	decode := []sim.PodState{{ServerState: sim.ServerState{Index: 0}}}
+	req := &sim.Request{ID: 1, PromptTokens: 4000, OutputTokens: 5}
+	loaded := sim.PairEstimate{Prefill: 0, Decode: 0, TTFTMs: 948, TPOTMs: 20, Extrapolated: true}
+	idle := sim.PairEstimate{Prefill: 1, Decode: 0, TTFTMs: 1107, TPOTMs: 20}
+	greedy := (&sim.Greedy{}).RoutePD(req, prefill, decode)
+	if greedy.Prefill != 1 {
+		t.Fatalf("greedy routes to prefill pod %d; the test wants it to balance load onto pod 1", greedy.Prefill)
+	}
+	for _, tc := range []struct {
+		name                 string
+		avoid                bool
+		est                  []sim.PairEstimate
+		want                 sim.PDChoice
+		routed, extrapolated int
+	}{
+		{"trusting takes the extrapolated estimate", false, []sim.PairEstimate{loaded, idle}, loaded.Choice(), 1, 0},
+		{"avoiding takes the one in range", true, []sim.PairEstimate{loaded, idle}, idle.Choice(), 1, 0},
+		{"every route extrapolated: greedy", true, []sim.PairEstimate{loaded, {Prefill: 1, Decode: 0, TTFTMs: 2000, TPOTMs: 20, Extrapolated: true}}, greedy, 0, 1},
+	} {
+		j := &sim.JointRouter{Scorer: fixedScorer(tc.est), Rule: sim.PairRule{AvoidExtrapolation: tc.avoid}}
+		if got := j.RoutePD(req, prefill, decode); got != tc.want {
+			t.Errorf("%s: routed %+v, want %+v", tc.name, got, tc.want)
+		}
+		if j.Stats.Routed != tc.routed || j.Stats.Extrapolated != tc.extrapolated || j.Stats.Failed != 0 || j.Stats.NotReady != 0 {
+			t.Errorf("%s: stats %+v, want %d routed and %d extrapolated fallbacks", tc.name, j.Stats, tc.routed, tc.extrapolated)
+		}
+	}
+}

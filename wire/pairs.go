@@ -92,6 +92,12 @@ type PairOption struct {
 	// when that SLO was not given. Negative: the SLO is predicted missed.
 	TTFTHeadroomMs, TPOTHeadroomMs float64
 
+	// Extrapolated is set when the row the option's TTFT rests on (the
+	// prefill pod's for a pair, the decode pod's alone) lies above the
+	// TTFT model's training maximum on a column latency grows with: a
+	// load or a prompt the model has not seen, where it under-predicts.
+	Extrapolated bool
+
 	// Score is what options are ranked by, smaller first: TTFT.Ms without
 	// SLOs, otherwise minus the smallest relative headroom.
 	Score float64

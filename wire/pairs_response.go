@@ -85,6 +85,8 @@ func appendPairOption(dst []byte, req *PairsRequest, o *PairOption, slo bool) []
 	dst = strconv.AppendBool(dst, o.Split())
 	dst = appendEstimate(dst, `,"ttft_ms":`, `,"ttft_prediction_bounds":[`, &o.TTFT)
 	dst = appendEstimate(dst, `,"tpot_ms":`, `,"tpot_prediction_bounds":[`, &o.TPOT)
+	dst = append(dst, `,"extrapolated":`...)
+	dst = strconv.AppendBool(dst, o.Extrapolated)
 	if o.Split() {
 		dst = append(dst, `,"link_class":"`...)
 		dst = append(dst, o.Link.String()...)
