@@ -190,6 +190,7 @@ func TestPredictPairsWithATransferModel(t *testing.T) {
 			TransferBounds [2]float64 `json:"kv_transfer_prediction_bounds"`
 			FirstDecodeMs  float64    `json:"first_decode_ms"`
 			TPOTMs         float64    `json:"tpot_ms"`
+			Extrapolated   *bool      `json:"extrapolated"`
 		} `json:"pairs"`
 	}
 	if err := json.Unmarshal(w.Body.Bytes(), &resp); err != nil {
@@ -207,6 +208,9 @@ func TestPredictPairsWithATransferModel(t *testing.T) {
 		if sum := p.PrefillMs + p.TransferMs + p.FirstDecodeMs; math.Abs(p.Ms-sum) > 0.002 || // each rounded to the µs p.FirstDecodeMs != p.TPOTMs ||
 			!(p.TransferBounds[0] < p.TransferMs && p.TransferMs < p.TransferBounds[1]) {
 			t.Errorf("pair %+v: TTFT is not its parts' sum", p)
+		}
+		if p.Extrapolated == nil {
+			t.Errorf("pair %+v: no extrapolated flag", p)
 		}
 	}
 }

@@ -69,7 +69,7 @@ type JointStats struct {
 	NotReady int `json:"not_ready"` // fallbacks because the scorer had no model yet
 	Failed   int `json:"failed"`    // fallbacks because the scorer failed or gave nothing usable
 	Split    int `json:"split"`     // of the routed, how many were split
-	// Extrapolated counts fallbacks because every competing estimate was
+	// Extrapolated counts fallbacks because a competing estimate was
 	// extrapolated (PairRule.AvoidExtrapolation).
 	Extrapolated int   `json:"extrapolated"`
 	LastError    error `json:"-"`
@@ -99,13 +99,17 @@ var ErrNoModel = errors.New("pair scorer: no model yet")
 // prefills, so a steadier TPOT) does not show in TTFT; an SLO on TPOT
 // makes that trade explicit.
 //
-// With AvoidExtrapolation, an estimate marked Extrapolated does not
-// compete: when the model has not seen a pod that loaded, its low estimate
-// there is the one most likely wrong, and trusting it sends the pod more of
-// the load the model cannot see (docs/DEMO.md, P/D). When every competing
-// route is extrapolated the router falls back, as without a model: the
-// scorer cannot tell the routes apart, and llm-d's own scheduler, which
-// balances load and keeps prefix affinity, is the safe choice.
+// With AvoidExtrapolation, when any competing route's estimate is marked
+// Extrapolated (a pod loaded beyond what the model was trained on) the
+// rule picks nothing and the router falls back, as without a model. The
+// model's estimate for such a pod is the one most likely wrong, and low:
+// trusting it sends the pod more of the load the model cannot see
+// (docs/DEMO.md, P/D). Leaving that pod out and ranking the rest is not
+// enough either: it piles the load on the pods still in range until they
+// leave it too, while llm-d's own scheduler, which balances load and keeps
+// prefix affinity, is what copes with a fleet past the model's experience
+// (both measured in docs/DEMO.md). Once the labels of the deeper queues
+// arrive the training ranges grow and the estimates are used again.
 type PairRule struct {
 	SLO                PairSLO
 	DecideSplit        bool
@@ -113,8 +117,8 @@ type PairRule struct {
 	AvoidExtrapolation bool
 }
 
-// errExtrapolated is why a JointRouter fell back when every competing
-// estimate was extrapolated.
+// errExtrapolated is why a JointRouter fell back when a competing estimate
+// was extrapolated.
 var errExtrapolated = errors.New("pair scorer: every route's estimate extrapolated")
 
 // JointRouter routes each request on its PairScorer's estimates, by Rule.
@@ -179,17 +183,19 @@ func (j *JointRouter) Last() (PairEstimate, bool) {
 }
 
 // Pick returns the index of the best estimate for req by the rule, or -1
-// when none names a competing route with finite, non-negative latencies
-// (and, with AvoidExtrapolation, not extrapolated).
+// when none names a competing route with finite, non-negative latencies,
+// or, with AvoidExtrapolation, when one of those is extrapolated.
 // prefillPods is the prefill pool's size; decode is the decode pool as the
 // router sees it.
 func (r PairRule) Pick(req *Request, est []PairEstimate, prefillPods int, decode []PodState) int {
 	best := -1
 	var bestH float64
 	for i, e := range est {
-		if !usable(e, prefillPods, len(decode)) || !r.competes(req, e, prefillPods, decode) ||
-			(r.AvoidExtrapolation && e.Extrapolated) {
+		if !usable(e, prefillPods, len(decode)) || !r.competes(req, e, prefillPods, decode) {
 			continue
+		}
+		if r.AvoidExtrapolation && e.Extrapolated {
+			return -1
 		}
 		h := r.SLO.Headroom(e)
 		if best < 0 || betterPair(e, h, est[best], bestH, r.SLO.Set(), decode) {

@@ -272,9 +272,9 @@ func (s fixedScorer) ScorePairs(*sim.Request, []sim.PodState, []sim.PodState) ([
 // The failure of docs/DEMO.md's P/D seed 1: a prefill pod loaded beyond
 // anything the model was trained on is predicted fast (its prefix cache
 // holds the session), an idle one slower. Trusting the estimate piles
-// requests on the loaded pod; with AvoidExtrapolation the router takes
-// the estimate the model has seen the like of, and when every route is
-// extrapolated it falls back to greedy, which balances load.
+// requests on the loaded pod; with AvoidExtrapolation the router falls
+// back to greedy, which balances load, whenever a competing route's
+// estimate is extrapolated, and routes on estimates otherwise.
 func TestJointRouterAvoidsExtrapolatedEstimates(t *testing.T) {
 	prefill := []sim.PodState{
 		{ServerState: sim.ServerState{Index: 0, NumRequestWaiting: 9, NumRequestRunning: 19, InFlight: 28, PrefixCacheScore: 0.86}},
@@ -296,8 +296,12 @@ func TestJointRouterAvoidsExtrapolatedEstimates(t *testing.T) {
 		routed, extrapolated int
 	}{
 		{"trusting takes the extrapolated estimate", false, []sim.PairEstimate{loaded, idle}, loaded.Choice(), 1, 0},
-		{"avoiding takes the one in range", true, []sim.PairEstimate{loaded, idle}, idle.Choice(), 1, 0},
+		{"avoiding falls back to greedy", true, []sim.PairEstimate{loaded, idle}, greedy, 0, 1},
 		{"every route extrapolated: greedy", true, []sim.PairEstimate{loaded, {Prefill: 1, Decode: 0, TTFTMs: 2000, TPOTMs: 20, Extrapolated: true}}, greedy, 0, 1},
+		{"in range: routed on estimates", true, []sim.PairEstimate{{Prefill: 0, Decode: 0, TTFTMs: 948, TPOTMs: 20}, idle}, sim.PDChoice{Prefill: 0, Decode: 0}, 1, 0},
+		// Prefill pods exist and the whole prompt is uncached: only pairs
+		// compete, and an extrapolated no-split estimate does not count.
+		{"a route that does not compete is not looked at", true, []sim.PairEstimate{idle, {Prefill: sim.NoSplit, Decode: 0, TTFTMs: 10, TPOTMs: 20, Extrapolated: true}}, idle.Choice(), 1, 0},
 	} {
 		j := &sim.JointRouter{Scorer: fixedScorer(tc.est), Rule: sim.PairRule{AvoidExtrapolation: tc.avoid}}
 		if got := j.RoutePD(req, prefill, decode); got != tc.want {
