@@ -68,8 +68,8 @@ type PDOptions struct {
 	DecideSplit bool
 	// TrustExtrapolation lets the joint policies route on estimates the
 	// service marks extrapolated (a pod loaded beyond what the TTFT model
-	// was trained on); by default they fall back to greedy when every
-	// route is (sim.PairRule.AvoidExtrapolation).
+	// was trained on); by default a request whose competing routes
+	// include one is routed by greedy (sim.PairRule.AvoidExtrapolation).
 	TrustExtrapolation bool
 }
 
