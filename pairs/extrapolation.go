@@ -10,7 +10,7 @@ import "github.com/headroomhq/headroom/model"
 // fitted on a balanced fleet weighs the queue too little. A router that
 // trusts such a prediction sends the pod more requests, deepening the queue
 // the model cannot see, and the labels that would correct it arrive only
-// when those requests end (docs/DEMO.md, P/D, "Where it failed").
+// when those requests end (docs/DEMO.md, P/D, "Beyond the model's experience").
 //
 // Below the training minimum, or beyond the range of a column latency
 // falls with (the cached share), the model errs towards predicting too
