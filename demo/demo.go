@@ -356,7 +356,6 @@ func (l *learner) run(ctx context.Context, phase string, reqs []*sim.Request) (P
 	if err := f.Submit(reqs...); err != nil {
 		return PolicyResult{}, fmt.Errorf("demo %s: %w", phase, err)
 	}
-	nextFlush, nextRetrain := l.opts.FlushEvery, l.opts.RetrainEvery
 	dispatched := func() int { return router.Stats.Routed + router.Stats.NotReady + router.Stats.Failed }
 	report := func(done bool) error {
 		if err := l.rep.Flush(ctx); err != nil {
@@ -386,34 +385,7 @@ func (l *learner) run(ctx context.Context, phase string, reqs []*sim.Request) (P
 		l.progress(p)
 		return nil
 	}
-	for steps := 0; ; steps++ {
-		if steps%1024 == 0 {
-			if err := ctx.Err(); err != nil {
-				return PolicyResult{}, fmt.Errorf("demo %s: %w", phase, err)
-			}
-		}
-		more, err := f.Step()
-		if err != nil {
-			return PolicyResult{}, fmt.Errorf("demo %s: %w", phase, err)
-		}
-		if !more {
-			break
-		}
-		now := f.Now()
-		if now >= nextRetrain {
-			if err := report(false); err != nil {
-				return PolicyResult{}, err
-			}
-			nextRetrain = next(nextRetrain, now, l.opts.RetrainEvery)
-			nextFlush = next(nextFlush, now, l.opts.FlushEvery)
-		} else if now >= nextFlush {
-			if err := l.rep.Flush(ctx); err != nil {
-				return PolicyResult{}, fmt.Errorf("demo %s: %w", phase, err)
-			}
-			nextFlush = next(nextFlush, now, l.opts.FlushEvery)
-		}
-	}
-	if err := report(true); err != nil {
+	if err := l.rep.drive(ctx, phase, f, l.opts.FlushEvery, l.opts.RetrainEvery, report); err != nil {
 		return PolicyResult{}, err
 	}
 	l.offset += f.Now() + time.Second
@@ -435,14 +407,6 @@ func (l *learner) progress(p Progress) {
 	if l.opts.Progress != nil {
 		l.opts.Progress(p)
 	}
-}
-
-// next is the first multiple of every after now, starting from due.
-func next(due, now, every time.Duration) time.Duration {
-	for due <= now {
-		due += every
-	}
-	return due
 }
 
 func completed(f *sim.Fleet) int {

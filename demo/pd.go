@@ -382,35 +382,7 @@ func (l *pdLearner) run(ctx context.Context, phase string, reqs []*sim.Request, 
 		l.progress(p)
 		return nil
 	}
-	nextFlush, nextRetrain := l.opts.FlushEvery, l.opts.RetrainEvery
-	for steps := 0; ; steps++ {
-		if steps%1024 == 0 {
-			if err := ctx.Err(); err != nil {
-				return PDPolicyResult{}, fmt.Errorf("demo %s: %w", phase, err)
-			}
-		}
-		more, err := f.Step()
-		if err != nil {
-			return PDPolicyResult{}, fmt.Errorf("demo %s: %w", phase, err)
-		}
-		if !more {
-			break
-		}
-		t := f.Now()
-		if t >= nextRetrain {
-			if err := report(false); err != nil {
-				return PDPolicyResult{}, err
-			}
-			nextRetrain = next(nextRetrain, t, l.opts.RetrainEvery)
-			nextFlush = next(nextFlush, t, l.opts.FlushEvery)
-		} else if t >= nextFlush {
-			if err := l.rep.Flush(ctx); err != nil {
-				return PDPolicyResult{}, fmt.Errorf("demo %s: %w", phase, err)
-			}
-			nextFlush = next(nextFlush, t, l.opts.FlushEvery)
-		}
-	}
-	if err := report(true); err != nil {
+	if err := l.rep.drive(ctx, phase, f, l.opts.FlushEvery, l.opts.RetrainEvery, report); err != nil {
 		return PDPolicyResult{}, err
 	}
 	l.offset += f.Now() + time.Second

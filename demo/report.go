@@ -77,3 +77,55 @@ func (r *Reporter) Flush(ctx context.Context) error {
 	r.pending = r.pending[:0]
 	return nil
 }
+
+// fleet is a simulated fleet the demo steps through: the monolithic one or
+// the P/D one.
+type fleet interface {
+	Step() (bool, error)
+	Now() time.Duration
+}
+
+// drive steps f to its end on the router client's cadence: every flushEvery
+// of simulated time the buffered entries are posted, and every retrainEvery
+// report is called instead (it flushes, retrains and records progress); it is
+// called once more, done, when the fleet has finished. report's errors are
+// returned as they are; drive's own say which phase failed.
+func (r *Reporter) drive(ctx context.Context, phase string, f fleet, flushEvery, retrainEvery time.Duration, report func(done bool) error) error {
+	nextFlush, nextRetrain := flushEvery, retrainEvery
+	for steps := 0; ; steps++ {
+		if steps%1024 == 0 {
+			if err := ctx.Err(); err != nil {
+				return fmt.Errorf("demo %s: %w", phase, err)
+			}
+		}
+		more, err := f.Step()
+		if err != nil {
+			return fmt.Errorf("demo %s: %w", phase, err)
+		}
+		if !more {
+			break
+		}
+		now := f.Now()
+		if now >= nextRetrain {
+			if err := report(false); err != nil {
+				return err
+			}
+			nextRetrain = next(nextRetrain, now, retrainEvery)
+			nextFlush = next(nextFlush, now, flushEvery)
+		} else if now >= nextFlush {
+			if err := r.Flush(ctx); err != nil {
+				return fmt.Errorf("demo %s: %w", phase, err)
+			}
+			nextFlush = next(nextFlush, now, flushEvery)
+		}
+	}
+	return report(true)
+}
+
+// next is the first multiple of every after now, starting from due.
+func next(due, now, every time.Duration) time.Duration {
+	for due <= now {
+		due += every
+	}
+	return due
+}
