@@ -358,13 +358,7 @@ func (l *learner) run(ctx context.Context, phase string, reqs []*sim.Request) (P
 	}
 	dispatched := func() int { return router.Stats.Routed + router.Stats.NotReady + router.Stats.Failed }
 	report := func(done bool) error {
-		if err := l.rep.Flush(ctx); err != nil {
-			return fmt.Errorf("demo %s: %w", phase, err)
-		}
-		if _, err := l.svc.Retrain(ctx); err != nil {
-			return fmt.Errorf("demo %s: %w", phase, err)
-		}
-		info, err := l.client.ModelInfo(ctx)
+		info, err := l.rep.retrain(ctx, l.svc)
 		if err != nil {
 			return fmt.Errorf("demo %s: %w", phase, err)
 		}

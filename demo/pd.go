@@ -358,13 +358,7 @@ func (l *pdLearner) run(ctx context.Context, phase string, reqs []*sim.Request, 
 	now := func() time.Duration { return f.Now() }
 	dispatched := func() int { return joint.Stats.Routed + joint.Stats.NotReady + joint.Stats.Failed }
 	report := func(done bool) error {
-		if err := l.rep.Flush(ctx); err != nil {
-			return fmt.Errorf("demo %s: %w", phase, err)
-		}
-		if _, err := l.svc.Retrain(ctx); err != nil {
-			return fmt.Errorf("demo %s: %w", phase, err)
-		}
-		info, err := l.client.ModelInfo(ctx)
+		info, err := l.rep.retrain(ctx, l.svc)
 		if err != nil {
 			return fmt.Errorf("demo %s: %w", phase, err)
 		}

@@ -78,6 +78,19 @@ func (r *Reporter) Flush(ctx context.Context) error {
 	return nil
 }
 
+// retrain posts the buffered entries, retrains svc at once (the demo's
+// simulated clock runs faster than the trainer's ticker) and returns the
+// model the predictor then serves.
+func (r *Reporter) retrain(ctx context.Context, svc *Service) (ModelInfo, error) {
+	if err := r.Flush(ctx); err != nil {
+		return ModelInfo{}, err
+	}
+	if _, err := svc.Retrain(ctx); err != nil {
+		return ModelInfo{}, err
+	}
+	return r.client.ModelInfo(ctx)
+}
+
 // fleet is a simulated fleet the demo steps through: the monolithic one or
 // the P/D one.
 type fleet interface {
