@@ -10,6 +10,7 @@ import (
 
 	"github.com/headroomhq/headroom/features"
 	"github.com/headroomhq/headroom/loadgen"
+	"github.com/headroomhq/headroom/model"
 	"github.com/headroomhq/headroom/store"
 	"github.com/headroomhq/headroom/xgboost"
 )
@@ -137,6 +138,31 @@ func BenchmarkRetrainFullStore(b *testing.B) {
 				})
 			})
 		}
+		// The way a new trainer meets a full store in service: Run's
+		// first models, a line at once (its extrapolation measured with
+		// line-only folds), then the trees, which carry what the line
+		// measured and make the first choice of configuration. "retrain"
+		// above is the path of a trainer upgraded over a bundle written
+		// before the widening, which measures its columns with trees.
+		b.Run(sc.name+"/first-models", func(b *testing.B) {
+			if db == nil {
+				db = fullStore(b, dir, sc.scheme)
+			}
+			loopCPU(b, func() {
+				fit := DefaultFitConfig()
+				fit.XGBoost = xgb
+				tr, err := New(Config{Fit: fit, BundleDir: b.TempDir()}, db)
+				if err != nil {
+					b.Fatal(err)
+				}
+				tr.firstModels(ctx)
+				for _, t := range features.Targets {
+					if m := tr.Current().Bundle.Target(t); m == nil || m.Kind == model.KindLinear {
+						b.Fatalf("first models: %s is %v, want trees", t, m)
+					}
+				}
+			})
+		})
 		// A retrain of a trainer with a model in service, the service's
 		// steady state: it carries what the model in service measured
 		// of its extrapolation (SupportConfig.MinInterval; with it 0 it
