@@ -3,7 +3,6 @@ package api
 import (
 	"errors"
 	"net/http"
-	"sync"
 
 	"github.com/gin-gonic/gin"
 	"github.com/prometheus/client_golang/prometheus"
@@ -35,10 +34,6 @@ func newPairsMetrics(reg prometheus.Registerer) pairsMetrics {
 	return m
 }
 
-// rankings recycles pair rankings: a 16 × 16 ranking holds 256 options of
-// ~300 bytes each.
-var rankings = sync.Pool{New: func() any { return new(pairs.Result) }}
-
 // predictPairs ranks the prefill/decode pairs of one request.
 func (s *predictorServer) predictPairs(c *gin.Context) {
 	start := s.opts.Now()
@@ -61,8 +56,11 @@ func (s *predictorServer) predictPairs(c *gin.Context) {
 		return
 	}
 	models := pairs.FromBundle(pub.Bundle, s.p.Statistic())
-	res := rankings.Get().(*pairs.Result)
-	defer rankings.Put(res)
+	res, _ := s.rankings.Get().(*pairs.Result)
+	if res == nil {
+		res = new(pairs.Result)
+	}
+	defer s.rankings.Put(res)
 	if err := pairs.Rank(&models, &req, res); err != nil {
 		if errors.Is(err, pairs.ErrNotReady) {
 			s.pairsNotReady(c)

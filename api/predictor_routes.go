@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -51,6 +52,9 @@ type predictorServer struct {
 	batchRows   prometheus.Histogram
 	notReady    *prometheus.CounterVec
 	pairsSeries pairsMetrics
+	// rankings recycles pair rankings: a 16 × 16 ranking holds 256
+	// options of ~300 bytes each.
+	rankings sync.Pool
 }
 
 // NewPredictorHandler returns the prediction server's routes.
