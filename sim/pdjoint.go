@@ -83,10 +83,16 @@ var ErrNoModel = errors.New("pair scorer: no model yet")
 // PairRule is how a joint router picks among estimated routes:
 //   - without an SLO, the route of least TTFT; TPOT, then the decode pod's
 //     in-flight count, break ties;
-//   - with one, the route of most SLO headroom (PairSLO.Headroom: the
-//     tightest objective's spare fraction), then least TTFT. A route
-//     expected to meet its TTFT objective by a wide margin but to miss TPOT
-//     loses to one that meets both; when none can, the least violation wins.
+//   - with one, among the routes expected to meet every objective the one
+//     of least TTFT (then TPOT and in-flight, as without); a route expected
+//     to meet its TTFT objective by a wide margin but to miss TPOT loses to
+//     one that meets both; when none can, the least violation wins (the
+//     most PairSLO.Headroom: the tightest objective's spare fraction), then
+//     least TTFT. Spare beyond the objective is not ranked: the TPOT
+//     objective is the tighter one on a healthy fleet (a TPOT p50 of 22 ms
+//     against 25 leaves 12%, a TTFT p50 of 160-250 ms against 1 s 75-84%), so ranking on spare routes on TPOT
+//     alone and stacks prefills on the pods whose queues it cannot see;
+//     docs/DEMO.md (P/D, "Against the targets") has the runs.
 //
 // Which routes compete depends on DecideSplit. With it, every route does,
 // the pairs and each decode pod alone: the rule also decides whether to
@@ -197,7 +203,8 @@ func (r PairRule) Pick(req *Request, est []PairEstimate, prefillPods int, decode
 		if r.AvoidExtrapolation && e.Extrapolated {
 			return -1
 		}
-		h := r.SLO.Headroom(e)
+		// Only a shortfall ranks: every route meeting the objectives ties.
+		h := min(r.SLO.Headroom(e), 0)
 		if best < 0 || betterPair(e, h, est[best], bestH, r.SLO.Set(), decode) {
 			best, bestH = i, h
 		}

@@ -32,8 +32,11 @@ func TestPickPair(t *testing.T) {
 		{"then the decode pod's in-flight count", []sim.PairEstimate{est(0, 0, 200, 21), est(0, 1, 200, 21)}, sim.PairSLO{}, 1},
 		// The faster route misses TPOT (−10% headroom); the slower meets both.
 		{"SLO: meeting both beats a faster TTFT", []sim.PairEstimate{est(0, 0, 100, 33), est(1, 1, 400, 27)}, slo, 1},
-		// 40% and 10% spare on TTFT, both 20% on TPOT: the tightest is what counts.
-		{"SLO: the most spare on the tightest objective", []sim.PairEstimate{est(0, 0, 300, 24), est(1, 1, 450, 24)}, slo, 0},
+		// Both miss: 40% spare on TTFT but 10% over on TPOT beats 20% over
+		// on TTFT with 3% to spare on TPOT; the tightest is what counts.
+		{"SLO: the worst objective's violation", []sim.PairEstimate{est(0, 0, 300, 33), est(1, 1, 600, 29)}, slo, 0},
+		// Spare is not ranked: the TPOT objective, tighter, would decide alone.
+		{"SLO: least TTFT among the routes meeting both", []sim.PairEstimate{est(0, 0, 300, 20), est(1, 1, 200, 27)}, slo, 1},
 		{"SLO: the least violation when none meets", []sim.PairEstimate{est(0, 0, 1000, 20), est(1, 1, 600, 20)}, slo, 1},
 		{"SLO: equal headroom falls back to TTFT", []sim.PairEstimate{est(0, 0, 300, 24), est(1, 1, 250, 24)}, slo, 1},
 		{"unusable estimates are skipped", []sim.PairEstimate{
