@@ -31,7 +31,9 @@ const (
 	// (sim.JointRouter on Headroom's pairs), splitting as greedy does
 	// (llm-d's prefix-based decider on each decode pod).
 	PDJoint = "joint"
-	// PDJointSLO routes on SLO headroom instead; with
+	// PDJointSLO routes on the SLOs instead (the least predicted TTFT
+	// among the routes expected to meet them, the least violation when
+	// none is; sim.PairRule); with
 	// PDOptions.DecideSplit it decides the split too, every pair and every
 	// decode pod alone competing.
 	PDJointSLO = "joint-slo"
@@ -69,7 +71,7 @@ type PDOptions struct {
 	// TrustExtrapolation lets the joint policies route on estimates the
 	// service marks extrapolated (a pod loaded beyond what the TTFT model
 	// was trained on); by default a request whose competing routes
-	// include one is routed by greedy (sim.PairRule.AvoidExtrapolation).
+	// include one is routed by topology-constant (sim.PairRule.AvoidExtrapolation).
 	TrustExtrapolation bool
 }
 
@@ -133,8 +135,8 @@ func (o *PDOptions) fleet() (sim.PDConfig, error) {
 }
 
 // RunPD runs the P/D demo: a warm-up on its own traffic routed by the
-// joint policy from a cold start (greedy until the first model), then the
-// same arrivals under each of PDPolicies. The greedy runs do not touch the
+// joint policy from a cold start (topology-constant until the first
+// model), then the same arrivals under each of PDPolicies. The greedy runs do not touch the
 // service; the joint runs keep reporting samples and retraining, as in
 // Run.
 func RunPD(ctx context.Context, opts PDOptions) (*PDResult, error) {
@@ -316,11 +318,21 @@ func (r recordingRouter) RoutePD(req *sim.Request, prefill, decode []sim.PodStat
 	return c
 }
 
+// pdJointRouter is a joint policy's router. It falls back (before the
+// first model, on a failure, when a competing route is extrapolated) to
+// topology-constant, llm-d's scheduler with its topology scorer, rather
+// than plain greedy: greedy's pairs cross the slow links, which is what
+// the joint router exists to avoid, and the fallbacks come in bursts, when
+// the fleet is loaded past the model's experience (docs/DEMO.md, P/D).
+func pdJointRouter(scorer sim.PairScorer, rule sim.PairRule, splitThreshold int) *sim.JointRouter {
+	return &sim.JointRouter{Scorer: scorer, Rule: rule,
+		Fallback: &sim.TopologyConstant{Greedy: sim.Greedy{SplitThreshold: splitThreshold}}}
+}
+
 func (l *pdLearner) run(ctx context.Context, phase string, reqs []*sim.Request, rule sim.PairRule) (PDPolicyResult, error) {
 	scorer := &PairScorer{Client: l.client, Timeout: l.opts.PredictTimeout, KVBytesPerToken: l.opts.KVBytesPerToken}
 	scorer.Bind(ctx)
-	joint := &sim.JointRouter{Scorer: scorer, Rule: rule,
-		Fallback: &sim.Greedy{SplitThreshold: l.opts.SplitThreshold}}
+	joint := pdJointRouter(scorer, rule, l.opts.SplitThreshold)
 	lv := &pdLive{chosen: make(map[int]sim.PairEstimate)}
 	stamp := func(t time.Duration) time.Time { return l.opts.Epoch.Add(l.offset + t) }
 	f, err := sim.NewPDFleet(l.cfg, recordingRouter{joint, lv}, sim.PDHooks{

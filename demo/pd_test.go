@@ -124,3 +124,46 @@ func TestJointLearnsToAvoidTheSlowLink(t *testing.T) {
 		t.Errorf("no transfer model on a holdout: %+v", m)
 	}
 }
+
+type extrapolatedScorer struct{}
+
+func (extrapolatedScorer) ScorePairs(_ *sim.Request, prefill, decode []sim.PodState) ([]sim.PairEstimate, error) {
+	var out []sim.PairEstimate
+	for _, p := range prefill {
+		for _, d := range decode {
+			out = append(out, sim.PairEstimate{Prefill: p.Index, Decode: d.Index, TTFTMs: 100, TPOTMs: 20, Extrapolated: true})
+		}
+	}
+	return out, nil
+}
+
+// A joint policy's fallback is llm-d's scheduler with its topology scorer:
+// of two idle prefill pods, one across the zones and one on the decode
+// pod's rack, greedy takes the first (nothing but the index tells them
+// apart) and the joint router, falling back because every estimate is
+// extrapolated, takes the rack, as topology-constant does.
+func TestJointPolicyFallsBackToTopologyConstant(t *testing.T) {
+	near := features.Topology{Node: "n2", Rack: "r1", Zone: "z1", Region: "eu"}
+	far := features.Topology{Node: "n3", Rack: "r2", Zone: "z2", Region: "eu"}
+	prefill := []sim.PodState{
+		{ServerState: sim.ServerState{Index: 0}, Topology: far},
+		{ServerState: sim.ServerState{Index: 1}, Topology: near},
+	}
+	decode := []sim.PodState{{ServerState: sim.ServerState{Index: 0}, Topology: features.Topology{Node: "n1", Rack: "r1", Zone: "z1", Region: "eu"}}}
+	req := &sim.Request{ID: 1, PromptTokens: 2000, OutputTokens: 5}
+	if g := (&sim.Greedy{SplitThreshold: 16}).RoutePD(req, prefill, decode); g.Prefill != 0 {
+		t.Fatalf("greedy takes prefill pod %d; the test wants it to take the far one", g.Prefill)
+	}
+	for _, rule := range []sim.PairRule{
+		{SplitThreshold: 16, AvoidExtrapolation: true},
+		{SplitThreshold: 16, AvoidExtrapolation: true, SLO: sim.PairSLO{TTFTMs: 1000, TPOTMs: 25}},
+	} {
+		j := pdJointRouter(extrapolatedScorer{}, rule, 16)
+		if got := j.RoutePD(req, prefill, decode); got != (sim.PDChoice{Prefill: 1, Decode: 0}) {
+			t.Errorf("SLO %+v: fell back to %+v, want the near prefill pod 1", rule.SLO, got)
+		}
+		if j.Stats.Extrapolated != 1 || j.Stats.Routed != 0 {
+			t.Errorf("SLO %+v: stats %+v, want one extrapolated fallback", rule.SLO, j.Stats)
+		}
+	}
+}

@@ -37,7 +37,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs.Float64Var(&pd.KVBytesPerToken, "kv-bytes-per-token", pd.KVBytesPerToken, "--pd: the model's KV-cache bytes per token (default: Qwen3-32B in bf16)")
 	fs.Float64Var(&pd.PrefillFailureRate, "prefill-failure-rate", 0, "--pd: probability a prefill pod fails after its prefill (the decode pod then serves the request alone)")
 	fs.BoolVar(&pd.DecideSplit, "decide-split", false, "--pd: joint-slo also decides whether to split, every pair and every decode pod alone competing on SLO headroom")
-	fs.BoolVar(&pd.TrustExtrapolation, "trust-extrapolation", false, "--pd: the joint policies route on estimates the service marks extrapolated (a pod loaded beyond the TTFT model's training range) instead of falling back to greedy for a request when one of its competing routes is")
+	fs.BoolVar(&pd.TrustExtrapolation, "trust-extrapolation", false, "--pd: the joint policies route on estimates the service marks extrapolated (a pod loaded beyond the TTFT model's training range) instead of falling back to topology-constant for a request when one of its competing routes is")
 	fs.IntVar(&pd.SplitThreshold, "split-threshold", pd.SplitThreshold, "--pd: greedy policies split only requests with at least this many uncached prompt tokens on the decode pod (llm-d's nonCachedTokens)")
 	fs.DurationVar(&opts.Duration, "duration", opts.Duration, "simulated arrival window of each policy's run")
 	fs.DurationVar(&opts.Warmup, "warmup", opts.Warmup, "simulated arrival window of the warm-up that trains the first models (0: none)")
