@@ -57,11 +57,15 @@ var ErrNotReady = errors.New("pair prediction needs both a TTFT and a TPOT model
 // the TTFT model on D's own row.
 //
 // Without SLOs options are ranked by predicted TTFT, ties by TPOT. With a
-// TTFT or a TPOT SLO, or both, they are ranked by the smaller relative
-// headroom, (SLO − prediction) / SLO, largest first: an option meeting
-// both SLOs comfortably beats one that meets them narrowly, and among
-// options missing one the nearest miss comes first. Predictions are the
-// Models' Statistic: a predictor serving a quantile ranks on quantiles.
+// TTFT or a TPOT SLO, or both, the options expected to meet every SLO come
+// first, among them by TTFT as without SLOs; then those missing one, by
+// the smaller relative headroom, (SLO − prediction) / SLO, nearest miss
+// first. Spare beyond an SLO is not ranked: on a healthy fleet the TPOT
+// SLO is the tighter one, and ranking on spare would pick decode pods on
+// TPOT alone and stack prefills where the queues are (sim.PairRule, the
+// demo's joint-slo, is the same rule; docs/DEMO.md has the runs).
+// Predictions are the Models' Statistic: a predictor serving a quantile
+// ranks on quantiles.
 func Rank(m *Models, req *Request, out *Result) error {
 	if m.TTFT == nil || m.TPOT == nil {
 		return ErrNotReady
@@ -186,7 +190,9 @@ func score(req *Request, o *Option) {
 		o.TPOTHeadroomMs = req.TPOTSLOMs - o.TPOT.Ms
 		slack = min(slack, o.TPOTHeadroomMs/req.TPOTSLOMs)
 	}
-	o.Score = -slack
+	// Only a shortfall ranks: every option meeting the SLOs ties at 0,
+	// and TTFT orders them.
+	o.Score = -min(slack, 0)
 }
 
 // rankKey is what an option is sorted by, and where it is: sorting keys

@@ -98,8 +98,9 @@ type PairOption struct {
 	// load or a prompt the model has not seen, where it under-predicts.
 	Extrapolated bool
 
-	// Score is what options are ranked by, smaller first: TTFT.Ms without
-	// SLOs, otherwise minus the smallest relative headroom.
+	// Score is what options are ranked by, smaller first, TTFT then
+	// breaking ties: TTFT.Ms without SLOs; with them, the shortfall of the
+	// smallest relative headroom (0 for an option meeting every SLO).
 	Score float64
 }
 
