@@ -12,6 +12,7 @@ import (
 
 	"github.com/headroomhq/headroom/features"
 	"github.com/headroomhq/headroom/model"
+	"gonum.org/v1/gonum/mat"
 )
 
 // TransferConfig configures the fit of the KV-transfer model
@@ -267,8 +268,7 @@ func fitClassLaw(rows []transferRow) (model.TransferClass, error) {
 		}
 	}
 	if len(logs) > 0 {
-		sort.Float64s(logs)
-		shift := math.Exp(sortedMedian(logs))
+		shift := math.Exp(medianOf(logs))
 		for j := range p {
 			p[j] *= shift
 		}
@@ -379,15 +379,14 @@ func solveLaw(rows []transferRow, weight func(i int) float64) ([numLawParams]flo
 	return best, found
 }
 
-// weightedLeastSquares solves the normal equations of the given columns by
-// Gaussian elimination with partial pivoting, with a whisper of ridge so a
-// column that duplicates another cannot make the system singular.
+// weightedLeastSquares solves the normal equations of the given columns
+// (scaled by scale) by Cholesky, with a whisper of ridge so a column that
+// duplicates another cannot make the system singular; false when it is
+// not positive definite even so.
 func weightedLeastSquares(rows []transferRow, weight func(i int) float64, cols []int, scale [numLawParams]float64) ([numLawParams]float64, bool) {
 	n := len(cols)
-	a := make([][]float64, n)
-	for i := range a {
-		a[i] = make([]float64, n+1)
-	}
+	a := mat.NewSymDense(n, nil)
+	b := mat.NewVecDense(n, nil)
 	x := make([]float64, n)
 	for i, r := range rows {
 		w := weight(i)
@@ -395,39 +394,26 @@ func weightedLeastSquares(rows []transferRow, weight func(i int) float64, cols [
 			x[j] = lawColumn(r, c) / scale[c]
 		}
 		for j := range n {
-			for l := range n {
-				a[j][l] += w * x[j] * x[l]
+			for l := j; l < n; l++ {
+				a.SetSym(j, l, a.At(j, l)+w*x[j]*x[l])
 			}
-			a[j][n] += w * x[j] * r.ms
+			b.SetVec(j, b.AtVec(j)+w*x[j]*r.ms)
 		}
 	}
 	for j := range n {
-		a[j][j] *= 1 + 1e-10
+		a.SetSym(j, j, a.At(j, j)*(1+1e-10))
 	}
-	for col := range n {
-		piv := col
-		for r := col + 1; r < n; r++ {
-			if math.Abs(a[r][col]) > math.Abs(a[piv][col]) {
-				piv = r
-			}
-		}
-		if !(math.Abs(a[piv][col]) > 0) {
-			return [numLawParams]float64{}, false
-		}
-		a[col], a[piv] = a[piv], a[col]
-		for r := range n {
-			if r == col {
-				continue
-			}
-			f := a[r][col] / a[col][col]
-			for l := col; l <= n; l++ {
-				a[r][l] -= f * a[col][l]
-			}
-		}
+	var chol mat.Cholesky
+	if !chol.Factorize(a) {
+		return [numLawParams]float64{}, false
+	}
+	var sol mat.VecDense
+	if err := chol.SolveVecTo(&sol, b); err != nil {
+		return [numLawParams]float64{}, false
 	}
 	var p [numLawParams]float64
 	for j, c := range cols {
-		p[c] = a[j][n] / a[j][j] / scale[c]
+		p[c] = sol.AtVec(j) / scale[c]
 	}
 	return p, true
 }
@@ -532,14 +518,6 @@ func predictRow(m *model.TransferModel, r transferRow) (float64, bool) {
 		bpt = r.bytes / float64(r.tokens)
 	}
 	return m.Predict(r.class, r.tokens, bpt, r.concurrent)
-}
-
-func sortedMedian(s []float64) float64 {
-	n := len(s)
-	if n%2 == 1 {
-		return s[n/2]
-	}
-	return (s[n/2-1] + s[n/2]) / 2
 }
 
 // transferOf is b's transfer model, nil for a nil bundle.
