@@ -393,15 +393,7 @@ func (l *learner) run(ctx context.Context, phase string, reqs []*sim.Request) (P
 	return pr, nil
 }
 
-func (l *learner) progress(p Progress) {
-	p.Rate = l.opts.Rate
-	if p.Wall == 0 {
-		p.Wall = time.Since(l.start)
-	}
-	if l.opts.Progress != nil {
-		l.opts.Progress(p)
-	}
-}
+func (l *learner) progress(p Progress) { p.send(l.opts.Progress, l.opts.Rate, l.start) }
 
 func completed(f *sim.Fleet) int {
 	n := 0

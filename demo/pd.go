@@ -399,15 +399,7 @@ func (l *pdLearner) run(ctx context.Context, phase string, reqs []*sim.Request, 
 	return pr, nil
 }
 
-func (l *pdLearner) progress(p Progress) {
-	p.Rate = l.opts.Rate
-	if p.Wall == 0 {
-		p.Wall = time.Since(l.start)
-	}
-	if l.opts.Progress != nil {
-		l.opts.Progress(p)
-	}
-}
+func (l *pdLearner) progress(p Progress) { p.send(l.opts.Progress, l.opts.Rate, l.start) }
 
 func pdCompleted(f *sim.PDFleet) int {
 	n := 0

@@ -173,6 +173,18 @@ type TransferMAPE struct {
 	Live    *float64 `json:"live"`
 }
 
+// send stamps p with the run's rate and, unless it has one, the wall time
+// since start, and hands it to sink when there is one.
+func (p Progress) send(sink func(Progress), rate float64, start time.Time) {
+	p.Rate = rate
+	if p.Wall == 0 {
+		p.Wall = time.Since(start)
+	}
+	if sink != nil {
+		sink(p)
+	}
+}
+
 // MarshalJSON adds the durations in seconds.
 func (p Progress) MarshalJSON() ([]byte, error) {
 	type plain Progress
