@@ -15,7 +15,6 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"net/http"
 	"time"
 
 	"github.com/headroomhq/headroom/sim"
@@ -158,6 +157,21 @@ func Workload(window time.Duration, rate, burstiness float64, seed uint64) ([]*s
 // judged on before it routes them.
 func warmupSeed(seed uint64) uint64 { return seed ^ 0x9e3779b97f4a7c15 }
 
+// arrivals are a run's warm-up arrivals (none without a warm-up) and its
+// measured ones, each from its own seed so that the measured arrivals do
+// not depend on the warm-up's length.
+func arrivals(warmup, duration time.Duration, rate, burstiness float64, seed uint64) (warm, reqs []*sim.Request, err error) {
+	if warmup > 0 {
+		if warm, err = Workload(warmup, rate, burstiness, warmupSeed(seed)); err != nil {
+			return nil, nil, err
+		}
+	}
+	if reqs, err = Workload(duration, rate, burstiness, seed); err != nil {
+		return nil, nil, err
+	}
+	return warm, reqs, nil
+}
+
 // probeSeed does the same for the probe, which no run replays.
 func probeSeed(seed uint64) uint64 { return seed ^ 0xbf58476d1ce4e5b9 }
 
@@ -181,13 +195,7 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 	if err != nil {
 		return nil, fmt.Errorf("demo: %w", err)
 	}
-	var warm []*sim.Request
-	if opts.Warmup > 0 {
-		if warm, err = Workload(opts.Warmup, opts.Rate, opts.Burstiness, warmupSeed(opts.Seed)); err != nil {
-			return nil, err
-		}
-	}
-	reqs, err := Workload(opts.Duration, opts.Rate, opts.Burstiness, opts.Seed)
+	warm, reqs, err := arrivals(opts.Warmup, opts.Duration, opts.Rate, opts.Burstiness, opts.Seed)
 	if err != nil {
 		return nil, err
 	}
@@ -206,10 +214,7 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 		return nil, err
 	}
 	defer svc.Close()
-	// Prediction calls have their own, shorter deadline (PredictTimeout);
-	// this one bounds ingest and model-info calls.
-	client := &Client{TrainerURL: svc.TrainerURL, PredictorURL: svc.PredictorURL,
-		HTTP: &http.Client{Timeout: time.Minute}}
+	client := svc.Client()
 	res := &Result{
 		Requests: len(reqs), WarmupRequests: len(warm), ProbeRequests: probe.Len(), Servers: cfg.Servers, Rate: opts.Rate,
 		Burstiness: opts.Burstiness, Duration: opts.Duration, Warmup: opts.Warmup, Seed: opts.Seed, SLO: opts.SLO,

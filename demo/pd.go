@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"net/http"
 	"slices"
 	"strings"
 	"time"
@@ -148,13 +147,7 @@ func RunPD(ctx context.Context, opts PDOptions) (*PDResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	var warm []*sim.Request
-	if opts.Warmup > 0 {
-		if warm, err = Workload(opts.Warmup, opts.Rate, opts.Burstiness, warmupSeed(opts.Seed)); err != nil {
-			return nil, err
-		}
-	}
-	reqs, err := Workload(opts.Duration, opts.Rate, opts.Burstiness, opts.Seed)
+	warm, reqs, err := arrivals(opts.Warmup, opts.Duration, opts.Rate, opts.Burstiness, opts.Seed)
 	if err != nil {
 		return nil, err
 	}
@@ -163,8 +156,7 @@ func RunPD(ctx context.Context, opts PDOptions) (*PDResult, error) {
 		return nil, err
 	}
 	defer svc.Close()
-	client := &Client{TrainerURL: svc.TrainerURL, PredictorURL: svc.PredictorURL,
-		HTTP: &http.Client{Timeout: time.Minute}}
+	client := svc.Client()
 	res := &PDResult{
 		Layout: opts.Layout, PrefillPods: opts.PrefillPods, DecodePods: opts.DecodePods,
 		Rate: opts.Rate, Burstiness: opts.Burstiness, Duration: opts.Duration, Warmup: opts.Warmup, Seed: opts.Seed,

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"os"
 	"time"
 
@@ -106,6 +107,13 @@ func StartService(opts ServiceOptions) (_ *Service, err error) {
 		go func() { done <- svc.Run(ctx) }()
 	}
 	return s, nil
+}
+
+// Client is a router client of s. Prediction calls have their own, shorter
+// deadline (Options.PredictTimeout); the minute bounds ingest and model-info
+// calls.
+func (s *Service) Client() *Client {
+	return &Client{TrainerURL: s.TrainerURL, PredictorURL: s.PredictorURL, HTTP: &http.Client{Timeout: time.Minute}}
 }
 
 // Retrain runs one retrain attempt of the trainer (what its timer does every
