@@ -1,7 +1,6 @@
 package sim
 
 import (
-	"container/heap"
 	"context"
 	"fmt"
 	"math"
@@ -45,11 +44,9 @@ type Fleet struct {
 	servers []*Engine
 	now     time.Duration
 
-	arrivals arrivalHeap
-	order    int // tie-break among equal arrival times: submission order
+	pending  schedule
 	byID     map[int]*Outcome
-	children map[int][]*Outcome // requests waiting for the key's request to end
-	outcomes []*Outcome         // in submission order
+	outcomes []*Outcome // in submission order
 
 	inFlight        []int
 	prefillInFlight []int64
@@ -91,7 +88,6 @@ func NewFleet(cfg Config, opts FleetOptions) (*Fleet, error) {
 		opts:            opts,
 		servers:         make([]*Engine, cfg.Servers),
 		byID:            make(map[int]*Outcome),
-		children:        make(map[int][]*Outcome),
 		inFlight:        make([]int, cfg.Servers),
 		prefillInFlight: make([]int64, cfg.Servers),
 		states:          make([]ServerState, cfg.Servers),
@@ -121,20 +117,11 @@ func (f *Fleet) Submit(reqs ...*Request) error {
 		f.outcomes = append(f.outcomes, o)
 	}
 	for _, r := range reqs {
-		o := f.byID[r.ID]
-		if r.After == 0 {
-			f.push(r.Arrival, o)
-			continue
+		var parent *Outcome
+		if r.After != 0 {
+			parent = f.byID[r.After]
 		}
-		parent := f.byID[r.After]
-		switch {
-		case parent.Done:
-			f.push(max(r.Arrival, parent.Finish+r.Think, f.now), o)
-		case parent.Rejected:
-			f.push(max(r.Arrival, parent.Dispatch+r.Think, f.now), o)
-		default:
-			f.children[r.After] = append(f.children[r.After], o)
-		}
+		f.pending.add(f.byID[r.ID], parent, f.now)
 	}
 	return nil
 }
@@ -166,19 +153,6 @@ func checkSubmission(reqs []*Request, known func(id int) bool, now time.Duration
 	return nil
 }
 
-func (f *Fleet) push(at time.Duration, o *Outcome) {
-	heap.Push(&f.arrivals, arrival{at: at, order: f.order, out: o})
-	f.order++
-}
-
-// release sends the requests that waited for o, now that it has ended.
-func (f *Fleet) release(o *Outcome, end time.Duration) {
-	for _, c := range f.children[o.Request.ID] {
-		f.push(max(c.Request.Arrival, end+c.Request.Think), c)
-	}
-	delete(f.children, o.Request.ID)
-}
-
 // Step processes the next event and reports whether there was one. At equal
 // times, engine events come before dispatches (so the router sees the
 // freshest state), and engines in index order.
@@ -189,13 +163,12 @@ func (f *Fleet) Step() (bool, error) {
 			si, st = i, t
 		}
 	}
-	if len(f.arrivals) > 0 && (si < 0 || f.arrivals[0].at < st) {
-		a := heap.Pop(&f.arrivals).(arrival)
-		return true, f.dispatch(a.at, a.out)
+	if at, ok := f.pending.next(); ok && (si < 0 || at < st) {
+		return true, f.dispatch(at, f.pending.pop())
 	}
 	if si < 0 {
-		if len(f.children) > 0 {
-			return false, fmt.Errorf("fleet: %d requests still wait for requests that never ended", len(f.children))
+		if n := f.pending.waiting(); n > 0 {
+			return false, fmt.Errorf("fleet: %d requests still wait for requests that never ended", n)
 		}
 		return false, nil
 	}
@@ -213,7 +186,7 @@ func (f *Fleet) Step() (bool, error) {
 			if f.opts.Hooks.OnFinish != nil {
 				f.opts.Hooks.OnFinish(o)
 			}
-			f.release(o, o.Finish)
+			f.pending.release(o, o.Finish)
 		}
 	}
 	return true, nil
@@ -245,7 +218,7 @@ func (f *Fleet) dispatch(at time.Duration, o *Outcome) error {
 		if f.opts.Hooks.OnReject != nil {
 			f.opts.Hooks.OnReject(o)
 		}
-		f.release(o, at)
+		f.pending.release(o, at)
 		return nil
 	}
 	// The router discounts a request's prompt by its prefix score, as
@@ -318,30 +291,4 @@ func (f *Fleet) Summary() Summary {
 		s.Evictions += e.Stats().Evictions
 	}
 	return s
-}
-
-type arrival struct {
-	at    time.Duration
-	order int
-	out   *Outcome
-}
-
-// arrivalHeap orders pending dispatches by time, then submission order, so
-// that a run does not depend on heap internals.
-type arrivalHeap []arrival
-
-func (h arrivalHeap) Len() int { return len(h) }
-func (h arrivalHeap) Less(i, j int) bool {
-	if h[i].at != h[j].at {
-		return h[i].at < h[j].at
-	}
-	return h[i].order < h[j].order
-}
-func (h arrivalHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
-func (h *arrivalHeap) Push(x any)   { *h = append(*h, x.(arrival)) }
-func (h *arrivalHeap) Pop() any {
-	old := *h
-	x := old[len(old)-1]
-	*h = old[:len(old)-1]
-	return x
 }

@@ -1,7 +1,6 @@
 package sim
 
 import (
-	"container/heap"
 	"context"
 	"fmt"
 	"math"
@@ -168,10 +167,9 @@ type PDFleet struct {
 	prefill, decode pdPool
 	net             *network
 
-	arrivals arrivalHeap
-	order    int
+	// pending carries each request's decode Outcome; byID maps it back.
+	pending  schedule
 	byID     map[int]*PDOutcome
-	children map[int][]*PDOutcome
 	outcomes []*PDOutcome
 	// byPrefill finds a request's PDOutcome from its prefill run.
 	byPrefill map[*Outcome]*PDOutcome
@@ -257,7 +255,6 @@ func NewPDFleet(cfg PDConfig, router PDRouter, hooks PDHooks) (*PDFleet, error) 
 		rng:       rand.New(rand.NewPCG(cfg.Seed, 0x9e3779b97f4a7c15)),
 		net:       newNetwork(cfg.Links),
 		byID:      make(map[int]*PDOutcome),
-		children:  make(map[int][]*PDOutcome),
 		byPrefill: make(map[*Outcome]*PDOutcome),
 	}
 	var err error
@@ -297,35 +294,13 @@ func (f *PDFleet) Submit(reqs ...*Request) error {
 		f.outcomes = append(f.outcomes, o)
 	}
 	for _, r := range reqs {
-		o := f.byID[r.ID]
-		if r.After == 0 {
-			f.push(r.Arrival, o)
-			continue
+		var parent *Outcome
+		if r.After != 0 {
+			parent = f.byID[r.After].Decode
 		}
-		parent := f.byID[r.After].Decode
-		switch {
-		case parent.Done:
-			f.push(max(r.Arrival, parent.Finish+r.Think, f.now), o)
-		case parent.Rejected:
-			f.push(max(r.Arrival, parent.Dispatch+r.Think, f.now), o)
-		default:
-			f.children[r.After] = append(f.children[r.After], o)
-		}
+		f.pending.add(f.byID[r.ID].Decode, parent, f.now)
 	}
 	return nil
-}
-
-// The arrival heap carries the decode Outcome; byID maps it back.
-func (f *PDFleet) push(at time.Duration, o *PDOutcome) {
-	heap.Push(&f.arrivals, arrival{at: at, order: f.order, out: o.Decode})
-	f.order++
-}
-
-func (f *PDFleet) release(o *PDOutcome, end time.Duration) {
-	for _, c := range f.children[o.Request.ID] {
-		f.push(max(c.Request.Arrival, end+c.Request.Think), c)
-	}
-	delete(f.children, o.Request.ID)
 }
 
 // Step processes the next event and reports whether there was one. At equal
@@ -342,10 +317,10 @@ func (f *PDFleet) Step() (bool, error) {
 		}
 	}
 	nt, netOK := f.net.next()
+	at, dueOK := f.pending.next()
 	switch {
-	case len(f.arrivals) > 0 && (si < 0 || f.arrivals[0].at < st) && (!netOK || f.arrivals[0].at < nt):
-		a := heap.Pop(&f.arrivals).(arrival)
-		return true, f.dispatch(a.at, f.byID[a.out.Request.ID])
+	case dueOK && (si < 0 || at < st) && (!netOK || at < nt):
+		return true, f.dispatch(at, f.byID[f.pending.pop().Request.ID])
 	case netOK && (si < 0 || nt < st):
 		f.now = nt
 		for _, t := range f.net.advance(nt) {
@@ -355,8 +330,8 @@ func (f *PDFleet) Step() (bool, error) {
 		}
 		return true, nil
 	case si < 0:
-		if len(f.children) > 0 {
-			return false, fmt.Errorf("pd fleet: %d requests still wait for requests that never ended", len(f.children))
+		if n := f.pending.waiting(); n > 0 {
+			return false, fmt.Errorf("pd fleet: %d requests still wait for requests that never ended", n)
 		}
 		return false, nil
 	}
@@ -386,7 +361,7 @@ func (f *PDFleet) Step() (bool, error) {
 			if f.hooks.OnFinish != nil {
 				f.hooks.OnFinish(po)
 			}
-			f.release(po, o.Finish)
+			f.pending.release(po.Decode, o.Finish)
 		}
 	}
 	return true, nil
@@ -421,7 +396,7 @@ func (f *PDFleet) dispatch(at time.Duration, po *PDOutcome) error {
 		if f.hooks.OnFinish != nil {
 			f.hooks.OnFinish(po)
 		}
-		f.release(po, at)
+		f.pending.release(po.Decode, at)
 		return nil
 	}
 	arrive := at + f.cfg.Decode.Cost.Frontend()
