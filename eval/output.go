@@ -35,13 +35,18 @@ func WriteTable(w io.Writer, r *Report) error {
 		head = append(head, fmt.Sprintf("%d seeds", r.Seeds))
 	case ModePrequential:
 		head = append(head, fmt.Sprintf("retrain every %d rows", r.Every))
+	case ModeFloor:
+		head = append(head, fmt.Sprintf("blocks of %d rows left out", r.Every))
 	case ModeExtrapolate:
 		head = append(head, fmt.Sprintf("train prompt <= %d, test > %d", r.TrainMax, r.TestMin))
 		if r.Every > 0 {
 			head = append(head, fmt.Sprintf("trained as served, every %d rows", r.Every))
 		}
 	}
-	head = append(head, fmt.Sprintf("%d retrains, %.1f s", r.Retrains, r.Seconds))
+	if r.Mode != ModeFloor {
+		head = append(head, fmt.Sprintf("%d retrains", r.Retrains))
+	}
+	head = append(head, fmt.Sprintf("%.1f s", r.Seconds))
 	if _, err := fmt.Fprintln(w, strings.Join(head, ", ")); err != nil {
 		return err
 	}

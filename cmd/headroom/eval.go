@@ -40,9 +40,9 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		synthSeed  = fs.Uint64("synthetic-seed", 1, "seed of the --synthetic trace")
 		suiteDir   = fs.String("suite", "", "replay every trace of a suite directory (headroom suite) in split and prequential mode, one table; --seeds and --every default to its manifest's")
 		only       = fs.String("only", "", "with --suite: replay only these traces, by name or regime, comma-separated (a whole suite takes minutes)")
-		mode       = fs.String("mode", eval.ModeSplit, "split, prequential or extrapolate")
+		mode       = fs.String("mode", eval.ModeSplit, "split, prequential, extrapolate, or floor (how low any model of the rows' columns can go: estimators that see every other row, the future included)")
 		seeds      = fs.Int("seeds", 5, "split: number of random 90/10 splits")
-		every      = fs.Int("every", 100, "prequential: retrain every this many rows")
+		every      = fs.Int("every", 100, "prequential: retrain every this many rows; floor: rows of each block left out (scored from this row on, as prequential)")
 		trainMax   = fs.Int64("train-max", 1024, "extrapolate: train on prompts of at most this many tokens")
 		testMin    = fs.Int64("test-min", 2048, "extrapolate: test on prompts of more than this many tokens")
 		asJSON     = fs.Bool("json", false, "print JSON instead of a table")
@@ -83,7 +83,7 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	selNames := fs.String("select-candidates", "", "self-tuning: the candidates to choose among, comma-separated: configured, line, line+shallow, log-trees (the service's), each also with -unshifted (default: the service's)")
 	fs.IntVar(&fit.Support.Folds, "support-folds", fit.Support.Folds, "columns each retrain holds out to measure how fast errors grow out of range (0: bounds do not widen out of range)")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: headroom eval (--trace FILE | --synthetic) --mode split|prequential|extrapolate [flags]")
+		fmt.Fprintln(stderr, "usage: headroom eval (--trace FILE | --synthetic) --mode split|prequential|extrapolate|floor [flags]")
 		fmt.Fprintln(stderr, "       headroom eval --suite DIR [flags]")
 		fmt.Fprintln(stderr, "       headroom eval --transfer [--pd-samples FILE] [flags]")
 		fs.PrintDefaults()
@@ -182,8 +182,10 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		rep, err = eval.Prequential(ctx, samples, opts, *every)
 	case eval.ModeExtrapolate:
 		rep, err = eval.Extrapolate(ctx, samples, opts, *trainMax, *testMin, *trainEvery)
+	case eval.ModeFloor:
+		rep, err = eval.Floor(ctx, samples, opts, *every)
 	default:
-		return fmt.Errorf("--mode %q: want split, prequential or extrapolate", *mode)
+		return fmt.Errorf("--mode %q: want split, prequential, extrapolate or floor", *mode)
 	}
 	if err != nil {
 		return err
