@@ -188,8 +188,7 @@ func TestPredictPairsWithATransferModel(t *testing.T) {
 			PrefillMs      float64    `json:"prefill_ms"`
 			TransferMs     float64    `json:"kv_transfer_ms"`
 			TransferBounds [2]float64 `json:"kv_transfer_prediction_bounds"`
-			FirstDecodeMs  float64    `json:"first_decode_ms"`
-			TPOTMs         float64    `json:"tpot_ms"`
+			DecodeLoadMs   *float64   `json:"decode_load_ms"`
 			Extrapolated   *bool      `json:"extrapolated"`
 		} `json:"pairs"`
 	}
@@ -205,7 +204,10 @@ func TestPredictPairsWithATransferModel(t *testing.T) {
 		t.Errorf("pairs %+v", resp.Pairs)
 	}
 	for _, p := range resp.Pairs {
-		if sum := p.PrefillMs + p.TransferMs + p.FirstDecodeMs; math.Abs(p.Ms-sum) > 0.002 || // each rounded to the µs p.FirstDecodeMs != p.TPOTMs ||
+		if p.DecodeLoadMs == nil {
+			t.Fatalf("pair %+v: no decode load", p)
+		}
+		if sum := p.PrefillMs + p.TransferMs + *p.DecodeLoadMs; math.Abs(p.Ms-sum) > 0.002 || // each rounded to the µs
 			!(p.TransferBounds[0] < p.TransferMs && p.TransferMs < p.TransferBounds[1]) {
 			t.Errorf("pair %+v: TTFT is not its parts' sum", p)
 		}

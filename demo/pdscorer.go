@@ -15,8 +15,9 @@ import (
 // pair-aware endpoint picker would call it: one request per scheduling
 // decision, with every prefill and decode candidate (the per-pod fields of
 // /predict/bulk/strict, its placement and the KV transfers on it now), and
-// every route ranked in the answer: each pair's TTFT (prefill + transfer +
-// first decode step) and the decode pods alone.
+// every route ranked in the answer: each pair's TTFT (the TTFT model on the
+// prefill pod's row, which holds the first decode step, + transfer + the
+// decode pod's load beyond the lightest's) and the decode pods alone.
 type PairScorer struct {
 	Client *Client
 	// Timeout bounds one call; llm-d gives up on a prediction after 400 ms.
@@ -47,7 +48,7 @@ type pairOption struct {
 	TPOTMs       float64 `json:"tpot_ms"`
 	PrefillMs    float64 `json:"prefill_ms"`
 	TransferMs   float64 `json:"kv_transfer_ms"`
-	FirstDecode  float64 `json:"first_decode_ms"`
+	DecodeLoad   float64 `json:"decode_load_ms"`
 	Extrapolated bool    `json:"extrapolated"`
 }
 
@@ -100,7 +101,7 @@ func (s *PairScorer) ScorePairs(req *sim.Request, prefill, decode []sim.PodState
 			if o.PrefillIndex == nil {
 				return nil, fmt.Errorf("predict pairs: a split option without prefill_index")
 			}
-			e.Prefill, e.PrefillMs, e.TransferMs, e.DecodeMs = *o.PrefillIndex, o.PrefillMs, o.TransferMs, o.FirstDecode
+			e.Prefill, e.PrefillMs, e.TransferMs, e.DecodeMs = *o.PrefillIndex, o.PrefillMs, o.TransferMs, o.DecodeLoad
 		}
 		out = append(out, e)
 	}

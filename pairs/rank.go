@@ -49,12 +49,21 @@ var ErrNotReady = errors.New("pair prediction needs both a TTFT and a TPOT model
 
 // Rank predicts every pair of req and every no-split option into out.
 //
-// The TTFT of a pair is the prefill on P (the TTFT model on P's row) plus
-// the KV transfer from P to D plus D's first decode step (the TPOT model on
-// D's row); its TPOT is D's. The transfer moves the prompt less what D has
-// cached, prompt × (1 − D's prefix_cache_score) rounded to a token, over
-// the link class of the two pods' topologies. The no-split option of D is
-// the TTFT model on D's own row.
+// The TTFT of a pair is the TTFT model on P's row, plus the KV transfer
+// from P to D, plus D's decode load; its TPOT is D's. The TTFT model
+// learns P's rows from the client's TTFT less the measured transfer
+// (features.Sample.Label), which is P's frontend and prefill, D's frontend
+// and D's first decode step: adding a first step on D again would count it
+// twice and lean every answer towards not splitting by one TPOT. What P's
+// row cannot know is D's load at that step, so D enters as the excess of
+// its first step over the lightest decode candidate's (the TPOT model on
+// the rows; DecodeLoadMs), since the step held in the labels is that of
+// the decode pods routers chose, the lightest they saw: with one decode
+// candidate, or D the lightest, a pair is P's TTFT and the transfer. The
+// transfer moves the prompt less what D has cached, prompt × (1 − D's
+// prefix_cache_score) rounded to a token, over the link class of the two
+// pods' topologies. The no-split option of D is the TTFT model on D's own
+// row.
 //
 // Without SLOs options are ranked by predicted TTFT, ties by TPOT. With a
 // TTFT or a TPOT SLO, or both, the options expected to meet every SLO come
@@ -105,6 +114,11 @@ func Rank(m *Models, req *Request, out *Result) error {
 		out.tokens[j] = req.InputTokenLength - int64(cached)
 	}
 
+	lightest := math.Inf(1)
+	for j := range req.Decode {
+		lightest = min(lightest, out.decodeTPOT[j].Ms)
+	}
+
 	out.noSplit = resize(out.noSplit, nD)
 	for j := range req.Decode {
 		o := Option{Prefill: NoSplit, Decode: j, TTFT: out.decodeTTFT[j], TPOT: out.decodeTPOT[j],
@@ -141,8 +155,8 @@ func Rank(m *Models, req *Request, out *Result) error {
 			}
 			o := Option{Prefill: i, Decode: j, Link: link, TransferTokens: out.tokens[j],
 				PrefillPart: out.prefill[i], Transfer: stat.Of(central, &out.links[link]),
-				FirstDecode: out.decodeTPOT[j], TPOT: out.decodeTPOT[j], Extrapolated: out.prefillBeyond[i]}
-			o.TTFT = sum(o.PrefillPart, o.Transfer, o.FirstDecode)
+				DecodeLoadMs: out.decodeTPOT[j].Ms - lightest, TPOT: out.decodeTPOT[j], Extrapolated: out.prefillBeyond[i]}
+			o.TTFT = splitTTFT(o.PrefillPart, o.Transfer, o.DecodeLoadMs)
 			score(req, &o)
 			out.pairs = append(out.pairs, o)
 		}
@@ -243,13 +257,14 @@ func compareKeys(aScore, aTTFT, aTPOT, bScore, bTTFT, bTPOT float64) int {
 	return cmp.Compare(aTPOT, bTPOT)
 }
 
-// sum is the estimate of a sum of parts: values and bounds add.
-func sum(parts ...Estimate) Estimate {
-	var s Estimate
-	for _, p := range parts {
-		s.Ms += p.Ms
-		s.Bounds[0] += p.Bounds[0]
-		s.Bounds[1] += p.Bounds[1]
+// splitTTFT is the estimate of a pair's TTFT from its parts: the prefill's
+// and the transfer's values and bounds add; the decode load, a difference
+// between two estimates of one model on rows of one moment, shifts them
+// (its error is mostly the model's error on both rows, which cancels).
+func splitTTFT(prefill, transfer Estimate, decodeLoadMs float64) Estimate {
+	s := Estimate{Ms: prefill.Ms + transfer.Ms + decodeLoadMs}
+	for k := range s.Bounds {
+		s.Bounds[k] = prefill.Bounds[k] + transfer.Bounds[k] + decodeLoadMs
 	}
 	if s.Bounds[0] > 0 {
 		s.Uncertainty = (math.Log(s.Bounds[1]) - math.Log(s.Bounds[0])) / 2

@@ -5,9 +5,11 @@ import (
 	"math"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/headroomhq/headroom/features"
 	"github.com/headroomhq/headroom/predictor"
+	"github.com/headroomhq/headroom/sim"
 	"github.com/headroomhq/headroom/wire"
 )
 
@@ -58,7 +60,7 @@ func TestRankPicksThePairNotThePods(t *testing.T) {
 		order:   [][2]string{{"p-near", "d"}, {"p-far", "d"}},
 	}, {
 		// An idle decode pod prefills as fast as the prefill pod; the split
-		// adds a transfer between zones and a decode step.
+		// adds a transfer between zones.
 		name:    "no split when transfer and prefill exceed the decode pod's own prefill",
 		prefill: []Candidate{pod("p", zoneB, 0, 0, 0)},
 		decode:  []Candidate{pod("d", rackA1, 0, 10, 0)},
@@ -73,9 +75,9 @@ func TestRankPicksThePairNotThePods(t *testing.T) {
 		want:    [2]string{"p", "d-warm"},
 		order:   [][2]string{{"p", "d-warm"}, {"p", "d-cold"}},
 	}, {
-		// TPOT breaks a TTFT tie: both decode pods are on the prefill
-		// pod's node, one busier.
-		name:    "first decode step counts",
+		// Both decode pods are on the prefill pod's node: the busier one's
+		// first step, beyond the calm one's, is the pairs' difference.
+		name:    "the decode pod's load counts",
 		prefill: []Candidate{pod("p", rackA1, 0, 0, 0)},
 		decode:  []Candidate{pod("d-busy", rackA1, 9, 60, 0), pod("d-calm", rackA1, 9, 5, 0)},
 		want:    [2]string{"p", "d-calm"},
@@ -148,8 +150,13 @@ func TestRankParts(t *testing.T) {
 	if want := m.Statistic.Predict(m.TTFT, &pRow, buf); pair.PrefillPart != want {
 		t.Errorf("prefill part %+v, want %+v", pair.PrefillPart, want)
 	}
-	if want := m.Statistic.Predict(m.TPOT, &dRow, buf); pair.FirstDecode != want || pair.TPOT != want {
-		t.Errorf("first decode %+v, TPOT %+v, want %+v", pair.FirstDecode, pair.TPOT, want)
+	if want := m.Statistic.Predict(m.TPOT, &dRow, buf); pair.TPOT != want {
+		t.Errorf("TPOT %+v, want %+v", pair.TPOT, want)
+	}
+	// The only decode candidate is the lightest: its first step is the
+	// one the prefill part holds.
+	if pair.DecodeLoadMs != 0 {
+		t.Errorf("decode load %v ms with one decode candidate", pair.DecodeLoadMs)
 	}
 	if want := m.Statistic.Predict(m.TTFT, &dRow, buf); res.NoSplit[0].TTFT != want {
 		t.Errorf("no-split TTFT %+v, want %+v", res.NoSplit[0].TTFT, want)
@@ -166,13 +173,14 @@ func TestRankParts(t *testing.T) {
 	if lo, hi := pair.Transfer.Bounds[0], pair.Transfer.Bounds[1]; !near(lo, pair.Transfer.Ms*math.Exp(-0.3*0.9)) || !near(hi, pair.Transfer.Ms*math.Exp(0.3*0.9)) {
 		t.Errorf("transfer bounds %v around %v", pair.Transfer.Bounds, pair.Transfer.Ms)
 	}
-	// TTFT and its bounds are the parts' sums.
+	// TTFT and its bounds are the parts' sums: no decode step is added to
+	// the prefill part, which holds it.
 	for k, got := range []float64{pair.TTFT.Ms, pair.TTFT.Bounds[0], pair.TTFT.Bounds[1]} {
-		parts := [3]float64{pair.PrefillPart.Ms, pair.Transfer.Ms, pair.FirstDecode.Ms}
+		parts := [2]float64{pair.PrefillPart.Ms, pair.Transfer.Ms}
 		if k > 0 {
-			parts = [3]float64{pair.PrefillPart.Bounds[k-1], pair.Transfer.Bounds[k-1], pair.FirstDecode.Bounds[k-1]}
+			parts = [2]float64{pair.PrefillPart.Bounds[k-1], pair.Transfer.Bounds[k-1]}
 		}
-		if want := parts[0] + parts[1] + parts[2]; !near(got, want) {
+		if want := parts[0] + parts[1]; !near(got, want) {
 			t.Errorf("TTFT value %d = %v, want the parts' sum %v", k, got, want)
 		}
 	}
@@ -402,6 +410,156 @@ func TestRankDoesNotPairAPodWithItself(t *testing.T) {
 	for _, o := range res.Pairs {
 		if o.Prefill == 0 && o.Decode == 0 {
 			t.Errorf("pod paired with itself: %+v", o)
+		}
+	}
+}
+
+// routeByID routes each simulated request as its entry says, and keeps
+// the pods' states when the request it watches is routed.
+type routeByID struct {
+	route           map[int]sim.PDChoice
+	watch           int
+	prefill, decode []sim.PodState
+}
+
+func (r *routeByID) RoutePD(req *sim.Request, prefill, decode []sim.PodState) sim.PDChoice {
+	if req.ID == r.watch {
+		r.prefill, r.decode = slices.Clone(prefill), slices.Clone(decode)
+	}
+	return r.route[req.ID]
+}
+
+// exactTransfer is a transfer model that knows the transfer's time.
+type exactTransfer float64
+
+func (x exactTransfer) Predict(features.LinkClass, int64, float64, int64) (float64, bool) {
+	return float64(x), true
+}
+func (x exactTransfer) Quantile(_ features.LinkClass, central, _ float64) float64 { return central }
+
+// A pair's TTFT and the choice to split, against the simulator's truth:
+// one request split onto a prefill pod and a decode pod on one node, and
+// the same request on the decode pod alone, on a decode pod idle or
+// decoding for other requests. Models that predict exactly what they
+// learn (the TTFT model on the prefill row its label, the client's TTFT
+// less the transfer; on the decode row the TTFT alone; the TPOT model the
+// request's TPOT on the decode pod; the transfer model the transfer) must
+// give the pair the simulated TTFT, and split exactly when that is
+// shorter. When the decode pod decodes for 40 others, splitting is right
+// by less than one TPOT: adding a decode step to the prefill pod's label,
+// as Rank once did, chose not to split.
+func TestRankPairTTFTIsTheSimulatedOne(t *testing.T) {
+	node := place("eu", "z1", "r1", "n1")
+	engine := sim.Config{Name: "test", Servers: 1, KVBlocks: 100000, PrefixCaching: true, MaxNumSeqs: 64, MaxNumBatchedTokens: 512,
+		Cost: sim.CostModel{StepMs: 10, PrefillTokenMs: 0.1, DecodeSeqMs: 0.5, ContextTokenMs: 0.001, FrontendMs: 3}}
+	cfg := sim.PDConfig{Prefill: engine, Decode: engine, PrefillPods: []features.Topology{node},
+		DecodePods: []features.Topology{node}, Links: sim.DefaultLinks(), KVBytesPerToken: sim.DefaultKVBytesPerToken}
+	const prompt, watched = 704, 1
+	ms := func(d time.Duration) float64 { return float64(d) / 1e6 }
+	for _, tc := range []struct {
+		name      string
+		decoding  int // requests the decode pod is decoding when the watched one arrives
+		wantSplit bool
+	}{
+		{"idle decode pod: its own prefill beats prefill, hop and transfer", 0, false},
+		{"busy decode pod: the split wins by less than a TPOT", 40, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			run := func(c sim.PDChoice) (*sim.PDOutcome, *routeByID) {
+				r := &routeByID{route: map[int]sim.PDChoice{watched: c}, watch: watched}
+				reqs := []*sim.Request{{ID: watched, Arrival: time.Second, PromptTokens: prompt, OutputTokens: 5}}
+				for i := range tc.decoding {
+					reqs = append(reqs, &sim.Request{ID: 100 + i, PromptTokens: 32, OutputTokens: 4000})
+					r.route[100+i] = sim.PDChoice{Prefill: sim.NoSplit}
+				}
+				f, err := sim.SimulatePD(t.Context(), cfg, r, sim.PDHooks{}, reqs...)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return f.Outcomes()[0], r
+			}
+			split, seen := run(sim.PDChoice{Prefill: 0, Decode: 0})
+			alone, _ := run(sim.PDChoice{Prefill: sim.NoSplit, Decode: 0})
+			if split.Request.ID != watched || !split.Split || alone.Split {
+				t.Fatalf("outcomes %+v, %+v", split, alone)
+			}
+			ttftSplit, ttftAlone := ms(split.Decode.TTFT()), ms(alone.Decode.TTFT())
+			transfer, tpot := ms(split.KVTransferTime()), ms(split.Decode.TPOT())
+			if margin := ttftAlone - ttftSplit; tc.wantSplit != (margin > 0) || margin > tpot {
+				t.Fatalf("splitting gains %.3f ms with a TPOT of %.3f: not the case the test is about", margin, tpot)
+			}
+
+			label := ttftSplit - transfer
+			perDecode := (ttftAlone - label) / float64(features.PodDecode-features.PodPrefill)
+			m := Models{
+				TTFT: lineModel(t, features.DefaultTTFTColumns, label-perDecode*float64(features.PodPrefill),
+					map[string]float64{"pod_type": perDecode}, 0.2),
+				TPOT:      lineModel(t, features.DefaultTPOTColumns, tpot, nil, 0.1),
+				Transfer:  exactTransfer(transfer),
+				Statistic: predictor.Statistic{Objective: predictor.Mean},
+			}
+			candidate := func(s sim.PodState, name string) Candidate {
+				row := s.Row(split.Request)
+				row.PodType = ""
+				return Candidate{Pod: name, Topology: s.Topology, Row: row}
+			}
+			req := &Request{InputTokenLength: prompt, Prefill: []Candidate{candidate(seen.prefill[0], "p")},
+				Decode: []Candidate{candidate(seen.decode[0], "d")}}
+			var res Result
+			if err := Rank(&m, req, &res); err != nil {
+				t.Fatal(err)
+			}
+			if len(res.Pairs) != 1 || len(res.NoSplit) != 1 {
+				t.Fatalf("%d pairs, %d no-split options", len(res.Pairs), len(res.NoSplit))
+			}
+			if got := res.Pairs[0].TTFT.Ms; math.Abs(got-ttftSplit) > 1e-6 {
+				t.Errorf("pair TTFT %.6f ms, simulated %.6f (%+.3f; a TPOT is %.3f)", got, ttftSplit, got-ttftSplit, tpot)
+			}
+			if got := res.NoSplit[0].TTFT.Ms; math.Abs(got-ttftAlone) > 1e-6 {
+				t.Errorf("no-split TTFT %.6f ms, simulated %.6f", got, ttftAlone)
+			}
+			if res.Best.Split() != tc.wantSplit {
+				t.Errorf("best splits: %v, want %v (pair %.3f ms, alone %.3f)", res.Best.Split(), tc.wantSplit, res.Pairs[0].TTFT.Ms, res.NoSplit[0].TTFT.Ms)
+			}
+		})
+	}
+}
+
+// The decode pod's load enters a pair's TTFT as its first step beyond the
+// lightest decode candidate's: the prefill part holds a first step on the
+// decode pod routers chose, the lightest, so only the excess is added,
+// shifting the value and both bounds, at the mean and at a quantile.
+func TestRankDecodeLoad(t *testing.T) {
+	for _, stat := range []predictor.Statistic{{Objective: predictor.Mean}, {Objective: predictor.Quantile, Quantile: 0.9}} {
+		m := testModels(t, links())
+		m.Statistic = stat
+		// TPOT 20 + running: 25, 45 and 30 ms.
+		decode := []Candidate{pod("d-5", rackA1, 0, 5, 0), pod("d-25", rackA1, 0, 25, 0), pod("d-10", rackA1, 0, 10, 0)}
+		req := &Request{InputTokenLength: 1000, Prefill: []Candidate{pod("p", rackA2, 0, 0, 0)}, Decode: decode}
+		var res Result
+		if err := Rank(&m, req, &res); err != nil {
+			t.Fatal(err)
+		}
+		// A quantile scales every central TPOT by one factor.
+		lightest := res.Pairs[0].TPOT.Ms
+		scale := lightest / 25
+		for _, o := range res.Pairs {
+			load := o.TPOT.Ms - lightest
+			if want := []float64{0, 20, 5}[o.Decode] * scale; !near(o.DecodeLoadMs, load) || !near(load, want) {
+				t.Errorf("%v %v: decode load %v, want %v (%v)", stat, names(req, o), o.DecodeLoadMs, load, want)
+			}
+			for k, got := range []float64{o.TTFT.Ms, o.TTFT.Bounds[0], o.TTFT.Bounds[1]} {
+				want := o.PrefillPart.Ms + o.Transfer.Ms + load
+				if k > 0 {
+					want = o.PrefillPart.Bounds[k-1] + o.Transfer.Bounds[k-1] + load
+				}
+				if !near(got, want) {
+					t.Errorf("%v %v: TTFT value %d = %v, want %v", stat, names(req, o), k, got, want)
+				}
+			}
+		}
+		if order := []string{names(req, res.Pairs[0])[1], names(req, res.Pairs[1])[1], names(req, res.Pairs[2])[1]}; !slices.Equal(order, []string{"d-5", "d-10", "d-25"}) {
+			t.Errorf("%v: pairs ranked %v", stat, order)
 		}
 	}
 }

@@ -20,7 +20,11 @@ type PairEstimate struct {
 	// first decode step on D, or D's own prefill without a split.
 	TTFTMs float64
 	TPOTMs float64 // on the decode pod
-	// The parts of a split route, when the scorer knows them (reports only).
+	// The parts of a split route, when the scorer knows them (reports
+	// only): how TTFTMs divides between the prefill pod, the transfer and
+	// the decode pod. A learned scorer's prefill part holds the decode
+	// pod's first step, as its labels do, and DecodeMs only that pod's
+	// load beyond the lightest's (pairs.Rank).
 	PrefillMs, TransferMs, DecodeMs float64
 	// Extrapolated marks an estimate the scorer made beyond what its model
 	// has seen (a load above its training range), which it is likely to

@@ -73,19 +73,29 @@ type PairOption struct {
 
 	// For a split pair: the link between the two pods, the tokens whose
 	// KV moves (the prompt less what the decode pod has cached, from its
-	// prefix_cache_score), and the three parts of its TTFT, each with its
-	// own bounds. Zero for NoSplit.
+	// prefix_cache_score), and the three parts of its TTFT. Zero for
+	// NoSplit.
 	Link           features.LinkClass
 	TransferTokens int64
-	PrefillPart    Estimate // the TTFT model on the prefill pod's row
-	Transfer       Estimate // the transfer model for Link and TransferTokens
-	FirstDecode    Estimate // the TPOT model on the decode pod's row: one decode step
+	// PrefillPart is the TTFT model on the prefill pod's row. Its label is
+	// the client's TTFT less the measured transfer, so it holds the
+	// decode pod's frontend and first decode step as well as the prefill.
+	PrefillPart Estimate
+	Transfer    Estimate // the transfer model for Link and TransferTokens
+	// DecodeLoadMs is how much longer the decode pod's first step is
+	// predicted to take than the lightest decode candidate's (the TPOT
+	// model on its row less the least over the candidates; ≥ 0): the part
+	// of the decode pod's load the prefill pod's row cannot know. The
+	// first step the prefill part already holds is the one of the decode
+	// pods routers chose, which is the lightest they saw.
+	DecodeLoadMs float64
 
 	// TTFT is the option's time to first token: for a pair the sum of its
-	// parts, bounds included (the bounds of a sum whose parts' errors move
-	// together; wider than needed when they are independent); for NoSplit
-	// the TTFT model on the decode pod's row. TPOT is the TPOT model on the
-	// decode pod's row either way.
+	// parts, PrefillPart + Transfer + DecodeLoadMs, bounds included (the
+	// bounds of the first two add, which is exact when their errors move
+	// together and wider than needed when they are independent; the
+	// decode load shifts both); for NoSplit the TTFT model on the decode
+	// pod's row. TPOT is the TPOT model on the decode pod's row either way.
 	TTFT, TPOT Estimate
 
 	// Headroom against the request's SLOs, SLO − prediction, in ms; 0

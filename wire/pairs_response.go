@@ -94,7 +94,8 @@ func appendPairOption(dst []byte, req *PairsRequest, o *PairOption, slo bool) []
 		dst = strconv.AppendInt(dst, o.TransferTokens, 10)
 		dst = appendEstimate(dst, `,"prefill_ms":`, `,"prefill_prediction_bounds":[`, &o.PrefillPart)
 		dst = appendEstimate(dst, `,"kv_transfer_ms":`, `,"kv_transfer_prediction_bounds":[`, &o.Transfer)
-		dst = appendEstimate(dst, `,"first_decode_ms":`, `,"first_decode_prediction_bounds":[`, &o.FirstDecode)
+		dst = append(dst, `,"decode_load_ms":`...)
+		dst = appendMs(dst, o.DecodeLoadMs)
 	}
 	if slo {
 		meets := true

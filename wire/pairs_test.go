@@ -208,7 +208,7 @@ func TestAppendPairsResponse(t *testing.T) {
 		Prefill: []PairCandidate{{Pod: "p-0"}, {Pod: `p-"1"`}}, Decode: []PairCandidate{{Pod: "d-0"}}}
 	e := func(ms float64) Estimate { return Estimate{Ms: ms, Bounds: [2]float64{ms / 2, ms * 2}} }
 	pair := PairOption{Prefill: 1, Decode: 0, Link: features.SameRack, TransferTokens: 75,
-		PrefillPart: e(100), Transfer: e(20), FirstDecode: e(30), TTFT: e(150), TPOT: e(30), TTFTHeadroomMs: 150}
+		PrefillPart: e(100), Transfer: e(20), DecodeLoadMs: 4.5, TTFT: e(124.5), TPOT: e(30), TTFTHeadroomMs: 175.5}
 	alone := PairOption{Prefill: NoSplit, Decode: 0, TTFT: e(400), TPOT: e(30), TTFTHeadroomMs: -100}
 	r := &PairsRanking{RankedBy: RankBySLOHeadroom, Pairs: []PairOption{pair}, NoSplit: []PairOption{alone}, Best: pair,
 		TotalPairs: 2, UnknownPairs: 1, UnknownLinks: []features.LinkClass{features.CrossRegion}, TransferModel: true}
@@ -240,8 +240,8 @@ func TestAppendPairsResponse(t *testing.T) {
 	}
 	p := got.Pairs[0]
 	for k, want := range map[string]any{"decode_pod": "d-0", "prefill_index": 1.0, "link_class": "same-rack", "kv_transfer_tokens": 75.0,
-		"ttft_ms": 150.0, "prefill_ms": 100.0, "kv_transfer_ms": 20.0, "first_decode_ms": 30.0, "tpot_ms": 30.0,
-		"ttft_headroom_ms": 150.0, "meets_slo": true, "split": true} {
+		"ttft_ms": 124.5, "prefill_ms": 100.0, "kv_transfer_ms": 20.0, "decode_load_ms": 4.5, "tpot_ms": 30.0,
+		"ttft_headroom_ms": 175.5, "meets_slo": true, "split": true} {
 		if p[k] != want {
 			t.Errorf("pair %s = %v, want %v", k, p[k], want)
 		}
@@ -251,6 +251,9 @@ func TestAppendPairsResponse(t *testing.T) {
 	}
 	if _, ok := p["tpot_headroom_ms"]; ok {
 		t.Errorf("TPOT headroom without a TPOT SLO")
+	}
+	if _, ok := p["decode_load_prediction_bounds"]; ok {
+		t.Errorf("the decode load, a shift, written with bounds: %v", p)
 	}
 	n := got.NoSplit[0]
 	if n["prefill_pod"] != nil || n["split"] != false || n["meets_slo"] != false || n["prefill_index"] != -1.0 {
