@@ -2,9 +2,6 @@ package api
 
 import (
 	"context"
-	"errors"
-	"math"
-	"strconv"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -22,50 +19,12 @@ import (
 // predictor holding v57 of a trainer whose bundles were since wiped is
 // answered with the new lineage's v1 (model.Supersedes takes it).
 
-// MaxBundleWait bounds ?wait=: the answer must be written within the
-// server's write timeout (60 s), and a proxy between predictor and trainer
-// may drop a request idle for longer.
-const MaxBundleWait = 50 * time.Second
-
-// parseBundleWait reads ?wait=: empty means 0 (answer at once); otherwise a
-// Go duration ("30s", "250ms") or a number of seconds ("30", "0.5"), at
-// least 0, capped at MaxBundleWait.
-func parseBundleWait(raw string) (time.Duration, error) {
-	if raw == "" {
-		return 0, nil
-	}
-	d, err := time.ParseDuration(raw)
-	if err != nil {
-		secs, ferr := strconv.ParseFloat(raw, 64)
-		if ferr != nil || math.IsNaN(secs) || math.IsInf(secs, 0) {
-			return 0, errWaitSyntax
-		}
-		d = time.Duration(math.Min(secs, MaxBundleWait.Seconds()) * float64(time.Second))
-	}
-	if d < 0 {
-		return 0, errWaitNegative
-	}
-	return min(d, MaxBundleWait), nil
-}
-
-var (
-	errWaitSyntax   = errors.New("wait: not a duration such as 30s, nor a number of seconds")
-	errWaitNegative = errors.New("wait: negative")
-)
-
-// bundleWait is parseBundleWait on the request's ?wait=, answering 422
+// bundleWait is the request's ?wait= (wire.DecodeBundleWait), answering 422
 // itself when the value is refused.
 func bundleWait(c *gin.Context) (time.Duration, bool) {
-	raw := c.Query("wait")
-	d, err := parseBundleWait(raw)
-	switch {
-	case errors.Is(err, errWaitSyntax):
-		writeValidation(c, []wire.FieldError{{Type: "duration_parsing", Loc: []any{"query", "wait"},
-			Msg: "Input should be a duration such as 30s, or a number of seconds", Input: raw}})
-		return 0, false
-	case err != nil:
-		writeValidation(c, []wire.FieldError{{Type: "greater_than_equal", Loc: []any{"query", "wait"},
-			Msg: "Input should be greater than or equal to 0", Input: raw, Ctx: map[string]any{"ge": 0}}})
+	d, errs := wire.DecodeBundleWait(c.Query("wait"))
+	if len(errs) > 0 {
+		writeValidation(c, errs)
 		return 0, false
 	}
 	return d, true
@@ -75,29 +34,11 @@ func bundleWait(c *gin.Context) (time.Duration, bool) {
 // have (its ETag does not match inm), or when wait has passed, the client
 // has gone or the server is draining, whichever comes first.
 func (s *trainerServer) awaitBundle(ctx context.Context, inm string, wait time.Duration) *model.Published {
-	if wait <= 0 {
-		return s.t.Current()
+	if wait > 0 {
+		s.watchers.Inc()
+		defer s.watchers.Dec()
 	}
-	s.watchers.Inc()
-	defer s.watchers.Dec()
-	timer := time.NewTimer(wait)
-	defer timer.Stop()
-	for {
-		next := s.t.Published() // taken before Current: no publication is missed
-		pub := s.t.Current()
-		if pub != nil && !etagMatches(inm, pub.ETag()) {
-			return pub
-		}
-		select {
-		case <-next:
-		case <-timer.C:
-			return s.t.Current()
-		case <-ctx.Done():
-			return s.t.Current()
-		case <-s.opts.Draining:
-			return s.t.Current()
-		}
-	}
+	return s.t.Await(ctx, wait, s.opts.Draining, func(pub *model.Published) bool { return etagMatches(inm, pub.ETag()) })
 }
 
 // etagMatches reports whether an If-None-Match value names etag.

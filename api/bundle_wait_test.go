@@ -14,33 +14,6 @@ import (
 	"github.com/headroomhq/headroom/trainer"
 )
 
-func TestParseBundleWait(t *testing.T) {
-	for _, tt := range []struct {
-		raw  string
-		want time.Duration
-		err  error
-	}{
-		{"", 0, nil},
-		{"30s", 30 * time.Second, nil},
-		{"250ms", 250 * time.Millisecond, nil},
-		{"30", 30 * time.Second, nil},
-		{"0.5", 500 * time.Millisecond, nil},
-		{"0", 0, nil},
-		{"10m", MaxBundleWait, nil},
-		{"1e300", MaxBundleWait, nil},
-		{"-1s", 0, errWaitNegative},
-		{"-3", 0, errWaitNegative},
-		{"soon", 0, errWaitSyntax},
-		{"NaN", 0, errWaitSyntax},
-		{"Inf", 0, errWaitSyntax},
-	} {
-		got, err := parseBundleWait(tt.raw)
-		if got != tt.want || err != tt.err {
-			t.Errorf("parseBundleWait(%q) = %v, %v; want %v, %v", tt.raw, got, err, tt.want, tt.err)
-		}
-	}
-}
-
 // waitService is a trainer handler with its own registry (to read the
 // watcher gauge) and draining channel.
 type waitService struct {

@@ -308,7 +308,7 @@ func (s *predictorServer) status(c *gin.Context) {
 		"last_model_load":     nullableTimestamp(loadedAt),
 		"training_server_url": s.opts.TrainerURL,
 		"models_exist":        gin.H{"ttft_model": hasTTFT, "tpot_model": hasTPOT, "kv_transfer_model": hasTransfer},
-		"kv_transfer":         transferStatus(pub),
+		"kv_transfer":         pub.TransferStatus(),
 		"ensemble_active":     false,
 		"model_generation":    version,
 		"trained":             hasTTFT || hasTPOT,
@@ -317,13 +317,7 @@ func (s *predictorServer) status(c *gin.Context) {
 		resp["bundle_age_seconds"] = s.opts.Now().Sub(pub.Bundle.CreatedAt).Seconds()
 		resp["bundle_checksum"] = pub.Bundle.Checksum
 		resp["bundle_epoch"] = pub.Bundle.Epoch
-		samples := 0
-		for _, t := range features.Targets {
-			if m := pub.Bundle.Target(t); m != nil {
-				samples += m.TrainSamples + m.HoldoutSamples
-			}
-		}
-		resp["samples_seen"] = samples
+		resp["samples_seen"] = pub.Bundle.SamplesSeen()
 	}
 	c.JSON(http.StatusOK, resp)
 }

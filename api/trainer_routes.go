@@ -221,40 +221,17 @@ func (s *trainerServer) flush(c *gin.Context) {
 		writeStoreError(c, "Failed to flush data", err)
 		return
 	}
-	var parts []string
-	if req.FlushTrainingData {
-		parts = append(parts, fmt.Sprintf("%d TTFT and %d TPOT training samples", res.Train[features.TTFT], res.Train[features.TPOT]))
-	}
-	if req.FlushTestData {
-		parts = append(parts, fmt.Sprintf("%d TTFT and %d TPOT test samples", res.Holdout[features.TTFT], res.Holdout[features.TPOT]))
-	}
-	if req.FlushMetrics {
-		parts = append(parts, "all metric scores")
-	}
-	msg := "No data flushed"
-	if len(parts) > 0 {
-		msg = "Successfully flushed: " + strings.Join(parts, ", ")
-	}
-	c.JSON(http.StatusOK, gin.H{
-		"success": true, "flushed_at": wire.Timestamp(s.opts.Now()), "reason": req.Reason,
-		"ttft_training_samples_flushed": res.Train[features.TTFT],
-		"tpot_training_samples_flushed": res.Train[features.TPOT],
-		"ttft_test_samples_flushed":     res.Holdout[features.TTFT],
-		"tpot_test_samples_flushed":     res.Holdout[features.TPOT],
-		"metrics_cleared":               req.FlushMetrics,
-		"message":                       msg,
-		// Models stay in service after a flush: they were trained on data
-		// that was valid when it arrived, and the next model will be trained
-		// only on what arrives next.
-		"models_reset": false,
-	})
+	c.JSON(http.StatusOK, wire.FlushResponse{
+		TTFTTrainFlush: res.Train[features.TTFT], TPOTTrainFlush: res.Train[features.TPOT],
+		TTFTTestFlush: res.Holdout[features.TTFT], TPOTTestFlush: res.Holdout[features.TPOT],
+	}.Complete(req, s.opts.Now()))
 }
 
 // bundle serves the current bundle to predictors, with ETag and
 // If-None-Match so an unchanged bundle costs a 304. With ?wait=D (a
 // duration such as 30s, or seconds) a request that would get that 304, or
 // a 404 before the first bundle, is held until a new version is published
-// or D has passed (at most MaxBundleWait): a predictor learns of a new
+// or D has passed (at most wire.MaxBundleWait): a predictor learns of a new
 // bundle the moment it is published, without polling for it.
 func (s *trainerServer) bundle(c *gin.Context) {
 	wait, ok := bundleWait(c)
@@ -339,14 +316,6 @@ func (s *trainerServer) treesJSON(c *gin.Context) {
 
 func (s *trainerServer) dataStatus(c *gin.Context) {
 	cts := s.db.Counts()
-	var lastRetrain any
-	for _, ts := range s.t.Status().Targets {
-		if !ts.LastSuccess.IsZero() {
-			if lastRetrain == nil || wire.Timestamp(ts.LastSuccess) > lastRetrain.(string) {
-				lastRetrain = wire.Timestamp(ts.LastSuccess)
-			}
-		}
-	}
 	tt, tp := cts.Train(features.TTFT), cts.Train(features.TPOT)
 	ht, hp := cts.Holdout(features.TTFT), cts.Holdout(features.TPOT)
 	c.JSON(http.StatusOK, gin.H{
@@ -358,7 +327,7 @@ func (s *trainerServer) dataStatus(c *gin.Context) {
 		"bucket_distribution":      s.db.BucketCounts(features.TTFT),
 		"tpot_bucket_distribution": s.db.BucketCounts(features.TPOT),
 		"model_ready":              s.t.Current() != nil,
-		"last_retrain":             lastRetrain,
+		"last_retrain":             nullableTimestamp(s.t.Status().LastSuccess()),
 	})
 }
 
@@ -385,7 +354,7 @@ func (s *trainerServer) status(c *gin.Context) {
 			"tpot":        gin.H{"train": cts.Train(features.TPOT), "holdout": cts.Holdout(features.TPOT)},
 			"kv_transfer": gin.H{"train": cts.Train(features.KVTransfer), "holdout": cts.Holdout(features.KVTransfer)},
 		},
-		"kv_transfer": transferStatus(pub),
+		"kv_transfer": pub.TransferStatus(),
 	})
 }
 
@@ -412,25 +381,4 @@ func (s *trainerServer) root(c *gin.Context) {
 		"message": "Latency Predictor is running.", "model_type": wire.ModelType,
 		"objective_type": string(s.opts.Objective), "quantile": s.opts.Quantile, "description": desc,
 	})
-}
-
-// transferStatus is the KV-transfer model's line in /status on both
-// servers: whether there is one, and its holdout quality per link class
-// (the whole law is in /model/info).
-func transferStatus(pub *model.Published) gin.H {
-	if pub == nil || pub.Bundle.Transfer == nil {
-		return gin.H{"ready": false}
-	}
-	m := pub.Bundle.Transfer
-	classes := gin.H{}
-	for _, k := range m.Classes {
-		classes[k.Class] = gin.H{"holdout_mape": k.Holdout.MAPE, "holdout_bias": k.Holdout.Bias, "holdout_rows": k.Holdout.Rows,
-			"bytes_per_sec": k.BytesPerSec, "latency_ms": k.LatencyMs}
-	}
-	out := gin.H{"ready": true, "holdout_mape": m.Holdout.MAPE, "holdout_bias": m.Holdout.Bias,
-		"holdout_rows": m.Holdout.Rows, "trained_on_samples": m.TrainSamples, "classes": classes}
-	if c := m.HoldoutCoverage; c != nil {
-		out["holdout_coverage"] = c
-	}
-	return out
 }

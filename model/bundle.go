@@ -40,6 +40,18 @@ type Bundle struct {
 	Checksum string `json:"-"`
 }
 
+// SamplesSeen is the number of samples the bundle's TTFT and TPOT models
+// were trained and held out on.
+func (b *Bundle) SamplesSeen() int {
+	n := 0
+	for _, t := range features.Targets {
+		if m := b.Target(t); m != nil {
+			n += m.TrainSamples + m.HoldoutSamples
+		}
+	}
+	return n
+}
+
 // Target returns the per-pod model of a target, or nil; KVTransfer's model
 // is Transfer, of another kind.
 func (b *Bundle) Target(t features.Target) *TargetModel {

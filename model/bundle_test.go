@@ -250,3 +250,18 @@ func TestTreeDump(t *testing.T) {
 		t.Error("dump of a linear model succeeded")
 	}
 }
+
+// SamplesSeen counts the TTFT and TPOT models' training and holdout rows,
+// not the transfer model's.
+func TestBundleSamplesSeen(t *testing.T) {
+	b := &Bundle{}
+	if n := b.SamplesSeen(); n != 0 {
+		t.Errorf("empty bundle saw %d samples", n)
+	}
+	b.TTFT = &TargetModel{TrainSamples: 500, HoldoutSamples: 50}
+	b.TPOT = &TargetModel{TrainSamples: 300, HoldoutSamples: 30}
+	b.Transfer = &TransferModel{TrainSamples: 1000, HoldoutSamples: 100}
+	if n := b.SamplesSeen(); n != 880 {
+		t.Errorf("saw %d samples, want 880", n)
+	}
+}

@@ -34,6 +34,15 @@ func (p *Published) Target(t features.Target) *TargetModel {
 	return p.Bundle.Target(t)
 }
 
+// TransferStatus is the bundle's transfer model's status; not ready when
+// p is nil or the bundle has no transfer model.
+func (p *Published) TransferStatus() TransferStatus {
+	if p == nil {
+		return TransferStatus{}
+	}
+	return p.Bundle.Transfer.Status()
+}
+
 // TreeDump is t's trees in XGBoost's JSON dump format, with the model's
 // column names. It is computed once per bundle: the router fetches it every
 // minute, and the reference re-dumped 200 trees on every call.

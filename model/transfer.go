@@ -75,6 +75,47 @@ type TransferClass struct {
 	Samples     int         `json:"samples"`
 }
 
+// TransferStatus is the transfer model's line in both servers' /status:
+// whether there is one, and, when there is, its holdout quality overall
+// and per link class (the whole law is in /model/info).
+type TransferStatus struct {
+	Ready bool `json:"ready"`
+	*TransferSummary
+}
+
+// TransferSummary is TransferStatus's part for a model that exists.
+type TransferSummary struct {
+	HoldoutMAPE      float64                        `json:"holdout_mape"`
+	HoldoutBias      float64                        `json:"holdout_bias"`
+	HoldoutRows      int                            `json:"holdout_rows"`
+	HoldoutCoverage  *QuantileCoverage              `json:"holdout_coverage,omitempty"`
+	TrainedOnSamples int                            `json:"trained_on_samples"`
+	Classes          map[string]TransferClassStatus `json:"classes"`
+}
+
+// TransferClassStatus is one link class's line in a TransferSummary.
+type TransferClassStatus struct {
+	HoldoutMAPE float64 `json:"holdout_mape"`
+	HoldoutBias float64 `json:"holdout_bias"`
+	HoldoutRows int     `json:"holdout_rows"`
+	BytesPerSec float64 `json:"bytes_per_sec"`
+	LatencyMs   float64 `json:"latency_ms"`
+}
+
+// Status is m's TransferStatus; a nil m is not ready.
+func (m *TransferModel) Status() TransferStatus {
+	if m == nil {
+		return TransferStatus{}
+	}
+	sum := &TransferSummary{HoldoutMAPE: m.Holdout.MAPE, HoldoutBias: m.Holdout.Bias, HoldoutRows: m.Holdout.Rows,
+		HoldoutCoverage: m.HoldoutCoverage, TrainedOnSamples: m.TrainSamples, Classes: map[string]TransferClassStatus{}}
+	for _, k := range m.Classes {
+		sum.Classes[k.Class] = TransferClassStatus{HoldoutMAPE: k.Holdout.MAPE, HoldoutBias: k.Holdout.Bias,
+			HoldoutRows: k.Holdout.Rows, BytesPerSec: k.BytesPerSec, LatencyMs: k.LatencyMs}
+	}
+	return TransferStatus{Ready: true, TransferSummary: sum}
+}
+
 // Prepare checks a decoded model and indexes its classes, so that Predict
 // can neither panic nor return a non-finite number. It is idempotent.
 func (m *TransferModel) Prepare() error {

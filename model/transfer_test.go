@@ -1,6 +1,7 @@
 package model
 
 import (
+	"encoding/json"
 	"math"
 	"strings"
 	"testing"
@@ -198,5 +199,45 @@ func TestBundleCarriesTheTransferModel(t *testing.T) {
 	}
 	if got, err := Decode(old, nil); err != nil || got.Transfer != nil {
 		t.Fatalf("Decode of a bundle without a transfer model: %v, %v", got, err)
+	}
+}
+
+// The /status line: {"ready": false} alone without a model; with one, its
+// holdout figures and each class's.
+func TestTransferStatus(t *testing.T) {
+	var none *TransferModel
+	if b, err := json.Marshal((*Published)(nil).TransferStatus()); err != nil || string(b) != `{"ready":false}` {
+		t.Errorf("no bundle: %s, %v", b, err)
+	}
+	if b, err := json.Marshal(none.Status()); err != nil || string(b) != `{"ready":false}` {
+		t.Errorf("no transfer model: %s, %v", b, err)
+	}
+	m := testTransferModel(t)
+	m.Holdout = Quality{MAPE: 4.5, Bias: -0.1, Rows: 80}
+	m.TrainSamples = 500
+	m.Classes[1].Holdout = Quality{MAPE: 6, Bias: 0.2, Rows: 30}
+	b, err := json.Marshal(m.Status())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got map[string]any
+	if err := json.Unmarshal(b, &got); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]any{"ready": true, "holdout_mape": 4.5, "holdout_bias": -0.1, "holdout_rows": 80.0,
+		"trained_on_samples": 500.0}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("%s = %v, want %v (%s)", k, got[k], v, b)
+		}
+	}
+	if _, ok := got["holdout_coverage"]; ok {
+		t.Errorf("coverage without one: %s", b)
+	}
+	zone, _ := got["classes"].(map[string]any)["cross-zone"].(map[string]any)
+	for k, v := range map[string]any{"holdout_mape": 6.0, "holdout_bias": 0.2, "holdout_rows": 30.0, "bytes_per_sec": 3e9, "latency_ms": 0.5} {
+		if zone[k] != v {
+			t.Errorf("cross-zone %s = %v, want %v (%s)", k, zone[k], v, b)
+		}
 	}
 }

@@ -139,6 +139,18 @@ type Status struct {
 	Targets          map[string]TargetStatus `json:"targets"`
 }
 
+// LastSuccess is the latest successful retrain of any target; zero before
+// the first.
+func (s Status) LastSuccess() time.Time {
+	var last time.Time
+	for _, ts := range s.Targets {
+		if ts.LastSuccess.After(last) {
+			last = ts.LastSuccess
+		}
+	}
+	return last
+}
+
 // Trainer retrains models from a store and publishes bundles. Retrain runs
 // one at a time; Current and Status are safe to call concurrently with it.
 type Trainer struct {
@@ -280,6 +292,34 @@ func (t *Trainer) Published() <-chan struct{} {
 	t.publishedMu.Lock()
 	defer t.publishedMu.Unlock()
 	return t.published
+}
+
+// Await returns the current bundle once it is one the caller does not
+// hold (held reports false for it), or when wait has passed, ctx is done
+// or stop is closed, whichever comes first: a long poll's wait for the
+// next publication.
+func (t *Trainer) Await(ctx context.Context, wait time.Duration, stop <-chan struct{}, held func(*model.Published) bool) *model.Published {
+	if wait <= 0 {
+		return t.Current()
+	}
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	for {
+		next := t.Published() // taken before Current: no publication is missed
+		pub := t.Current()
+		if pub != nil && !held(pub) {
+			return pub
+		}
+		select {
+		case <-next:
+		case <-timer.C:
+			return t.Current()
+		case <-ctx.Done():
+			return t.Current()
+		case <-stop:
+			return t.Current()
+		}
+	}
 }
 
 // Status returns a snapshot of the trainer's state.

@@ -297,6 +297,68 @@ func TestPublishedChannelFires(t *testing.T) {
 	}
 }
 
+func TestStatusLastSuccess(t *testing.T) {
+	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	s := Status{Targets: map[string]TargetStatus{"ttft": {}, "tpot": {}}}
+	if last := s.LastSuccess(); !last.IsZero() {
+		t.Errorf("no retrain yet, last success %v", last)
+	}
+	s.Targets["ttft"] = TargetStatus{LastSuccess: at}
+	s.Targets["kv_transfer"] = TargetStatus{LastSuccess: at.Add(time.Minute)}
+	if last := s.LastSuccess(); !last.Equal(at.Add(time.Minute)) {
+		t.Errorf("last success %v, want the latest target's %v", last, at.Add(time.Minute))
+	}
+}
+
+// Await returns at once without a wait; otherwise a bundle the caller
+// does not hold as soon as there is one, published before or during the
+// wait, and what is current when the wait ends, the context ends or stop
+// closes.
+func TestAwait(t *testing.T) {
+	f := newFixture(t)
+	tr := f.trainer(t, nil)
+	never := func(*model.Published) bool { return false }
+	if pub := tr.Await(t.Context(), 0, nil, never); pub != nil {
+		t.Fatalf("no wait before the first bundle: %+v", pub)
+	}
+	if pub := tr.Await(t.Context(), time.Millisecond, nil, never); pub != nil {
+		t.Fatalf("wait ran out before the first bundle: %+v", pub)
+	}
+	stop := make(chan struct{})
+	close(stop)
+	if pub := tr.Await(t.Context(), time.Hour, stop, never); pub != nil {
+		t.Fatalf("stopped before the first bundle: %+v", pub)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	if pub := tr.Await(ctx, time.Hour, nil, never); pub != nil {
+		t.Fatalf("context done before the first bundle: %+v", pub)
+	}
+
+	f.add(t, 50)
+	first := retrain(t, tr)
+	if pub := tr.Await(t.Context(), time.Hour, nil, never); pub != first {
+		t.Fatalf("a bundle not held: %+v, want %+v", pub, first)
+	}
+	held := func(p *model.Published) bool { return p == first }
+	waiting, stopWaiting := context.WithCancel(t.Context())
+	defer stopWaiting()
+	next := make(chan *model.Published, 1)
+	go func() { next <- tr.Await(waiting, time.Hour, nil, held) }()
+	f.add(t, 150)
+	second := retrain(t, tr)
+	if second == nil || second == first {
+		stopWaiting()
+		t.Fatalf("the second retrain published %+v", second)
+	}
+	if pub := <-next; pub != second {
+		t.Fatalf("awaited %+v, want the next publication %+v", pub, second)
+	}
+	if pub := tr.Await(t.Context(), time.Millisecond, nil, func(*model.Published) bool { return true }); pub != second {
+		t.Fatalf("wait ran out holding everything: %+v, want the current %+v", pub, second)
+	}
+}
+
 // A fit reads at most MaxTrainRows training samples per target; negative
 // means all of them.
 func TestRetrainCapsTrainingRows(t *testing.T) {

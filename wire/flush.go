@@ -1,6 +1,12 @@
 package wire
 
-import "github.com/headroomhq/headroom/internal/jsonscan"
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/headroomhq/headroom/internal/jsonscan"
+)
 
 // FlushRequest is the body of POST /flush (docs/PROTOCOL.md §5.4). Every flag defaults
 // to true: an empty body flushes everything, as in the reference.
@@ -13,6 +19,45 @@ type FlushRequest struct {
 	// a write token flushes only when it is true (api), so that nothing a
 	// stray request can send deletes every sample.
 	Confirm bool
+}
+
+// FlushResponse is the answer of POST /flush, in the reference's words.
+// Set the counts of what was deleted, then Complete it.
+type FlushResponse struct {
+	Success        bool    `json:"success"`
+	FlushedAt      string  `json:"flushed_at"`
+	Reason         *string `json:"reason"`
+	TTFTTrainFlush int     `json:"ttft_training_samples_flushed"`
+	TPOTTrainFlush int     `json:"tpot_training_samples_flushed"`
+	TTFTTestFlush  int     `json:"ttft_test_samples_flushed"`
+	TPOTTestFlush  int     `json:"tpot_test_samples_flushed"`
+	MetricsCleared bool    `json:"metrics_cleared"`
+	Message        string  `json:"message"`
+	// ModelsReset is always false: models stay in service after a flush,
+	// trained on data that was valid when it arrived; the next model is
+	// trained only on what arrives next.
+	ModelsReset bool `json:"models_reset"`
+}
+
+// Complete fills in the rest of r, the answer to req carried out at at:
+// the flags echoed and the message naming what was flushed.
+func (r FlushResponse) Complete(req FlushRequest, at time.Time) FlushResponse {
+	var parts []string
+	if req.FlushTrainingData {
+		parts = append(parts, fmt.Sprintf("%d TTFT and %d TPOT training samples", r.TTFTTrainFlush, r.TPOTTrainFlush))
+	}
+	if req.FlushTestData {
+		parts = append(parts, fmt.Sprintf("%d TTFT and %d TPOT test samples", r.TTFTTestFlush, r.TPOTTestFlush))
+	}
+	if req.FlushMetrics {
+		parts = append(parts, "all metric scores")
+	}
+	r.Message = "No data flushed"
+	if len(parts) > 0 {
+		r.Message = "Successfully flushed: " + strings.Join(parts, ", ")
+	}
+	r.Success, r.FlushedAt, r.Reason, r.MetricsCleared = true, Timestamp(at), req.Reason, req.FlushMetrics
+	return r
 }
 
 // DecodeFlushRequest decodes the optional body of POST /flush with the

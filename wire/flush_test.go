@@ -1,8 +1,11 @@
 package wire
 
 import (
+	"encoding/json"
 	"reflect"
+	"strings"
 	"testing"
+	"time"
 )
 
 func TestDecodeFlushRequest(t *testing.T) {
@@ -58,6 +61,38 @@ func TestDecodeFlushRequest(t *testing.T) {
 		}
 		if got != (FlushRequest{}) {
 			t.Errorf("%s: request %+v returned with an error", tt.body, got)
+		}
+	}
+}
+
+func TestFlushResponse(t *testing.T) {
+	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	reason := "reset after an incident"
+	counts := FlushResponse{TTFTTrainFlush: 10, TPOTTrainFlush: 9, TTFTTestFlush: 2, TPOTTestFlush: 1}
+	for _, tt := range []struct {
+		name string
+		req  FlushRequest
+		msg  string
+	}{
+		{"everything", FlushRequest{FlushTrainingData: true, FlushTestData: true, FlushMetrics: true, Reason: &reason},
+			"Successfully flushed: 10 TTFT and 9 TPOT training samples, 2 TTFT and 1 TPOT test samples, all metric scores"},
+		{"test data", FlushRequest{FlushTestData: true}, "Successfully flushed: 2 TTFT and 1 TPOT test samples"},
+		{"nothing", FlushRequest{}, "No data flushed"},
+	} {
+		r := counts.Complete(tt.req, at)
+		if r.Message != tt.msg || !r.Success || r.FlushedAt != "2026-01-02T03:04:05Z" || r.Reason != tt.req.Reason ||
+			r.MetricsCleared != tt.req.FlushMetrics || r.ModelsReset || r.TTFTTrainFlush != 10 || r.TPOTTestFlush != 1 {
+			t.Errorf("%s: %+v", tt.name, r)
+		}
+	}
+	b, err := json.Marshal(counts.Complete(FlushRequest{}, at))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range []string{`"success":true`, `"reason":null`, `"ttft_training_samples_flushed":10`, `"tpot_training_samples_flushed":9`,
+		`"ttft_test_samples_flushed":2`, `"tpot_test_samples_flushed":1`, `"metrics_cleared":false`, `"models_reset":false`, `"flushed_at":"2026-01-02T03:04:05Z"`} {
+		if !strings.Contains(string(b), key) {
+			t.Errorf("%s lacks %s", b, key)
 		}
 	}
 }
