@@ -25,6 +25,84 @@ type Calibration struct {
 	Rows   int    `json:"rows"`
 	// LogResiduals[i] is the (i+1)% quantile of log(actual/predicted).
 	LogResiduals []float64 `json:"log_residuals"`
+	// Adjustment, when set, serves quantile levels other than the ones
+	// asked for: the trainer's adaptive conformal correction of the
+	// coverage its live samples realised (LevelAdjustment). Nil: every
+	// level as asked.
+	Adjustment *LevelAdjustment `json:"adjustment,omitempty"`
+}
+
+// LevelAdjustment moves the residual level a quantile is read at, so that
+// the served Quantile covers what it claims when the residuals the
+// calibration was made from are narrower than the errors that follow them:
+// calibrated on the last window of forward errors, a model serving a load
+// that keeps rising meets larger errors than that window held. The trainer
+// learns Level by adaptive conformal inference (Gibbs & Candès, 2021) on
+// the samples that arrive: each one above the served quantile raises it,
+// each one at or below lowers it, in the proportions that balance at the
+// claimed coverage.
+//
+// Level is the level served for Quantile exactly. The other levels on
+// Quantile's side of the median are stretched with it, piecewise linearly
+// through (0.5, 0.5), (Quantile, Level) and (1, 1) (mirrored below the
+// median; through (0, 0), (0.5, Level) and (1, 1) when Quantile is the
+// median): a 0.9 corrected to 0.93 serves 0.95 at 0.965 and leaves the
+// median and the lower bounds as calibrated.
+type LevelAdjustment struct {
+	Quantile float64 `json:"quantile"`
+	Level    float64 `json:"level"`
+	// Samples is how many live samples have moved the level so far
+	// (informational).
+	Samples int `json:"samples"`
+}
+
+// MinAdjustedLevel and MaxAdjustedLevel bound a LevelAdjustment's Level: the
+// calibration's grid holds its end values beyond them.
+const (
+	MinAdjustedLevel = 1.0 / (calibrationGrid + 1)
+	MaxAdjustedLevel = calibrationGrid / (calibrationGrid + 1.0)
+)
+
+// Map returns the level at which quantile p is read. A nil adjustment
+// returns p.
+func (a *LevelAdjustment) Map(p float64) float64 {
+	if a == nil {
+		return p
+	}
+	q, l := a.Quantile, a.Level
+	lo, hi := [2]float64{0, 0}, [2]float64{1, 1}
+	switch {
+	case q > 0.5 && p < 0.5, q < 0.5 && p > 0.5:
+		return p
+	case q > 0.5:
+		lo = [2]float64{0.5, 0.5}
+	case q < 0.5:
+		hi = [2]float64{0.5, 0.5}
+	}
+	if p <= q {
+		return lo[1] + (l-lo[1])*(p-lo[0])/(q-lo[0])
+	}
+	return l + (hi[1]-l)*(p-q)/(hi[0]-q)
+}
+
+// Validate checks a decoded adjustment: its level on the same side of the
+// median as its quantile, so the map keeps every level in order.
+func (a *LevelAdjustment) Validate() error {
+	if a == nil {
+		return nil
+	}
+	q, l := a.Quantile, a.Level
+	switch {
+	case !(q > 0 && q < 1):
+		return fmt.Errorf("level adjustment: quantile %v outside (0, 1)", q)
+	case !(l >= MinAdjustedLevel && l <= MaxAdjustedLevel):
+		return fmt.Errorf("level adjustment: level %v outside [%v, %v]", l, MinAdjustedLevel, MaxAdjustedLevel)
+	case q > 0.5 && l <= 0.5, q < 0.5 && l >= 0.5:
+		return fmt.Errorf("level adjustment: level %v is across the median from quantile %v", l, q)
+	case a.Samples < 0:
+		return fmt.Errorf("level adjustment: %d samples", a.Samples)
+	}
+	return nil
 }
 
 // NewCalibration summarises residuals log(actual/predicted). It needs at
@@ -52,15 +130,16 @@ func NewCalibration(source string, logResiduals []float64) (Calibration, error) 
 	return c, nil
 }
 
-// LogResidual returns the q quantile of log(actual/predicted), interpolating
-// between grid points and holding the end values beyond 1% and 99%. A zero
-// Calibration returns 0: the central prediction.
+// LogResidual returns the q quantile of log(actual/predicted), read at the
+// level the Adjustment maps q to, interpolating between grid points and
+// holding the end values beyond 1% and 99%. A zero Calibration returns 0:
+// the central prediction.
 func (c Calibration) LogResidual(q float64) float64 {
 	n := len(c.LogResiduals)
 	if n == 0 {
 		return 0
 	}
-	pos := q*(calibrationGrid+1) - 1 // index in the grid, fractional
+	pos := c.Adjustment.Map(q)*(calibrationGrid+1) - 1 // index in the grid, fractional
 	switch {
 	case pos <= 0:
 		return c.LogResiduals[0]
@@ -85,7 +164,7 @@ func (c Calibration) Validate() error {
 			return fmt.Errorf("calibration: quantiles decrease at %d", i)
 		}
 	}
-	return nil
+	return c.Adjustment.Validate()
 }
 
 // conformalQuantile is the q quantile of sorted residuals as split

@@ -44,6 +44,15 @@ func TestNewInfo(t *testing.T) {
 	if _, err := json.Marshal(info); err != nil {
 		t.Errorf("info does not encode: %v", err)
 	}
+	if info.TTFT.CalibrationAdjustment != nil {
+		t.Errorf("adjustment %+v on a model without one", info.TTFT.CalibrationAdjustment)
+	}
+	adj := &LevelAdjustment{Quantile: 0.9, Level: 0.94, Samples: 321}
+	b.TPOT.Calibration.Adjustment = adj
+	info = NewInfo(&Published{Bundle: b}, loaded, now, nil)
+	if got := info.TPOT.CalibrationAdjustment; got == nil || *got != *adj {
+		t.Errorf("info shows adjustment %+v, want the model's %+v", got, adj)
+	}
 }
 
 func TestNewInfoTransfer(t *testing.T) {

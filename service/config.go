@@ -98,6 +98,9 @@ type TrainerConfig struct {
 	// PublishForce publishes every new model even when the publication
 	// gate refuses it (trainer.GateConfig.Force).
 	PublishForce bool
+	// FixedLevels serves every quantile at its calibrated level, without
+	// the live correction of coverage (trainer.DriftConfig.FixedLevels).
+	FixedLevels bool
 	// KVBytesPerToken is the pool's KV-cache bytes per token, for transfer
 	// samples that do not report kv_bytes_per_token; 0 learns it from those
 	// that do (trainer.TransferConfig.BytesPerToken).

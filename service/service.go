@@ -91,7 +91,7 @@ func (s *Service) buildTrainer() error {
 	reg := newRegistry()
 	fit := trainer.DefaultFitConfig()
 	fit.Kind, fit.Params, fit.XGBoost = t.Kind, t.Params, t.XGBoost
-	drift := trainer.DriftConfig{Quantile: c.Quantile}
+	drift := trainer.DriftConfig{Quantile: c.Quantile, FixedLevels: t.FixedLevels}
 	if c.Objective == predictor.Quantile {
 		// Served predictions are that quantile, not means.
 		drift.ServedQuantile = c.Quantile

@@ -3,6 +3,7 @@ package trainer
 import (
 	"context"
 	"math"
+	"math/rand/v2"
 	"reflect"
 	"testing"
 	"time"
@@ -204,6 +205,11 @@ func TestRunRetrainsEarlyOnDrift(t *testing.T) {
 	if v := testutil.ToFloat64(tr.cfg.Metrics.coverage.WithLabelValues("ttft", "live", "0.9")); v > 10 {
 		t.Errorf("live coverage %v%% of tripled latencies", v)
 	}
+	// Every tripled latency inside the training ranges is above the 0.9
+	// quantile: the next model serves it at a far higher level.
+	if v := testutil.ToFloat64(tr.cfg.Metrics.level.WithLabelValues("ttft", "0.9")); v < 0.95 {
+		t.Errorf("headroom_quantile_served_level = %v, want raised towards %v", v, model.MaxAdjustedLevel)
+	}
 }
 
 // A batch larger than the window leaves exactly what the same samples
@@ -245,5 +251,148 @@ func TestObserveLargeBatchEqualsOneByOne(t *testing.T) {
 	labelled := countLabelled(samples, features.TTFT)
 	if n := testutil.ToFloat64(batched.metrics.liveSamples.WithLabelValues("ttft", "model")); n != float64(labelled) {
 		t.Errorf("live samples counted %v, want %d", n, labelled)
+	}
+}
+
+// servedCoverage replays a stream of TTFT actuals through the live tracker
+// as the service lives: a model predicting 100 ms, recalibrated every
+// `every` samples on the forward errors of the window (as Fit calibrates)
+// with the level the tracker hands over, scored on the samples that follow
+// before they are observed. It returns the percentage of samples from the
+// first model on at or below the served quantile.
+func servedCoverage(t *testing.T, cfg DriftConfig, actual []float64, every int) float64 {
+	t.Helper()
+	d := newDriftTracker(cfg, time.Now, nil)
+	m := driftModel(t)
+	covered, scored := 0, 0
+	for start := 0; start < len(actual); start += every {
+		if start > 0 {
+			next := driftModel(t)
+			fc := FitConfig{Forward: d.forwardSamples(features.TTFT), MinForwardRows: 50}
+			cal, err := calibrate(next, Dataset{}, nil, fc)
+			if err != nil {
+				t.Fatal(err)
+			}
+			next.Calibration = cal
+			next.Calibration.Adjustment = d.levelAdjustment(features.TTFT)
+			if err := next.Prepare(); err != nil {
+				t.Fatal(err)
+			}
+			m = next
+		}
+		batch := actual[start:min(start+every, len(actual))]
+		x := []float64{5} // within the model's range, 0–10
+		for _, y := range batch {
+			if y <= m.Quantile(x, m.Predict(x), cfg.Quantile) {
+				covered++
+			}
+			scored++
+		}
+		samples := make([]features.Sample, len(batch))
+		for i, y := range batch {
+			samples[i] = features.Sample{ActualTTFTMs: y, Row: features.Row{NumRequestRunning: 5}}
+		}
+		d.observe(samples, &model.Bundle{TTFT: m})
+	}
+	return 100 * float64(covered) / float64(scored)
+}
+
+// noisyStream returns n actuals around 100 ms whose log spread at sample i
+// is spread(i), from a fixed seed.
+func noisyStream(n int, seed uint64, spread func(i int) float64) []float64 {
+	r := rand.New(rand.NewPCG(seed, 0))
+	out := make([]float64, n)
+	for i := range out {
+		out[i] = 100 * math.Exp(spread(i)*r.NormFloat64())
+	}
+	return out
+}
+
+// When errors keep growing, a quantile calibrated on the last window of
+// forward errors covers less than it claims (the errors that follow are
+// wider than those it saw); the adaptive level brings the coverage back to
+// the claim, and on a stream that does not drift it leaves it there.
+func TestAdaptiveLevelCoversADriftingStream(t *testing.T) {
+	growing := func(i int) float64 { return 0.01 * math.Exp(float64(i)/600) } // ×e⁵ over 3,000
+	steady := func(int) float64 { return 0.1 }
+	tests := []struct {
+		name   string
+		spread func(int) float64
+		q      float64
+		fixed  [2]float64 // coverage band with fixed levels
+		adapt  [2]float64 // with the adaptive level
+	}{
+		{"errors growing, q 0.9", growing, 0.9, [2]float64{0, 86}, [2]float64{88, 92}},
+		{"errors growing, q 0.5", growing, 0.5, [2]float64{45, 55}, [2]float64{48, 52}},
+		{"steady, q 0.9", steady, 0.9, [2]float64{87, 93}, [2]float64{88, 92}},
+		{"steady, q 0.95", steady, 0.95, [2]float64{92, 98}, [2]float64{93.5, 96.5}},
+	}
+	for _, tc := range tests {
+		var got [2]float64
+		for i, fixed := range []bool{true, false} {
+			var sum float64
+			for seed := range uint64(4) {
+				cfg := DriftConfig{Window: 200, Quantile: tc.q, Disabled: true, FixedLevels: fixed}
+				sum += servedCoverage(t, cfg, noisyStream(3000, seed, tc.spread), 100)
+			}
+			got[i] = sum / 4
+		}
+		t.Logf("%s: coverage %.1f fixed, %.1f adaptive", tc.name, got[0], got[1])
+		if got[0] < tc.fixed[0] || got[0] > tc.fixed[1] {
+			t.Errorf("%s: fixed levels cover %.1f%%, want %v (the stream is not what the case says)", tc.name, got[0], tc.fixed)
+		}
+		if got[1] < tc.adapt[0] || got[1] > tc.adapt[1] {
+			t.Errorf("%s: adaptive level covers %.1f%%, want %v", tc.name, got[1], tc.adapt)
+		}
+	}
+}
+
+func TestAdaptiveLevelSteps(t *testing.T) {
+	inRange := features.Row{NumRequestRunning: 5}
+	outside := features.Row{NumRequestRunning: 50} // driftModel's range is 0–10
+	// driftModel's 0.9 quantile is 100·e^0.2 ≈ 122 ms.
+	samples := func(n int, actual float64, row features.Row) []features.Sample {
+		s := ttftSamples(n, actual, 0)
+		for i := range s {
+			s[i].Row = row
+		}
+		return s
+	}
+	tests := []struct {
+		name    string
+		cfg     DriftConfig
+		carried *model.LevelAdjustment // the serving model's, as after a restart
+		batch   []features.Sample
+		want    float64 // 0: no adjustment
+		samples int
+	}{
+		{"a miss raises by gain·q", DriftConfig{}, nil, samples(1, 200, inRange), 0.9 + defaultCoverageGain*0.9, 1},
+		{"a cover lowers by gain·(1−q)", DriftConfig{}, nil, samples(1, 100, inRange), 0.9 - defaultCoverageGain*0.1, 1},
+		{"nine covers and a miss balance", DriftConfig{}, nil, append(samples(9, 100, inRange), samples(1, 200, inRange)...), 0, 10},
+		{"out of range moves nothing", DriftConfig{}, nil, samples(20, 200, outside), 0, 0},
+		{"clamped at MaxLevelShift", DriftConfig{MaxLevelShift: 0.02}, nil, samples(100, 200, inRange), 0.92, 100},
+		{"clamped below the grid's end", DriftConfig{MaxLevelShift: 0.5}, nil, samples(1000, 200, inRange), model.MaxAdjustedLevel, 200}, // a batch beyond the window: its last 200 are judged
+		{"clamped above the median", DriftConfig{Quantile: 0.6, MaxLevelShift: 0.5}, nil, samples(1000, 90, inRange), 0.51, 200},
+		{"resumed from the serving model", DriftConfig{}, &model.LevelAdjustment{Quantile: 0.9, Level: 0.95, Samples: 40}, samples(1, 200, inRange), 0.95 + defaultCoverageGain*0.9, 41},
+		{"not resumed for another quantile", DriftConfig{}, &model.LevelAdjustment{Quantile: 0.95, Level: 0.97}, samples(1, 200, inRange), 0.9 + defaultCoverageGain*0.9, 1},
+		{"fixed levels", DriftConfig{FixedLevels: true}, &model.LevelAdjustment{Quantile: 0.9, Level: 0.95}, samples(10, 200, inRange), 0, 0},
+	}
+	for _, tc := range tests {
+		tc.cfg.Disabled = true
+		d := newDriftTracker(tc.cfg, time.Now, nil)
+		m := driftModel(t)
+		m.Calibration.Adjustment = tc.carried
+		d.observe(tc.batch, &model.Bundle{TTFT: m})
+		got := d.levelAdjustment(features.TTFT)
+		switch {
+		case tc.want == 0 && got != nil:
+			t.Errorf("%s: adjustment %+v, want none", tc.name, got)
+		case tc.want != 0 && (got == nil || math.Abs(got.Level-tc.want) > 1e-12 || got.Samples != tc.samples):
+			t.Errorf("%s: adjustment %+v, want level %v from %d samples", tc.name, got, tc.want, tc.samples)
+		case got != nil:
+			if err := got.Validate(); err != nil {
+				t.Errorf("%s: %v", tc.name, err)
+			}
+		}
 	}
 }

@@ -75,6 +75,11 @@ type FitConfig struct {
 	// Support measures how much the bounds widen outside the training
 	// ranges (support.go); its zero value leaves them as calibrated.
 	Support SupportConfig
+	// Levels is the live tracking's correction of the levels quantiles are
+	// served at (DriftConfig.CoverageGain), set by the trainer per fit; the
+	// model carries it in its calibration. Nil serves every level as
+	// calibrated. It moves no central prediction.
+	Levels *model.LevelAdjustment
 }
 
 // DefaultFitConfig is the configuration the service runs with.
@@ -227,6 +232,10 @@ func Fit(ctx context.Context, schema features.Schema, train, holdout Dataset, cf
 	if m.Support, err = estimateSupport(ctx, m, cfg, train); err != nil {
 		return nil, fmt.Errorf("widening outside the support: %w", err)
 	}
+	// After the support: its extrapolation spreads are measured against
+	// the calibration's own in-range spread, which the correction of a lag
+	// in time does not change.
+	m.Calibration.Adjustment = cfg.Levels
 	q := cfg.CoverageQuantile
 	if !(q > 0 && q < 1) {
 		q = 0.9
@@ -400,6 +409,7 @@ func holdoutCoverage(m *model.TargetModel, holdout Dataset, crossFitted []float6
 		if err != nil {
 			return nil, err
 		}
+		c.Adjustment = m.Calibration.Adjustment
 		for i := half; i < n; i += 2 {
 			if resid[i] <= m.Support.LogResidual(c, q, m.Reach(holdout.X[i])) {
 				hit++

@@ -5,6 +5,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"testing"
+	"time"
 
 	"github.com/headroomhq/headroom/features"
 	"github.com/headroomhq/headroom/model"
@@ -359,5 +360,77 @@ func TestFitNoShift(t *testing.T) {
 		if got := m.Calibration.LogResidual(0.5); math.Abs(got-want) > 1e-9 {
 			t.Errorf("no shift %v: median calibration residual %v, want %v", noShift, got, want)
 		}
+	}
+}
+
+// The live level is carried into the model's calibration and moves its
+// quantiles only: every central prediction, and so every MAPE, is the
+// same as without it.
+func TestFitCarriesTheLevelAndKeepsThePrediction(t *testing.T) {
+	train, holdout := fitRows(rand.New(rand.NewPCG(9, 9)), 400, 0.1, nil), fitRows(rand.New(rand.NewPCG(9, 10)), 100, 0.1, nil)
+	cfg := DefaultFitConfig()
+	plain, err := Fit(context.Background(), fitSchema, train, holdout, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Levels = &model.LevelAdjustment{Quantile: 0.9, Level: 0.96, Samples: 300}
+	adj, err := Fit(context.Background(), fitSchema, train, holdout, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if adj.Calibration.Adjustment != cfg.Levels || plain.Calibration.Adjustment != nil {
+		t.Fatalf("adjustments %+v and %+v", adj.Calibration.Adjustment, plain.Calibration.Adjustment)
+	}
+	if adj.Holdout != plain.Holdout {
+		t.Errorf("holdout %+v with the level, %+v without", adj.Holdout, plain.Holdout)
+	}
+	for _, x := range holdout.X {
+		c := plain.Predict(x)
+		if adj.Predict(x) != c {
+			t.Fatalf("central prediction moved: %v vs %v", adj.Predict(x), c)
+		}
+		if got, want := adj.Quantile(x, c, 0.9), plain.Quantile(x, c, 0.96); got != want {
+			t.Fatalf("0.9 quantile %v, want the unadjusted 0.96 quantile %v", got, want)
+		}
+	}
+	if a, p := adj.HoldoutCoverage.Percent, plain.HoldoutCoverage.Percent; a <= p {
+		t.Errorf("holdout coverage %.1f with the level, %.1f without; want higher", a, p)
+	}
+}
+
+// A trainer whose models' quantiles are exceeded more often than claimed
+// publishes its next model with a higher level, and /model/info shows it.
+func TestTrainerPublishesTheAdaptedLevel(t *testing.T) {
+	f := newFixture(t)
+	tr, err := New(Config{Drift: DriftConfig{Window: 200, Quantile: 0.9}}, f.db) // linear only
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.add(t, 300)
+	first := retrain(t, tr)
+	if first == nil || first.Bundle.TTFT.Calibration.Adjustment != nil {
+		t.Fatalf("first model: %+v", first)
+	}
+	// Requests now take 30% longer than the model says: far more than one
+	// in ten is above its 0.9 quantile.
+	next := syntheticSamples(f.rng, 150)
+	for i := range next {
+		next[i].ActualTTFTMs *= 1.3
+	}
+	if _, err := f.db.Add(next); err != nil {
+		t.Fatal(err)
+	}
+	tr.ObserveServed(next)
+	pub := retrain(t, tr)
+	if pub == nil {
+		t.Fatal("no retrain after 150 new samples")
+	}
+	a := pub.Bundle.TTFT.Calibration.Adjustment
+	if a == nil || a.Quantile != 0.9 || a.Level <= 0.9 || a.Samples == 0 {
+		t.Fatalf("adjustment %+v, want a level above 0.9", a)
+	}
+	info := model.NewInfo(pub, time.Now(), time.Now(), nil)
+	if got := info.TTFT.CalibrationAdjustment; got == nil || *got != *a {
+		t.Errorf("/model/info shows %+v, want %+v", got, a)
 	}
 }

@@ -25,6 +25,7 @@ type Metrics struct {
 	reg             prometheus.Registerer
 
 	coverage      *prometheus.GaugeVec
+	level         *prometheus.GaugeVec
 	liveMAPE      *prometheus.GaugeVec
 	liveBias      *prometheus.GaugeVec
 	liveSamples   *prometheus.CounterVec
@@ -80,6 +81,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "headroom_quantile_coverage_percent",
 			Help: "Percentage of requests at or below the calibrated quantile prediction, per target: on the newest model's holdout (set=holdout) and on arriving samples over the live window (set=live). Should be near 100 x quantile.",
 		}, []string{"target", "set", "quantile"}),
+		level: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "headroom_quantile_served_level",
+			Help: "Level of the calibrated residual distribution the next model serves the quantile at, per target: the quantile itself until live samples inside the training ranges show it covering less or more than it claims (adaptive conformal correction; the model in service carries its own in /model/info, calibration_adjustment).",
+		}, []string{"target", "quantile"}),
 		liveMAPE: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "headroom_live_mape_percent",
 			Help: "Mean absolute percentage error on arriving samples over the live window: of the current model's own predictions (source=model) or of the predictions the router reported acting on (source=served).",
@@ -118,7 +123,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"target", "chosen"}),
 	}
 	reg.MustRegister(m.transferClassMAPE, m.transferClassBandwidth, m.candidateMAPE, m.choices, m.gateRejections, m.runs, m.duration, m.publishFailures, m.bundleVersion, m.bundleCreated,
-		m.holdoutMAPE, m.holdoutRows, m.xgboost, m.coverage, m.liveMAPE, m.liveBias, m.liveSamples, m.earlyRetrains)
+		m.holdoutMAPE, m.holdoutRows, m.xgboost, m.coverage, m.level, m.liveMAPE, m.liveBias, m.liveSamples, m.earlyRetrains)
 	return m
 }
 
@@ -252,6 +257,9 @@ func (m *Metrics) observeLiveSummary(t features.Target, tl *targetLive, q float6
 		if le.Coverage != nil {
 			m.coverage.WithLabelValues(t.String(), "live", quantileLabel(q)).Set(*le.Coverage)
 		}
+	}
+	if tl.level != 0 {
+		m.level.WithLabelValues(t.String(), quantileLabel(q)).Set(tl.level)
 	}
 }
 

@@ -56,6 +56,9 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		tpotCols   = fs.String("tpot-columns", "", "Headroom's TPOT feature columns, comma-separated (default: the service's)")
 		fit        = trainer.DefaultFitConfig()
 		liveWindow = fs.Int("live-window", 0, "trainer's live window: recent samples whose errors calibrate the next model (0: the service's default)")
+		covGain    = fs.Float64("coverage-gain", 0, "step by which each live sample moves the level the served quantile is read at (adaptive conformal; 0: the service's default)")
+		covShift   = fs.Float64("coverage-max-shift", 0, "farthest the served quantile's level moves from --quantile (0: the service's default)")
+		fixedLevel = fs.Bool("fixed-levels", false, "serve every quantile at its calibrated level: no adaptive correction of coverage")
 		minSamples = fs.Int("min-samples", 100, "training samples a target needs to retrain once it has a model, as for serve")
 		transfer   = fs.Bool("transfer", false, "measure the KV-transfer model instead: random 90/10 splits and extrapolation from --train-max to --test-min transfer tokens, on --pd-samples or on simulated P/D runs")
 		pdSamples  = fs.String("pd-samples", "", "--transfer: a JSONL file of `headroom whatif --pd ... --pd-samples`; default: simulate")
@@ -143,8 +146,9 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		Quantile:    *quantile,
 		TTFTColumns: columns(*ttftCols),
 		TPOTColumns: columns(*tpotCols),
-		Drift:       trainer.DriftConfig{Window: *liveWindow},
-		MinSamples:  *minSamples,
+		Drift: trainer.DriftConfig{Window: *liveWindow, CoverageGain: *covGain, MaxLevelShift: *covShift,
+			FixedLevels: *fixedLevel},
+		MinSamples: *minSamples,
 	}
 	if *verbose {
 		opts.Logger = slog.New(slog.NewTextHandler(stderr, nil))

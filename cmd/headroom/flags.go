@@ -163,6 +163,7 @@ func (f *trainerFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&f.noXGBoost, "no-xgboost", false, "train linear models only")
 	fs.Float64Var(&f.cfg.KVBytesPerToken, "kv-bytes-per-token", 0, "the pool's KV-cache bytes per token, for KV-transfer samples that do not report kv_bytes_per_token (0: learn it from those that do)")
 	fs.BoolVar(&f.cfg.PublishForce, "publish-force", false, "publish every new model even when the publication gate refuses it (the verdict is still logged, counted and in /status): for a workload that really changed")
+	fs.BoolVar(&f.cfg.FixedLevels, "fixed-levels", false, "serve every quantile at its calibrated level; by default the trainer moves the level --quantile is served at while requests inside the training ranges exceed it more or less often than 1 - quantile (adaptive conformal correction)")
 	fs.BoolVar(&f.cfg.SelfTune, "self-tune", def.SelfTune, "choose each target's configuration among candidates (this one first, the line alone, smaller trees, deep trees on log ms) by their error on the newest training rows; false fits every model as --model-kind and --xgb-* say")
 	fs.StringVar(&f.modelKind, "model-kind", string(def.Kind), "linear, log-trees, or linear+log-trees")
 	fs.IntVar(&f.cfg.Params.Rounds, "xgb-rounds", def.Params.Rounds, "boosting rounds (trees)")
