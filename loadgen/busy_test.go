@@ -94,23 +94,28 @@ func TestRunSplitsLatencyByServerWork(t *testing.T) {
 		// After the first prediction: far enough in that the spans,
 		// widened by busyLead and busyTail, lie inside the measured window.
 		trainAfter = 600 * time.Millisecond
-		loadAfter  = 1100 * time.Millisecond
+		trainFor   = 200 * time.Millisecond
+		loadAfter  = 500 * time.Millisecond // after the training began
 	)
-	// The servers' clock starts at the first prediction, which is the
-	// first job of the schedule: the window opens with it, however long a
-	// loaded machine took over the first scrape before it.
-	var first atomic.Int64 // Unix ns of the first prediction; 0 before
-	started := func() (trainAt, loadAt time.Time, ok bool) {
-		ns := first.Load()
-		at := time.Unix(0, ns)
-		return at.Add(trainAfter), at.Add(loadAfter), ns != 0
+	// The servers' clocks are events, not timers: training begins with the
+	// first prediction to arrive trainAfter past the first prediction (the
+	// first job of the schedule), so a loaded machine that starves the
+	// process for a while moves the spans instead of leaving the training
+	// span without a single answer in it.
+	var first, trainNs atomic.Int64 // Unix ns; 0 before
+	training := func() (trainAt time.Time, ok bool) {
+		ns := trainNs.Load()
+		return time.Unix(0, ns), ns != 0
 	}
 	var slow atomic.Int64
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /predict/bulk/strict", func(w http.ResponseWriter, r *http.Request) {
-		first.CompareAndSwap(0, time.Now().UnixNano())
-		trainAt, _, _ := started()
-		if now := time.Now(); now.After(trainAt) && now.Before(trainAt.Add(200*time.Millisecond)) {
+		now := time.Now()
+		first.CompareAndSwap(0, now.UnixNano())
+		if now.After(time.Unix(0, first.Load()).Add(trainAfter)) {
+			trainNs.CompareAndSwap(0, now.UnixNano())
+		}
+		if trainAt, ok := training(); ok && !now.Before(trainAt) && now.Before(trainAt.Add(trainFor)) {
 			slow.Add(1)
 			time.Sleep(slowFor)
 		}
@@ -119,18 +124,18 @@ func TestRunSplitsLatencyByServerWork(t *testing.T) {
 	longAgo := time.Now().Add(-time.Hour)
 	mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, r *http.Request) {
 		loaded := longAgo
-		if _, loadAt, ok := started(); ok && time.Now().After(loadAt) {
-			loaded = loadAt
+		if trainAt, ok := training(); ok && time.Now().After(trainAt.Add(loadAfter)) {
+			loaded = trainAt.Add(loadAfter)
 		}
 		fmt.Fprintf(w, "headroom_predictor_bundle_loaded_timestamp_seconds %.3f\n", float64(loaded.UnixMilli())/1000)
 	})
 	mux.HandleFunc("GET /status", func(w http.ResponseWriter, r *http.Request) {
 		runs, attempt := 0, longAgo
-		if trainAt, _, ok := started(); ok && time.Now().After(trainAt.Add(200*time.Millisecond)) {
+		if trainAt, ok := training(); ok && time.Now().After(trainAt.Add(trainFor)) {
 			runs, attempt = 1, trainAt
 		}
-		fmt.Fprintf(w, `{"training":{"ttft":{"runs":%d,"last_attempt":%q,"last_duration_seconds":0.2}}}`,
-			runs, attempt.UTC().Format(time.RFC3339Nano))
+		fmt.Fprintf(w, `{"training":{"ttft":{"runs":%d,"last_attempt":%q,"last_duration_seconds":%g}}}`,
+			runs, attempt.UTC().Format(time.RFC3339Nano), trainFor.Seconds())
 	})
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
@@ -151,8 +156,8 @@ func TestRunSplitsLatencyByServerWork(t *testing.T) {
 		t.Errorf("%d training runs, %d swaps; want 1 and 1", bs.Training.Spans, bs.Swaps.Spans)
 	}
 	// The two spans, each widened by busyLead and busyTail, overlap into
-	// [350 ms, 1,350 ms] after the first prediction.
-	if want := (loadAfter + busyTail - (trainAfter - busyLead)).Seconds(); math.Abs(bs.Seconds-want) > 0.01 {
+	// [−busyLead, loadAfter + busyTail] around the training's start.
+	if want := (loadAfter + busyTail + busyLead).Seconds(); math.Abs(bs.Seconds-want) > 0.01 {
 		t.Errorf("busy %v s, want %v", bs.Seconds, want)
 	}
 	slowMs := float64(slowFor.Milliseconds())
