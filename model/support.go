@@ -3,6 +3,7 @@ package model
 import (
 	"fmt"
 	"math"
+	"sort"
 	"time"
 )
 
@@ -15,6 +16,14 @@ const MaxSupportDistance = 10
 // put the 90% bound e^6.4 (600) times above the central prediction one
 // span out of range.
 const MaxSupportSpread = 5
+
+// SupportBands are the upper edges of the bands of distance, in training
+// spans, in which the trainer measures spreads: 0–0.5, 0.5–1, 1–2, 2–4 and
+// beyond 4.
+var SupportBands = [...]float64{0.5, 1, 2, 4}
+
+// SupportBand is the index of the band of distance d.
+func SupportBand(d float64) int { return sort.SearchFloat64s(SupportBands[:], d) }
 
 // Support says how much wider quantile bounds get for a feature vector
 // outside the training rows' ranges. The calibration (Calibration) measures
@@ -46,8 +55,23 @@ type Support struct {
 	// separately because a model extrapolating a convex cost errs low far
 	// more than high. Per column because a model that carries a prompt's
 	// cost well may carry a queue's badly.
+	// They are the largest over bands of distance of BandUp and BandDown,
+	// and serve alone when those are absent (a bundle from an older
+	// trainer).
 	SpreadUp   []float64 `json:"spread_up"`
 	SpreadDown []float64 `json:"spread_down"`
+	// BandUp[j][b] and BandDown[j][b] are column j's spreads measured on
+	// the rows in band b of distance (SupportBands). Per band, because
+	// the error does not grow in proportion to distance: a fold's rows
+	// just past its cut can need a large spread per unit of distance (a
+	// small bias is a large share of a small distance, and variances add
+	// in quadrature), and that rate carried ten spans out put bounds
+	// 178% above the central prediction where the far rows needed 20%.
+	// A row is widened by the rate measured at its own distance, and
+	// never less than a nearer band's widest (Reach). Nil or empty: the
+	// flat SpreadUp and SpreadDown.
+	BandUp   [][]float64 `json:"band_up,omitempty"`
+	BandDown [][]float64 `json:"band_down,omitempty"`
 	// Rows is the number of pseudo-extrapolated rows the spreads come from,
 	// and Folds the columns whose upper tails were held out; the other
 	// columns took the spread of the fold that held out the same rows, or
@@ -77,6 +101,24 @@ func (s *Support) Validate(n int) error {
 			}
 		}
 	}
+	for _, bands := range [][][]float64{s.BandUp, s.BandDown} {
+		if len(bands) == 0 {
+			continue
+		}
+		if len(bands) != n {
+			return fmt.Errorf("support: band spreads for %d columns, want %d", len(bands), n)
+		}
+		for j, b := range bands {
+			if len(b) != len(SupportBands)+1 {
+				return fmt.Errorf("support: %d band spreads for column %d, want %d", len(b), j, len(SupportBands)+1)
+			}
+			for _, r := range b {
+				if !(r >= 0 && r <= MaxSupportSpread) {
+					return fmt.Errorf("support: band spread %v per unit of distance outside [0, %d]", r, MaxSupportSpread)
+				}
+			}
+		}
+	}
 	if s.Rows < 0 || s.Age < 0 {
 		return fmt.Errorf("support: %d rows, age %d", s.Rows, s.Age)
 	}
@@ -85,8 +127,8 @@ func (s *Support) Validate(n int) error {
 
 // Reach is how far a row lies outside the training support, as the
 // standard deviation of the extrapolation's log error above and below the
-// median: the largest over columns of the column's spread times its
-// distance. The largest, not a sum, because several columns are the same
+// median: the largest over columns of the column's reach at its distance
+// (ReachAlong). The largest, not a sum, because several columns are the same
 // quantity seen differently (the prompt, its uncached part, the prefill
 // work), and a sum would count one excursion three times. Zero in range.
 type Reach struct{ Up, Down float64 }
@@ -99,9 +141,32 @@ func (s *Support) Reach(ranges []Range, x []float64) Reach {
 	}
 	for j, rg := range ranges {
 		if d := FeatureDistance(rg, x[j]); d > 0 {
-			r.Up = math.Max(r.Up, s.SpreadUp[j]*d)
-			r.Down = math.Max(r.Down, s.SpreadDown[j]*d)
+			r.Up = math.Max(r.Up, reachAlong(s.SpreadUp[j], band(s.BandUp, j), d))
+			r.Down = math.Max(r.Down, reachAlong(s.SpreadDown[j], band(s.BandDown, j), d))
 		}
+	}
+	return r
+}
+
+func band(bands [][]float64, j int) []float64 {
+	if len(bands) == 0 {
+		return nil
+	}
+	return bands[j]
+}
+
+// reachAlong is a column's reach at distance d: the spread measured in d's
+// band times d, and no less than any nearer band's spread times that
+// band's far edge, so that a farther row's bounds are never narrower than
+// a nearer one's. Without bands, the flat spread times d.
+func reachAlong(flat float64, bands []float64, d float64) float64 {
+	if len(bands) == 0 {
+		return flat * d
+	}
+	k := SupportBand(d)
+	r := bands[k] * d
+	for b := range k {
+		r = math.Max(r, bands[b]*SupportBands[b])
 	}
 	return r
 }

@@ -89,6 +89,45 @@ func TestSupportReachTakesTheFarthestColumn(t *testing.T) {
 	}
 }
 
+// A column's reach is the rate measured in the row's own band of distance
+// times its distance, never less than a nearer band's rate at that band's
+// far edge: a large rate measured just past the support does not multiply
+// out to far rows, and a farther row is never narrower than a nearer one.
+func TestSupportReachByBandOfDistance(t *testing.T) {
+	ranges := []Range{{0, 1000}}
+	flat := &Support{SpreadUp: []float64{0.4}, SpreadDown: []float64{0.1}}
+	banded := &Support{SpreadUp: []float64{0.4}, SpreadDown: []float64{0.1},
+		BandUp:   [][]float64{{0.4, 0.05, 0.02, 0.03, 0.01}},
+		BandDown: [][]float64{{0, 0, 0.1, 0.1, 0.1}}}
+	for _, tc := range []struct {
+		name     string
+		s        *Support
+		d        float64
+		up, down float64
+	}{
+		{"flat, near", flat, 0.25, 0.1, 0.025},
+		{"flat, far: the one rate times distance", flat, 3, 1.2, 0.3},
+		{"band 0: its own rate", banded, 0.25, 0.1, 0},
+		{"band 1: no less than band 0's at its edge", banded, 0.75, 0.2, 0},
+		{"band 3: its own rate when that is wider", banded, 3, 0.2, 0.3},
+		{"band 4 holds the farthest rows' rate", banded, 8, 0.2, 0.8},
+		{"capped distance", banded, 1e9, 0.2, 1},
+	} {
+		r := tc.s.Reach(ranges, []float64{1000 + 1000*tc.d})
+		if math.Abs(r.Up-tc.up) > 1e-12 || math.Abs(r.Down-tc.down) > 1e-12 {
+			t.Errorf("%s: reach %+v at %v spans, want {%v %v}", tc.name, r, tc.d, tc.up, tc.down)
+		}
+	}
+	last := Reach{}
+	for d := 0.01; d < 12; d += 0.01 {
+		r := banded.Reach(ranges, []float64{1000 + 1000*d})
+		if r.Up < last.Up || r.Down < last.Down {
+			t.Fatalf("reach %+v at %v spans is narrower than %+v nearer", r, d, last)
+		}
+		last = r
+	}
+}
+
 // A model's bounds widen for a row outside its training ranges and are
 // exactly the calibration's inside them; a bundle written before Support
 // existed decodes and serves as before.
@@ -148,6 +187,14 @@ func TestSupportValidate(t *testing.T) {
 		{"negative", &Support{SpreadUp: []float64{-0.1}, SpreadDown: []float64{0}}, false},
 		{"NaN", &Support{SpreadUp: []float64{math.NaN()}, SpreadDown: []float64{0}}, false},
 		{"absurd", &Support{SpreadUp: []float64{MaxSupportSpread + 1}, SpreadDown: []float64{0}}, false},
+		{"bands", &Support{SpreadUp: []float64{0.1}, SpreadDown: []float64{0},
+			BandUp: [][]float64{{0.1, 0, 0, 0, 0}}, BandDown: [][]float64{{0, 0, 0, 0, 0}}}, true},
+		{"bands for another column count", &Support{SpreadUp: []float64{0.1}, SpreadDown: []float64{0},
+			BandUp: [][]float64{{0.1, 0, 0, 0, 0}, {0, 0, 0, 0, 0}}}, false},
+		{"too few bands", &Support{SpreadUp: []float64{0.1}, SpreadDown: []float64{0},
+			BandUp: [][]float64{{0.1, 0}}}, false},
+		{"band spread NaN", &Support{SpreadUp: []float64{0.1}, SpreadDown: []float64{0},
+			BandDown: [][]float64{{0.1, 0, math.NaN(), 0, 0}}}, false},
 	} {
 		if err := tc.s.Validate(1); (err == nil) != tc.ok {
 			t.Errorf("%s: Validate = %v, want ok %v", tc.name, err, tc.ok)

@@ -113,9 +113,12 @@ func BenchmarkRetrainFullStore(b *testing.B) {
 			}
 		})
 		// A new trainer's first retrain chooses each target's
-		// configuration (select.go) before fitting it: "retrain" is the
-		// retrain that chooses, the costliest; "retrain-kept" one that
-		// keeps its choice, as most retrains do (SelectConfig.Every).
+		// configuration (select.go) before fitting it, and having no
+		// spreads to carry, measures Folds columns with trees: "retrain"
+		// is that retrain, the costliest, which only a replay (headroom
+		// eval) takes; the service's first models go through
+		// first-models, below. "retrain-kept" is the same without the
+		// choice.
 		for _, kept := range []bool{false, true} {
 			name := sc.name + "/retrain"
 			if kept {
@@ -142,8 +145,7 @@ func BenchmarkRetrainFullStore(b *testing.B) {
 		// first models, a line at once (its extrapolation measured with
 		// line-only folds), then the trees, which carry what the line
 		// measured and make the first choice of configuration. "retrain"
-		// above is the path of a trainer upgraded over a bundle written
-		// before the widening, which measures its columns with trees.
+		// above is a replay's.
 		b.Run(sc.name+"/first-models", func(b *testing.B) {
 			if db == nil {
 				db = fullStore(b, dir, sc.scheme)
@@ -182,15 +184,105 @@ func BenchmarkRetrainFullStore(b *testing.B) {
 				b.Fatalf("retrain: %v %v", pub, err)
 			}
 			loopCPU(b, func() {
-				// As if samples had arrived: the store is full, and a
-				// retrain on unchanged samples is skipped.
-				tr.statusMu.Lock()
-				for i := range tr.status {
-					tr.status[i].TrainedOnGen = 0
-				}
-				tr.statusMu.Unlock()
+				forgetTrainedGeneration(tr)
 				if pub, err := tr.Retrain(ctx); err != nil || pub == nil {
 					b.Fatalf("retrain: %v %v", pub, err)
+				}
+			})
+		})
+		// The steady state's retrain that measures Folds columns with
+		// trees (SupportConfig.MinInterval 0: every retrain measures), and
+		// one that is also due to choose (a drift, which no interval
+		// holds back): that one chooses and carries, and measuring waits
+		// for the next.
+		for _, choose := range []bool{false, true} {
+			name := sc.name + "/retrain-measure"
+			if choose {
+				name = sc.name + "/retrain-choose-measure"
+			}
+			b.Run(name, func(b *testing.B) {
+				if db == nil {
+					db = fullStore(b, dir, sc.scheme)
+				}
+				fit := DefaultFitConfig()
+				fit.XGBoost = xgb
+				fit.Support.MinInterval = 0
+				tr, err := New(Config{Fit: fit, BundleDir: b.TempDir()}, db)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if pub, err := tr.Retrain(ctx); err != nil || pub == nil {
+					b.Fatalf("retrain: %v %v", pub, err)
+				}
+				loopCPU(b, func() {
+					forgetTrainedGeneration(tr)
+					if choose {
+						tr.tuneAfterDrift()
+					}
+					pub, err := tr.Retrain(ctx)
+					if err != nil || pub == nil {
+						b.Fatalf("retrain: %v %v", pub, err)
+					}
+					for _, tg := range features.Targets {
+						m := pub.Bundle.Target(tg)
+						if chose := m.Selection != nil && m.Selection.RetrainsSince == 0; chose != choose {
+							b.Fatalf("%s: chose %v, want %v", tg, chose, choose)
+						}
+						if measured := m.Support != nil && m.Support.Rows > 0; measured == choose {
+							b.Fatalf("%s: chose %v and measured %v: want one of them", tg, choose, measured)
+						}
+					}
+				})
+			})
+		}
+		// The first retrain of a trainer upgraded over a bundle written
+		// before the widening and the self-tuning: tree models with
+		// neither spreads nor a choice. It measures Folds columns with
+		// trees and leaves the choice to the next retrain (fitTarget),
+		// which chooses and carries, as retrain-choose-measure does.
+		b.Run(sc.name+"/upgrade", func(b *testing.B) {
+			if db == nil {
+				db = fullStore(b, dir, sc.scheme)
+			}
+			fit := DefaultFitConfig()
+			fit.XGBoost = xgb
+			old, err := New(Config{Fit: fit}, db)
+			if err != nil {
+				b.Fatal(err)
+			}
+			pub, err := old.Retrain(ctx)
+			if err != nil || pub == nil {
+				b.Fatalf("retrain: %v %v", pub, err)
+			}
+			legacy := *pub.Bundle
+			for _, m := range []**model.TargetModel{&legacy.TTFT, &legacy.TPOT} {
+				c := **m
+				c.Support, c.Selection = nil, nil
+				*m = &c
+			}
+			encoded, err := legacy.Encode(nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			loopCPU(b, func() {
+				bundles := b.TempDir()
+				if _, err := model.WriteBundle(bundles, legacy.Version, encoded); err != nil {
+					b.Fatal(err)
+				}
+				tr, err := New(Config{Fit: fit, BundleDir: bundles}, db)
+				if err != nil {
+					b.Fatal(err)
+				}
+				forgetTrainedGeneration(tr)
+				pub, err := tr.Retrain(ctx)
+				if err != nil || pub == nil {
+					b.Fatalf("retrain: %v %v", pub, err)
+				}
+				for _, tg := range features.Targets {
+					if m := pub.Bundle.Target(tg); m.Support == nil || m.Support.Rows == 0 || m.Kind == model.KindLinear || m.Selection != nil {
+						b.Fatalf("upgrade: %s is %s with support %v and selection %v, want trees with measured spreads and no choice",
+							tg, m.Kind, m.Support, m.Selection)
+					}
 				}
 			})
 		})
@@ -201,6 +293,16 @@ func BenchmarkRetrainFullStore(b *testing.B) {
 			benchmarkFitParts(b, sc.name+"/"+t.String(), db, t, xgb)
 		}
 	}
+}
+
+// forgetTrainedGeneration makes tr retrain as if samples had arrived: the
+// store is full, and a retrain on unchanged samples is skipped.
+func forgetTrainedGeneration(tr *Trainer) {
+	tr.statusMu.Lock()
+	for i := range tr.status {
+		tr.status[i].TrainedOnGen = 0
+	}
+	tr.statusMu.Unlock()
 }
 
 // benchmarkFitParts times the steps of one target's fit on db's samples.

@@ -71,9 +71,6 @@ func DefaultSupportConfig() SupportConfig {
 // nothing new.
 const foldOverlap = 0.8
 
-// distanceBands group pseudo-extrapolated rows by their distance, in spans.
-var distanceBands = [...]float64{0.5, 1, 2, 4}
-
 // minBandRows is the fewest rows a band of distance needs to be judged on:
 // the 90% point of fewer rows moves by a third of its value from one
 // sample to the next, and the largest over bands would follow the noise.
@@ -104,7 +101,8 @@ func estimateSupport(ctx context.Context, m *model.TargetModel, cfg FitConfig, t
 	z := model.NormalQuantile(q)
 
 	n := len(m.Columns)
-	s := &model.Support{SpreadUp: make([]float64, n), SpreadDown: make([]float64, n)}
+	s := &model.Support{SpreadUp: make([]float64, n), SpreadDown: make([]float64, n),
+		BandUp: make([][]float64, n), BandDown: make([][]float64, n)}
 	measured := make([]bool, n)
 
 	// The columns worth measuring, each once: a column whose upper rows
@@ -130,8 +128,18 @@ func estimateSupport(ctx context.Context, m *model.TargetModel, cfg FitConfig, t
 	budget := sc.Folds
 	age := 0
 	switch {
-	case len(prev) == 0:
+	case len(prev) == 0 && m.Kind == model.KindLinear:
+		// A line's folds cost milliseconds: a first model measures
+		// FirstFolds columns at once.
 		budget = max(sc.FirstFolds, sc.Folds)
+	case len(prev) == 0:
+		// Nothing to carry (the first retrain after a bundle without
+		// spreads, a first fit that also chooses), and every fold refits
+		// trees: Folds columns, like any retrain that measures. FirstFolds
+		// of them took a full store's retrain to 4.4-4.9 CPU-s
+		// (docs/PERFORMANCE.md). The other columns take the largest
+		// spreads measured (below) until later retrains measure them,
+		// never-measured first.
 	case sc.CarryOnly || sc.Previous.Support.Age+1 < sc.Every ||
 		(sc.MinInterval > 0 && time.Since(sc.Previous.Support.MeasuredAt) < sc.MinInterval):
 		budget, age = 0, sc.Previous.Support.Age+1
@@ -164,7 +172,7 @@ func estimateSupport(ctx context.Context, m *model.TargetModel, cfg FitConfig, t
 		if len(needs) == 0 {
 			continue
 		}
-		s.SpreadUp[j], s.SpreadDown[j] = spreadFor(needs, q, minBandRows)
+		spreadFor(needs, q, minBandRows).set(s, j)
 		measured[j], fresh[j] = true, true
 		s.Rows += len(needs)
 	}
@@ -176,8 +184,8 @@ func estimateSupport(ctx context.Context, m *model.TargetModel, cfg FitConfig, t
 			if j < 0 || fresh[j] || !isDistinct(distinct, j) {
 				continue
 			}
-			sp := prev[name]
-			s.SpreadUp[j], s.SpreadDown[j], measured[j] = sp[0], sp[1], true
+			prev[name].set(s, j)
+			measured[j] = true
 			s.Folds = append(s.Folds, name)
 		}
 	}
@@ -191,36 +199,76 @@ func estimateSupport(ctx context.Context, m *model.TargetModel, cfg FitConfig, t
 	}
 	for j, c := range alias {
 		if measured[c] {
-			s.SpreadUp[j], s.SpreadDown[j], measured[j] = s.SpreadUp[c], s.SpreadDown[c], true
+			spreadOf(s, c).set(s, j)
+			measured[j] = true
 		}
 	}
 	// A column no fold measured (a category, a column constant in
 	// training or one the line ignores, one past the budget) is taken to
 	// extrapolate as badly as the worst measured one: nothing says it does
 	// better.
-	var worstUp, worstDown float64
+	worst := flatSpread(0, 0)
 	for j := range n {
 		if measured[j] {
-			worstUp, worstDown = math.Max(worstUp, s.SpreadUp[j]), math.Max(worstDown, s.SpreadDown[j])
+			worst = worst.widest(spreadOf(s, j))
 		}
 	}
 	for j := range n {
 		if !measured[j] {
-			s.SpreadUp[j], s.SpreadDown[j] = worstUp, worstDown
+			worst.set(s, j)
 		}
 	}
 	return s, nil
 }
 
+// columnSpread is one column's spreads per band of distance
+// (model.SupportBands), above and below the median.
+type columnSpread struct{ up, down []float64 }
+
+func flatSpread(up, down float64) columnSpread {
+	c := columnSpread{make([]float64, len(model.SupportBands)+1), make([]float64, len(model.SupportBands)+1)}
+	for b := range c.up {
+		c.up[b], c.down[b] = up, down
+	}
+	return c
+}
+
+// spreadOf is column j's spreads in s; a Support without bands (an older
+// trainer's) has the same spread in every band.
+func spreadOf(s *model.Support, j int) columnSpread {
+	if len(s.BandUp) == 0 || len(s.BandDown) == 0 || s.BandUp[j] == nil || s.BandDown[j] == nil {
+		return flatSpread(s.SpreadUp[j], s.SpreadDown[j])
+	}
+	return columnSpread{append([]float64(nil), s.BandUp[j]...), append([]float64(nil), s.BandDown[j]...)}
+}
+
+// set makes c column j's spreads in s, the flat ones the largest band's.
+func (c columnSpread) set(s *model.Support, j int) {
+	s.BandUp[j], s.BandDown[j] = c.up, c.down
+	s.SpreadUp[j], s.SpreadDown[j] = 0, 0
+	for b := range c.up {
+		s.SpreadUp[j], s.SpreadDown[j] = math.Max(s.SpreadUp[j], c.up[b]), math.Max(s.SpreadDown[j], c.down[b])
+	}
+}
+
+// widest is the larger of c and o in every band.
+func (c columnSpread) widest(o columnSpread) columnSpread {
+	w := flatSpread(0, 0)
+	for b := range w.up {
+		w.up[b], w.down[b] = math.Max(c.up[b], o.up[b]), math.Max(c.down[b], o.down[b])
+	}
+	return w
+}
+
 // carriedSpreads returns the spreads prev measured, by column name.
-func carriedSpreads(prev *model.TargetModel) map[string][2]float64 {
-	out := map[string][2]float64{}
+func carriedSpreads(prev *model.TargetModel) map[string]columnSpread {
+	out := map[string]columnSpread{}
 	if prev == nil || prev.Support == nil || prev.Support.Validate(len(prev.Columns)) != nil {
 		return out
 	}
 	for _, name := range prev.Support.Folds {
 		if j := columnIndex(prev.Columns, name); j >= 0 {
-			out[name] = [2]float64{prev.Support.SpreadUp[j], prev.Support.SpreadDown[j]}
+			out[name] = spreadOf(prev.Support, j)
 		}
 	}
 	return out
@@ -229,7 +277,7 @@ func carriedSpreads(prev *model.TargetModel) map[string][2]float64 {
 // measureOrder lists the distinct columns in the order they are due:
 // those the previous model did not measure (most influential first), then
 // the ones it measured, longest ago first.
-func measureOrder(m *model.TargetModel, distinct []fold, prev map[string][2]float64, prevModel *model.TargetModel) []int {
+func measureOrder(m *model.TargetModel, distinct []fold, prev map[string]columnSpread, prevModel *model.TargetModel) []int {
 	var order []int
 	for _, f := range distinct {
 		if _, ok := prev[m.Columns[f.column]]; !ok {
@@ -304,20 +352,29 @@ func pseudoExtrapolate(ctx context.Context, m *model.TargetModel, cfg FitConfig,
 // bound and the lower bound.
 type need struct{ d, up, down float64 }
 
-// spreadFor chooses the smallest spreads that put q of the rows inside the
-// bounds in every band of distance holding at least minRows rows. Rows
+// spreadFor chooses, in each band of distance holding at least minRows
+// rows, the smallest spreads that put q of its rows inside the bounds. Rows
 // just past a cut are most of a fold and say little about far
 // extrapolation: a quantile over all of them would let the few far rows be
-// missed wholesale. Rows just past the cut that the calibration misses
-// anyway (a 1−q share of rows anywhere) need spreads no finite widening
-// gives, and take the 1−q share left over.
-func spreadFor(needs []need, q float64, minRows int) (up, down float64) {
-	bands := make([][]need, len(distanceBands)+1)
+// missed wholesale. Nor does their rate say much about far rows: a bias
+// that grows in proportion to distance needs a spread per unit of distance
+// that grows without bound near the cut (it adds to the in-range spread in
+// quadrature), so each band keeps its own (model.Support.BandUp). Rows just
+// past the cut that the calibration misses anyway (a 1−q share of rows
+// anywhere) need spreads no finite widening gives, and take the 1−q share
+// left over. A band with fewer rows takes the spreads of the nearest
+// measured band farther out, or beyond the farthest, the farthest's: the
+// rate of the farthest measured rows is the best guess of farther ones.
+func spreadFor(needs []need, q float64, minRows int) columnSpread {
+	nb := len(model.SupportBands) + 1
+	bands := make([][]need, nb)
 	for _, nd := range needs {
-		b := sort.SearchFloat64s(distanceBands[:], nd.d)
+		b := model.SupportBand(nd.d)
 		bands[b] = append(bands[b], nd)
 	}
-	for _, band := range bands {
+	out := flatSpread(0, 0)
+	judged := make([]bool, nb)
+	for b, band := range bands {
 		if len(band) < max(minRows, 1) {
 			continue
 		}
@@ -325,9 +382,28 @@ func spreadFor(needs []need, q float64, minRows int) (up, down float64) {
 		for i, nd := range band {
 			u[i], d[i] = nd.up, nd.down
 		}
-		up, down = math.Max(up, coveringValue(u, q)), math.Max(down, coveringValue(d, q))
+		out.up[b] = math.Min(coveringValue(u, q), model.MaxSupportSpread)
+		out.down[b] = math.Min(coveringValue(d, q), model.MaxSupportSpread)
+		judged[b] = true
 	}
-	return math.Min(up, model.MaxSupportSpread), math.Min(down, model.MaxSupportSpread)
+	from := -1 // the band whose spreads an unjudged band takes
+	for b := nb - 1; b >= 0; b-- {
+		if judged[b] {
+			from = b
+		} else if from >= 0 {
+			out.up[b], out.down[b] = out.up[from], out.down[from]
+		}
+	}
+	last := -1
+	for b := range nb {
+		if judged[b] {
+			last = b
+		}
+	}
+	for b := last + 1; last >= 0 && b < nb; b++ {
+		out.up[b], out.down[b] = out.up[last], out.down[last]
+	}
+	return out
 }
 
 // coveringValue is the smallest value at or above a share q of v.
@@ -354,25 +430,34 @@ type fold struct {
 }
 
 // influentialColumns orders the columns by how much the line's prediction
-// moves across each one's training range, most first, leaving out constant
-// columns and those the line ignores: extrapolating along a column the
-// model does not use is no test of its extrapolation.
+// moves across each one's training range, most first, then the other
+// columns that vary, in order, leaving out constant ones. A column the line
+// ignores is still worth measuring, after the others: its rows beyond the
+// range are often beyond it in a column the line does use (the prompt and
+// its uncached part), and the trees cannot carry it past its range; one
+// that nothing uses measures a spread near zero, where left unmeasured it
+// would take the largest measured (a queue's, 0.19 per span, put TTFT
+// bounds for long prompts 44% above the central prediction on synthetic
+// seed 5 where 18% covered them).
 func influentialColumns(m *model.TargetModel) []int {
 	type infl struct {
 		j int
 		w float64
 	}
 	_, coef := m.Linear.OriginalUnits()
-	var c []infl
+	var c, rest []infl
 	for j, r := range m.Ranges {
-		if w := math.Abs(coef[j]) * (r.Max - r.Min); w > 0 && !math.IsInf(w, 0) {
+		switch w := math.Abs(coef[j]) * (r.Max - r.Min); {
+		case w > 0 && !math.IsInf(w, 0):
 			c = append(c, infl{j, w})
+		case r.Max > r.Min:
+			rest = append(rest, infl{j, 0})
 		}
 	}
 	sort.SliceStable(c, func(a, b int) bool { return c[a].w > c[b].w })
-	out := make([]int, len(c))
-	for i := range c {
-		out[i] = c[i].j
+	out := make([]int, 0, len(c)+len(rest))
+	for _, x := range append(c, rest...) {
+		out = append(out, x.j)
 	}
 	return out
 }

@@ -166,6 +166,9 @@ type Trainer struct {
 	// the prune by version never removes its bundles first.
 	epoch        string
 	versionFloor uint64
+	// loaded is the bundle New loaded, nil without one: its models may be
+	// an older trainer's, without measured spreads (fitTarget).
+	loaded *model.Bundle
 	// idleAfter is when xgboost may next run in the idle class (Unix ns),
 	// pushed back when a run there was starved (fitConfig).
 	idleAfter atomic.Int64
@@ -242,6 +245,7 @@ func New(cfg Config, db *store.DB) (*Trainer, error) {
 		}
 		if pub != nil {
 			t.current.Store(pub)
+			t.loaded = pub.Bundle
 			t.epoch = pub.Bundle.Epoch
 			t.resumeTuning(pub.Bundle)
 			for _, tg := range features.Targets {
@@ -680,10 +684,30 @@ func (t *Trainer) fitTarget(ctx context.Context, tg features.Target, gen uint64,
 	}
 	trainDS := BuildDataset(schema, tg, train)
 	// A first model's passes are for speed: they keep the choice in force
-	// (the first candidate before any) and make none.
-	cfg, sel, err := t.tune(ctx, tg, schema, trainDS, cfg, !p.first())
+	// (the first candidate before any) and make none. A choice costs a full store about 0.9 CPU-s beyond the fit, a
+	// measurement of the extrapolation with trees about 0.7: not both in
+	// one retrain, which would be over the 2 s budget
+	// (docs/PERFORMANCE.md). A retrain that chooses carries the spreads
+	// in service; the first retrain after loading a bundle without spreads
+	// (an older trainer's), which has none to carry, measures and leaves
+	// the choice to the next.
+	choose := !p.first()
+	if prev := cfg.Support.Previous; choose && cfg.Support.Folds > 0 && prev != nil && prev == t.loaded.Target(tg) &&
+		len(carriedSpreads(prev)) == 0 {
+		choose = false
+	}
+	t.tuneMu.Lock()
+	before := t.tuning[tg].choice
+	t.tuneMu.Unlock()
+	cfg, sel, err := t.tune(ctx, tg, schema, trainDS, cfg, choose)
 	if err != nil {
 		return nil, err
+	}
+	t.tuneMu.Lock()
+	chose := t.tuning[tg].choice != before
+	t.tuneMu.Unlock()
+	if chose {
+		cfg.Support.CarryOnly = true
 	}
 	m, err := Fit(ctx, schema, trainDS, BuildDataset(schema, tg, holdout), cfg)
 	if m != nil {
