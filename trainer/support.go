@@ -154,6 +154,9 @@ func estimateSupport(ctx context.Context, m *model.TargetModel, cfg FitConfig, t
 		todo = todo[:budget]
 	}
 	fresh := map[int]bool{}
+	// unseen[j] is the first band past the farthest that column j's folds
+	// judged in this fit (len(bands) when they judged the farthest).
+	unseen := map[int]int{}
 	for _, j := range todo {
 		var needs []need
 		for _, c := range sc.Cuts {
@@ -172,7 +175,9 @@ func estimateSupport(ctx context.Context, m *model.TargetModel, cfg FitConfig, t
 		if len(needs) == 0 {
 			continue
 		}
-		spreadFor(needs, q, minBandRows).set(s, j)
+		sp, farthest := spreadFor(needs, q, minBandRows)
+		sp.set(s, j)
+		unseen[j] = farthest + 1
 		measured[j], fresh[j] = true, true
 		s.Rows += len(needs)
 	}
@@ -207,6 +212,31 @@ func estimateSupport(ctx context.Context, m *model.TargetModel, cfg FitConfig, t
 	// training or one the line ignores, one past the budget) is taken to
 	// extrapolate as badly as the worst measured one: nothing says it does
 	// better.
+	// A band farther than any row a fold of the column held out says
+	// nothing of it: rows just past a cut that needed no widening do not
+	// vouch for rows several spans out. Such bands take the largest
+	// spread measured in any band of any column (a prefill-bound trace's
+	// prompt, whose folds reached only half a span, measured 0 there and
+	// left prompts two to eight spans out with the in-range bound, 3%
+	// covered).
+	var anyUp, anyDown float64
+	for j := range n {
+		if measured[j] {
+			anyUp, anyDown = math.Max(anyUp, s.SpreadUp[j]), math.Max(anyDown, s.SpreadDown[j])
+		}
+	}
+	for j, from := range unseen {
+		c := spreadOf(s, j)
+		for b := from; b < len(c.up); b++ {
+			c.up[b], c.down[b] = math.Max(c.up[b], anyUp), math.Max(c.down[b], anyDown)
+		}
+		c.set(s, j)
+	}
+	for j, c := range alias {
+		if _, ok := unseen[c]; ok && measured[c] {
+			spreadOf(s, c).set(s, j)
+		}
+	}
 	worst := flatSpread(0, 0)
 	for j := range n {
 		if measured[j] {
@@ -363,9 +393,10 @@ type need struct{ d, up, down float64 }
 // past the cut that the calibration misses anyway (a 1−q share of rows
 // anywhere) need spreads no finite widening gives, and take the 1−q share
 // left over. A band with fewer rows takes the spreads of the nearest
-// measured band farther out, or beyond the farthest, the farthest's: the
-// rate of the farthest measured rows is the best guess of farther ones.
-func spreadFor(needs []need, q float64, minRows int) columnSpread {
+// measured band farther out, or beyond the farthest (returned), the
+// farthest's, which estimateSupport raises to the largest measured of any
+// column.
+func spreadFor(needs []need, q float64, minRows int) (spread columnSpread, farthest int) {
 	nb := len(model.SupportBands) + 1
 	bands := make([][]need, nb)
 	for _, nd := range needs {
@@ -403,7 +434,7 @@ func spreadFor(needs []need, q float64, minRows int) columnSpread {
 	for b := last + 1; last >= 0 && b < nb; b++ {
 		out.up[b], out.down[b] = out.up[last], out.down[last]
 	}
-	return out
+	return out, last
 }
 
 // coveringValue is the smallest value at or above a share q of v.

@@ -242,12 +242,13 @@ func TestSpreadForJudgesEveryBandOfDistance(t *testing.T) {
 		}
 		needs = append(needs, need{d: 3, up: up})
 	}
-	up := spreadFor(needs, 0.9, minBandRows).up[model.SupportBand(3)]
+	sp, _ := spreadFor(needs, 0.9, minBandRows)
+	up := sp.up[model.SupportBand(3)]
 	if up != 0.3 {
 		t.Errorf("spread %v, want 0.3: the far band needs it, though 90%% of all rows are covered without", up)
 	}
 	few := needs[:500+minBandRows-1-40]
-	if up := spreadFor(few, 0.9, minBandRows).up[model.SupportBand(3)]; up != 0 {
+	if sp, _ := spreadFor(few, 0.9, minBandRows); sp.up[model.SupportBand(3)] != 0 {
 		t.Errorf("spread %v from a far band of fewer than %d rows", up, minBandRows)
 	}
 }
@@ -269,7 +270,11 @@ func TestSpreadForKeepsEachBandsRate(t *testing.T) {
 	needs = append(needs, rows(300, 60, 0.3, 0.4)...) // near: a fifth need 0.4
 	needs = append(needs, rows(200, 0, 1.5, 0)...)    // covered in range
 	needs = append(needs, rows(200, 40, 3, 0.05)...)  // far: a fifth need 0.05
-	got := spreadFor(needs, 0.9, minBandRows).up
+	sp, farthest := spreadFor(needs, 0.9, minBandRows)
+	got := sp.up
+	if farthest != model.SupportBand(3) {
+		t.Errorf("farthest band judged %d, want %d", farthest, model.SupportBand(3))
+	}
 	// Bands 0-0.5, 0.5-1 (no rows: the next band out's), 1-2, 2-4, beyond
 	// 4 (no rows: the farthest's).
 	want := []float64{0.4, 0, 0, 0.05, 0.05}
