@@ -208,10 +208,6 @@ func estimateSupport(ctx context.Context, m *model.TargetModel, cfg FitConfig, t
 			measured[j] = true
 		}
 	}
-	// A column no fold measured (a category, a column constant in
-	// training or one the line ignores, one past the budget) is taken to
-	// extrapolate as badly as the worst measured one: nothing says it does
-	// better.
 	// A band farther than any row a fold of the column held out says
 	// nothing of it: rows just past a cut that needed no widening do not
 	// vouch for rows several spans out. Such bands take the largest
@@ -237,6 +233,10 @@ func estimateSupport(ctx context.Context, m *model.TargetModel, cfg FitConfig, t
 			spreadOf(s, c).set(s, j)
 		}
 	}
+	// A column no fold measured (a category, a column constant in
+	// training or one past the budget) is taken to
+	// extrapolate as badly as the worst measured one: nothing says it does
+	// better.
 	worst := flatSpread(0, 0)
 	for j := range n {
 		if measured[j] {
