@@ -39,9 +39,9 @@ const (
 	ModelKNNWindow = "knn:window"
 )
 
-// floorNeighbours is k of the neighbour estimators. On the shared trace
-// 20 was the best of 5, 10, 20, 30 and 40 (docs/ACCURACY.md, "How low can
-// TTFT go").
+// floorNeighbours is k of the neighbour estimators: enough labels for a
+// median that one stalled request does not move, few enough to stay among
+// rows that look alike on a trace of a couple of thousand rows.
 const floorNeighbours = 20
 
 // floorWindow is the neighbour estimator's window, in rows of the target
