@@ -124,9 +124,10 @@ func floorTarget(ctx context.Context, samples []features.Sample, opts Options, e
 	}
 	xgb := opts.XGBoost
 	cfg.XGBoost = &xgb
-	// The block is the fit's holdout, which only its quantiles read; no
-	// cross-fitted calibration and no widening out of range, neither of
-	// which moves the central prediction.
+	// Only the central prediction is scored: the training rows stand in
+	// for the holdout, which only the quantiles read (a block may hold no
+	// believable label at all), and there is no cross-fitted calibration
+	// and no widening out of range.
 	cfg.MinCalibrationRows = 0
 	cfg.Support = trainer.SupportConfig{}
 	schema, err := features.NewSchema(headroomColumns(opts, t))
@@ -152,7 +153,7 @@ func floorTarget(ctx context.Context, samples []features.Sample, opts Options, e
 			return err
 		}
 		train, test := trainer.BuildDataset(schema, t, in), trainer.BuildDataset(schema, t, out)
-		m, err := trainer.Fit(ctx, schema, train, test, cfg)
+		m, err := trainer.Fit(ctx, schema, train, train, cfg)
 		if err != nil {
 			return fmt.Errorf("hindsight fit leaving out rows %d-%d: %w", lo, lo+every-1, err)
 		}

@@ -16,7 +16,7 @@ import (
 // times the constant with the least relative error.
 func TestFloorRecoversKnownNoise(t *testing.T) {
 	opts := testOptions(t)
-	samples := Synthetic(SyntheticOptions{Rows: 1500, Seed: 5, MaxTokens: 2048})
+	samples := Synthetic(SyntheticOptions{Rows: 1000, Seed: 5, MaxTokens: 2048})
 	rep, err := Floor(context.Background(), samples, opts, 100, features.TTFT)
 	if err != nil {
 		t.Fatal(err)
