@@ -36,6 +36,12 @@ type CandidateScore struct {
 	Kind Kind   `json:"kind"`
 	// MAPE, in percent, on the Selection's ScoreRows.
 	MAPE float64 `json:"mape"`
+	// Gain is how much lower, in percentage points, this candidate's
+	// absolute percentage error was than the first candidate's, averaged
+	// over the same rows, and GainSE that mean's standard error: the
+	// paired comparison a choice rests on (0 and 0 for the first).
+	Gain   float64 `json:"gain_vs_default"`
+	GainSE float64 `json:"gain_se"`
 }
 
 // Validate checks that s names a chosen candidate among its scores and
@@ -48,6 +54,9 @@ func (s *Selection) Validate() error {
 	for _, c := range s.Candidates {
 		if !(c.MAPE >= 0 && !math.IsInf(c.MAPE, 0)) {
 			return fmt.Errorf("selection: candidate %q has MAPE %v", c.Name, c.MAPE)
+		}
+		if !finite(c.Gain) || !(c.GainSE >= 0 && !math.IsInf(c.GainSE, 0)) {
+			return fmt.Errorf("selection: candidate %q has gain %v ± %v", c.Name, c.Gain, c.GainSE)
 		}
 		found = found || c.Name == s.Chosen
 	}

@@ -259,10 +259,34 @@ func scoreCandidates(ctx context.Context, schema features.Schema, train Dataset,
 		return nil, nil
 	}
 	for i, c := range sel.Candidates {
-		s.Candidates = append(s.Candidates,
-			model.CandidateScore{Name: c.Name, Kind: c.Kind, MAPE: model.Measure(pred[i], actual).MAPE})
+		gain, se := pairedGain(pred[0], pred[i], actual)
+		s.Candidates = append(s.Candidates, model.CandidateScore{Name: c.Name, Kind: c.Kind,
+			MAPE: model.Measure(pred[i], actual).MAPE, Gain: gain, GainSE: se})
 	}
 	return s, nil
+}
+
+// pairedGain returns the mean, over the rows, of how much lower (in
+// percentage points) the absolute percentage error of cand is than that
+// of def, and the standard error of that mean.
+func pairedGain(def, cand, actual []float64) (mean, se float64) {
+	var sum, sq float64
+	n := 0
+	for i, a := range actual {
+		if !(a > 0) {
+			continue
+		}
+		d := 100 * (math.Abs(def[i]-a) - math.Abs(cand[i]-a)) / a
+		sum += d
+		sq += d * d
+		n++
+	}
+	if n < 2 {
+		return 0, 0
+	}
+	mean = sum / float64(n)
+	v := (sq - float64(n)*mean*mean) / float64(n-1)
+	return mean, math.Sqrt(math.Max(v, 0) / float64(n))
 }
 
 // scoringBase is the linear model every candidate of one fold starts from,
@@ -403,7 +427,7 @@ func (t *Trainer) tune(ctx context.Context, tg features.Target, schema features.
 			t.cfg.Metrics.observeSelection(tg, s)
 			scores := make([]string, len(s.Candidates))
 			for i, c := range s.Candidates {
-				scores[i] = fmt.Sprintf("%s=%.2f", c.Name, c.MAPE)
+				scores[i] = fmt.Sprintf("%s=%.2f(%+.2f±%.2f)", c.Name, c.MAPE, c.Gain, c.GainSE)
 			}
 			t.cfg.Logger.Info("configuration chosen", "target", tg, "chosen", s.Chosen, "reason", reason,
 				"train_rows", s.TrainRows, "score_rows", s.ScoreRows, "mape", strings.Join(scores, " "))

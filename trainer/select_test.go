@@ -12,6 +12,29 @@ import (
 	"github.com/headroomhq/headroom/model"
 )
 
+func TestPairedGain(t *testing.T) {
+	for _, tc := range []struct {
+		name           string
+		def, cand, act []float64
+		mean, se       float64
+	}{
+		{"the same predictions", []float64{90, 120}, []float64{90, 120}, []float64{100, 100}, 0, 0},
+		// APEs 10 and 20 against 5 and 10: gains 5 and 10.
+		{"better on every row", []float64{90, 120}, []float64{95, 110}, []float64{100, 100}, 7.5, 2.5},
+		// Gains +10 and -10.
+		{"better on one, worse on the other", []float64{90, 100}, []float64{100, 110}, []float64{100, 100}, 0, 10},
+		{"unlabelled rows skipped", []float64{90, 120, 5}, []float64{95, 110, 50}, []float64{100, 100, 0}, 7.5, 2.5},
+		{"one row says nothing", []float64{90}, []float64{100}, []float64{100}, 0, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			mean, se := pairedGain(tc.def, tc.cand, tc.act)
+			if math.Abs(mean-tc.mean) > 1e-9 || math.Abs(se-tc.se) > 1e-9 {
+				t.Errorf("pairedGain = %v ± %v, want %v ± %v", mean, se, tc.mean, tc.se)
+			}
+		})
+	}
+}
+
 func TestChoiceMargin(t *testing.T) {
 	for _, tc := range []struct {
 		margin float64
@@ -114,6 +137,28 @@ func TestScoreCandidatesFindsWhatTheDataHold(t *testing.T) {
 			t.Logf("%v", mape)
 			if len(mape) != len(sel.Candidates) {
 				t.Fatalf("%d scores for %d candidates", len(mape), len(sel.Candidates))
+			}
+			// Each candidate's paired gain over the first is the
+			// difference of their MAPEs on the same rows, with a standard
+			// error that says whether it is more than noise: a step the
+			// line cannot follow is many standard errors of loss.
+			def := s.Candidates[0]
+			if def.Gain != 0 || def.GainSE != 0 {
+				t.Errorf("the first candidate's gain over itself: %v ± %v", def.Gain, def.GainSE)
+			}
+			for _, c := range s.Candidates[1:] {
+				if want := def.MAPE - c.MAPE; math.Abs(c.Gain-want) > 1e-9*def.MAPE || !(c.GainSE > 0) {
+					t.Errorf("%s: gain %v ± %v, want %v ± more than 0", c.Name, c.Gain, c.GainSE, want)
+				}
+			}
+			var lineScore model.CandidateScore
+			for _, c := range s.Candidates {
+				if c.Name == CandidateLine {
+					lineScore = c
+				}
+			}
+			if tc.trees && !(lineScore.Gain < -5*lineScore.GainSE) {
+				t.Errorf("line's gain %v ± %v over the trees on a step", lineScore.Gain, lineScore.GainSE)
 			}
 			if tc.trees && !(best < mape[CandidateLine]/1.2) {
 				t.Errorf("trees %.2f%%, line %.2f%%: the line cannot follow a step, the trees should", best, mape[CandidateLine])
