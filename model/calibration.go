@@ -30,6 +30,30 @@ type Calibration struct {
 	// coverage its live samples realised (LevelAdjustment). Nil: every
 	// level as asked.
 	Adjustment *LevelAdjustment `json:"adjustment,omitempty"`
+	// OutOfRange, when set, is the level adjustment served instead of
+	// Adjustment to rows outside the model's training ranges, learned from
+	// the live samples that arrive there alone: those rows meet
+	// extrapolation errors the in-range level neither sees nor should
+	// make up for (ServedAt). Nil: they are served like rows in range.
+	// Bundles written before it decode without it.
+	OutOfRange *LevelAdjustment `json:"out_of_range_adjustment,omitempty"`
+}
+
+// ServedAt returns the calibration and the level at which quantile q of a
+// row is read, whether or not the row lies outside the training ranges
+// (outOfRange). In range, and out of range without an OutOfRange
+// adjustment, that is c and q: c's own Adjustment maps the level as it
+// reads. Out of range with one, it is c without Adjustment read at the
+// level OutOfRange maps q to, and that level is the whole out-of-range
+// distribution's (Support.LogResidual): the extrapolation's spread is read
+// at it too, since a bound that misses far rows is short in both parts.
+func (c Calibration) ServedAt(q float64, outOfRange bool) (Calibration, float64) {
+	if !outOfRange || c.OutOfRange == nil {
+		return c, q
+	}
+	level := c.OutOfRange.Map(q)
+	c.Adjustment = nil
+	return c, level
 }
 
 // LevelAdjustment moves the residual level a quantile is read at, so that
@@ -164,7 +188,13 @@ func (c Calibration) Validate() error {
 			return fmt.Errorf("calibration: quantiles decrease at %d", i)
 		}
 	}
-	return c.Adjustment.Validate()
+	if err := c.Adjustment.Validate(); err != nil {
+		return err
+	}
+	if err := c.OutOfRange.Validate(); err != nil {
+		return fmt.Errorf("out of range: %w", err)
+	}
+	return nil
 }
 
 // conformalQuantile is the q quantile of sorted residuals as split

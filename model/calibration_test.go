@@ -108,3 +108,85 @@ func TestLevelAdjustmentValidate(t *testing.T) {
 		}
 	}
 }
+
+// Rows outside the training ranges are read at their own level when the
+// calibration carries one, and at the in-range one otherwise.
+func TestCalibrationServedAt(t *testing.T) {
+	r := make([]float64, 1000)
+	for i := range r {
+		r[i] = float64(i) / 1000
+	}
+	plain, err := NewCalibration("forward", r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := &LevelAdjustment{Quantile: 0.9, Level: 0.93}
+	out := &LevelAdjustment{Quantile: 0.9, Level: 0.98}
+	both := plain
+	both.Adjustment, both.OutOfRange = in, out
+	inOnly := plain
+	inOnly.Adjustment = in
+	tests := []struct {
+		name       string
+		c          Calibration
+		q          float64
+		outOfRange bool
+		wantLevel  float64
+		wantRead   float64 // the residual the served calibration reads at wantLevel
+	}{
+		{"in range: the in-range level", both, 0.9, false, 0.9, plain.LogResidual(0.93)},
+		{"out of range: its own level", both, 0.9, true, 0.98, plain.LogResidual(0.98)},
+		{"out of range, above it: stretched with it", both, 0.95, true, 0.99, plain.LogResidual(0.99)},
+		{"out of range, the lower bound untouched", both, 0.05, true, 0.05, plain.LogResidual(0.05)},
+		{"out of range without its own: as in range", inOnly, 0.9, true, 0.9, plain.LogResidual(0.93)},
+		{"nothing carried", plain, 0.9, true, 0.9, plain.LogResidual(0.9)},
+	}
+	for _, tc := range tests {
+		c, level := tc.c.ServedAt(tc.q, tc.outOfRange)
+		if math.Abs(level-tc.wantLevel) > 1e-12 || math.Abs(c.LogResidual(level)-tc.wantRead) > 1e-12 {
+			t.Errorf("%s: level %v reading %v, want %v reading %v", tc.name, level, c.LogResidual(level), tc.wantLevel, tc.wantRead)
+		}
+	}
+}
+
+func TestCalibrationOutOfRangeEncoding(t *testing.T) {
+	r := make([]float64, 100)
+	for i := range r {
+		r[i] = float64(i) / 100
+	}
+	c, err := NewCalibration("forward", r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Adjustment = &LevelAdjustment{Quantile: 0.9, Level: 0.92, Samples: 300}
+	c.OutOfRange = &LevelAdjustment{Quantile: 0.9, Level: 0.985, Samples: 40}
+	b, err := json.Marshal(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back Calibration
+	if err := json.Unmarshal(b, &back); err != nil {
+		t.Fatal(err)
+	}
+	if back.OutOfRange == nil || *back.OutOfRange != *c.OutOfRange || back.Validate() != nil {
+		t.Errorf("decoded out-of-range adjustment %+v, want %+v", back.OutOfRange, c.OutOfRange)
+	}
+	// A bundle written before the out-of-range level decodes and serves
+	// its rows out of range as in range.
+	old := strings.Replace(string(b), `"out_of_range_adjustment"`, `"ignored"`, 1)
+	var before Calibration
+	if err := json.Unmarshal([]byte(old), &before); err != nil {
+		t.Fatal(err)
+	}
+	if before.OutOfRange != nil || before.Validate() != nil {
+		t.Errorf("an old calibration decoded %+v", before.OutOfRange)
+	}
+	if cc, l := before.ServedAt(0.9, true); cc.LogResidual(l) != c.LogResidual(0.9) {
+		t.Errorf("an old calibration serves out of range at %v, want the in-range %v", cc.LogResidual(l), c.LogResidual(0.9))
+	}
+	bad := c
+	bad.OutOfRange = &LevelAdjustment{Quantile: 0.9, Level: 0.3}
+	if err := bad.Validate(); err == nil || !strings.Contains(err.Error(), "out of range") {
+		t.Errorf("an out-of-range level across the median: error %v", err)
+	}
+}

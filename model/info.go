@@ -61,14 +61,19 @@ type TargetInfo struct {
 	// CalibrationAdjustment is the level the model serves its tracked
 	// quantile at, learned from live coverage (LevelAdjustment); absent
 	// while every level is served as calibrated.
-	CalibrationAdjustment *LevelAdjustment   `json:"calibration_adjustment,omitempty"`
-	Trees                 int                `json:"trees"`
-	TrainedAt             any                `json:"trained_at"`
-	TrainSeconds          float64            `json:"train_seconds"`
-	FeatureRanges         map[string]Range   `json:"feature_ranges,omitempty"`
-	Columns               []string           `json:"columns,omitempty"`
-	LinearIntercept       float64            `json:"linear_intercept"`
-	LinearCoefficients    map[string]float64 `json:"linear_coefficients,omitempty"`
+	CalibrationAdjustment *LevelAdjustment `json:"calibration_adjustment,omitempty"`
+	// CalibrationOutOfRangeAdjustment is the level served to rows outside
+	// the training ranges, learned from the live samples there alone
+	// (Calibration.OutOfRange); absent while they are served like rows in
+	// range.
+	CalibrationOutOfRangeAdjustment *LevelAdjustment   `json:"calibration_out_of_range_adjustment,omitempty"`
+	Trees                           int                `json:"trees"`
+	TrainedAt                       any                `json:"trained_at"`
+	TrainSeconds                    float64            `json:"train_seconds"`
+	FeatureRanges                   map[string]Range   `json:"feature_ranges,omitempty"`
+	Columns                         []string           `json:"columns,omitempty"`
+	LinearIntercept                 float64            `json:"linear_intercept"`
+	LinearCoefficients              map[string]float64 `json:"linear_coefficients,omitempty"`
 	// Selection is the configuration the trainer chose for this model and
 	// every candidate's error (Selection); absent when none was chosen.
 	Selection *Selection `json:"selection,omitempty"`
@@ -129,20 +134,21 @@ func targetInfo(pub *Published, t features.Target) TargetInfo {
 		return TargetInfo{TrainedAt: nil}
 	}
 	ti := TargetInfo{
-		Ready:                 true,
-		Kind:                  string(m.Kind),
-		TrainSamples:          m.TrainSamples,
-		HoldoutSamples:        m.HoldoutSamples,
-		TrainedOnSamples:      m.TrainSamples,
-		Holdout:               m.Holdout,
-		HoldoutLinear:         m.HoldoutLinear,
-		Calibration:           m.Calibration.Source,
-		CalibrationAdjustment: m.Calibration.Adjustment,
-		TrainedAt:             wire.Timestamp(m.TrainedAt),
-		TrainSeconds:          m.TrainSeconds,
-		Columns:               m.Columns,
-		FeatureRanges:         make(map[string]Range, len(m.Columns)),
-		Selection:             m.Selection,
+		Ready:                           true,
+		Kind:                            string(m.Kind),
+		TrainSamples:                    m.TrainSamples,
+		HoldoutSamples:                  m.HoldoutSamples,
+		TrainedOnSamples:                m.TrainSamples,
+		Holdout:                         m.Holdout,
+		HoldoutLinear:                   m.HoldoutLinear,
+		Calibration:                     m.Calibration.Source,
+		CalibrationAdjustment:           m.Calibration.Adjustment,
+		CalibrationOutOfRangeAdjustment: m.Calibration.OutOfRange,
+		TrainedAt:                       wire.Timestamp(m.TrainedAt),
+		TrainSeconds:                    m.TrainSeconds,
+		Columns:                         m.Columns,
+		FeatureRanges:                   make(map[string]Range, len(m.Columns)),
+		Selection:                       m.Selection,
 	}
 	if m.Trees != nil {
 		ti.Trees = m.Trees.NumTrees()

@@ -2,6 +2,7 @@ package model
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 	"time"
 
@@ -52,6 +53,18 @@ func TestNewInfo(t *testing.T) {
 	info = NewInfo(&Published{Bundle: b}, loaded, now, nil)
 	if got := info.TPOT.CalibrationAdjustment; got == nil || *got != *adj {
 		t.Errorf("info shows adjustment %+v, want the model's %+v", got, adj)
+	}
+	if got := info.TPOT.CalibrationOutOfRangeAdjustment; got != nil {
+		t.Errorf("out-of-range adjustment %+v on a model without one", got)
+	}
+	out := &LevelAdjustment{Quantile: 0.9, Level: 0.985, Samples: 17}
+	b.TPOT.Calibration.OutOfRange = out
+	info = NewInfo(&Published{Bundle: b}, loaded, now, nil)
+	if got := info.TPOT.CalibrationOutOfRangeAdjustment; got == nil || *got != *out || *info.TPOT.CalibrationAdjustment != *adj {
+		t.Errorf("info shows out-of-range adjustment %+v beside %+v, want the model's %+v beside %+v", got, info.TPOT.CalibrationAdjustment, out, adj)
+	}
+	if enc, _ := json.Marshal(info.TPOT); !strings.Contains(string(enc), `"calibration_out_of_range_adjustment":{"quantile":0.9,"level":0.985,"samples":17}`) {
+		t.Errorf("/model/info encodes %s", enc)
 	}
 }
 

@@ -179,16 +179,32 @@ func (m *TargetModel) PredictLinear(x []float64) float64 { return m.clamp(m.base
 
 // Quantile scales the central prediction for x to quantile q of the
 // calibrated error distribution, widened by how far x lies outside the
-// training ranges (Support). It is QuantileAt(central, q, m.Reach(x)).
+// training ranges (Support) and read at the level served to rows where x
+// lies (Calibration.ServedAt). It is QuantileAt(central, q, m.Place(x)).
 func (m *TargetModel) Quantile(x []float64, central, q float64) float64 {
-	return m.QuantileAt(central, q, m.Reach(x))
+	return m.QuantileAt(central, q, m.Place(x))
 }
 
-// QuantileAt is Quantile with the row's reach outside the training support
+// QuantileAt is Quantile with the row's place against the training ranges
 // already measured, for callers that want several quantiles of one row.
 // Every quantile the service serves or scores comes through here.
-func (m *TargetModel) QuantileAt(central, q float64, r Reach) float64 {
-	return m.clamp(central * math.Exp(m.Support.LogResidual(m.Calibration, q, r)))
+func (m *TargetModel) QuantileAt(central, q float64, p Placement) float64 {
+	c, level := m.Calibration.ServedAt(q, p.OutOfRange)
+	return m.clamp(central * math.Exp(m.Support.LogResidual(c, level, p.Reach)))
+}
+
+// Placement is where a row lies against a model's training ranges: how
+// far outside the support (Reach, zero without a Support), and whether any
+// feature lies outside a range at all (OutOfRange), which chooses the
+// level its quantiles are served at even where no spread was measured.
+type Placement struct {
+	Reach      Reach
+	OutOfRange bool
+}
+
+// Place measures x against the training ranges.
+func (m *TargetModel) Place(x []float64) Placement {
+	return Placement{Reach: m.Reach(x), OutOfRange: m.OutOfRange(x) > 0}
 }
 
 // Reach is how far x lies outside the training ranges, as the spread of

@@ -205,14 +205,14 @@ type Distribution interface {
 // training ranges (model.Support).
 func (s Statistic) Predict(m *model.TargetModel, row *features.Row, buf []float64) wire.Estimate {
 	x := m.Schema().Build(row, buf)
-	central, reach := m.Predict(x), m.Reach(x)
-	// Of's arithmetic without its interface: a model and a reach handed
+	central, place := m.Predict(x), m.Place(x)
+	// Of's arithmetic without its interface: a model and a placement handed
 	// to one would escape to the heap, an allocation per row.
 	y := central
 	if s.Objective == Quantile {
-		y = m.QuantileAt(central, s.Quantile, reach)
+		y = m.QuantileAt(central, s.Quantile, place)
 	}
-	return estimate(y, m.QuantileAt(central, boundsLow, reach), m.QuantileAt(central, boundsHigh, reach))
+	return estimate(y, m.QuantileAt(central, boundsLow, place), m.QuantileAt(central, boundsHigh, place))
 }
 
 // Of is the estimate of a model whose central prediction is central and

@@ -207,7 +207,7 @@ func TestRunRetrainsEarlyOnDrift(t *testing.T) {
 	}
 	// Every tripled latency inside the training ranges is above the 0.9
 	// quantile: the next model serves it at a far higher level.
-	if v := testutil.ToFloat64(tr.cfg.Metrics.level.WithLabelValues("ttft", "0.9")); v < 0.95 {
+	if v := testutil.ToFloat64(tr.cfg.Metrics.level.WithLabelValues("ttft", "0.9", "in")); v < 0.95 {
 		t.Errorf("headroom_quantile_served_level = %v, want raised towards %v", v, model.MaxAdjustedLevel)
 	}
 }
@@ -394,5 +394,148 @@ func TestAdaptiveLevelSteps(t *testing.T) {
 				t.Errorf("%s: %v", tc.name, err)
 			}
 		}
+	}
+}
+
+func TestOutOfRangeLevelSteps(t *testing.T) {
+	inRange := features.Row{NumRequestRunning: 5}
+	outside := features.Row{NumRequestRunning: 50} // driftModel's range is 0–10
+	samples := func(n int, actual float64, row features.Row) []features.Sample {
+		s := ttftSamples(n, actual, 0)
+		for i := range s {
+			s[i].Row = row
+		}
+		return s
+	}
+	g := defaultOutOfRangeGain
+	top := model.MaxAdjustedLevel
+	at := func(start float64) DriftConfig { return DriftConfig{OutOfRangeStart: start} }
+	tests := []struct {
+		name       string
+		cfg        DriftConfig
+		carried    *model.LevelAdjustment // the serving model's out-of-range one
+		batch      []features.Sample
+		wantIn     float64 // the in-range level, 0: none
+		wantOut    float64 // 0: none
+		outSamples int
+	}{
+		{"before any sample: the start, halfway to 1", DriftConfig{}, nil, nil, 0, 0.95, 0},
+		{"for q 0.95, halfway", DriftConfig{Quantile: 0.95}, nil, nil, 0, 0.975, 0},
+		{"a start of its own", at(0.95), nil, nil, 0, 0.95, 0},
+		{"a start beyond the bounds is clamped", at(0.999), nil, nil, 0, top, 0},
+		{"a miss out of range raises its level by gain·q", at(0.9), nil, samples(1, 200, outside), 0, 0.9 + g*0.9, 1},
+		{"a cover lowers it by gain·(1−q)", DriftConfig{}, nil, samples(1, 100, outside), 0, 0.95 - g*0.1, 1},
+		{"in-range samples leave it", at(0.9), nil, samples(20, 200, inRange), 0.9 + 20*defaultCoverageGain*0.9, 0.9, 0},
+		{"out-of-range samples leave the in-range level", at(0.9), nil, samples(2, 200, outside), 0, 0.9 + 2*g*0.9, 2},
+		{"its own gain", DriftConfig{OutOfRangeGain: 0.02, OutOfRangeStart: 0.9}, nil, samples(2, 200, outside), 0, 0.9 + 2*0.02*0.9, 2},
+		{"clamped at the calibration's end, beyond MaxLevelShift", at(0.9), nil, samples(200, 200, outside), 0, top, 200},
+		{"clamped MaxLevelShift below", DriftConfig{}, nil, samples(200, 100, outside), 0, 0.81, 200},
+		{"resumed from the serving model", DriftConfig{}, &model.LevelAdjustment{Quantile: 0.9, Level: 0.93, Samples: 40}, samples(1, 200, outside), 0, 0.93 + g*0.9, 41},
+		{"not resumed for another quantile", at(0.9), &model.LevelAdjustment{Quantile: 0.95, Level: 0.97}, samples(1, 200, outside), 0, 0.9 + g*0.9, 1},
+		{"fixed levels", DriftConfig{FixedLevels: true}, &model.LevelAdjustment{Quantile: 0.9, Level: 0.97}, samples(10, 200, outside), 0, 0, 0},
+	}
+	for _, tc := range tests {
+		tc.cfg.Disabled = true
+		metrics := NewMetrics(prometheus.NewRegistry())
+		d := newDriftTracker(tc.cfg, time.Now, metrics)
+		m := driftModel(t)
+		m.Calibration.OutOfRange = tc.carried
+		d.observe(tc.batch, &model.Bundle{TTFT: m})
+		in, out := d.levelAdjustment(features.TTFT), d.outOfRangeLevelAdjustment(features.TTFT)
+		if tc.outSamples > 0 {
+			if v := testutil.ToFloat64(metrics.level.WithLabelValues("ttft", "0.9", "out")); v != out.Level {
+				t.Errorf("%s: headroom_quantile_served_level{range=\"out\"} = %v, want %v", tc.name, v, out.Level)
+			}
+		}
+		switch {
+		case tc.wantIn == 0 && in != nil:
+			t.Errorf("%s: in-range adjustment %+v, want none", tc.name, in)
+		case tc.wantIn != 0 && (in == nil || math.Abs(in.Level-tc.wantIn) > 1e-12):
+			t.Errorf("%s: in-range adjustment %+v, want level %v", tc.name, in, tc.wantIn)
+		}
+		switch {
+		case tc.wantOut == 0 && out != nil:
+			t.Errorf("%s: out-of-range adjustment %+v, want none", tc.name, out)
+		case tc.wantOut != 0 && (out == nil || math.Abs(out.Level-tc.wantOut) > 1e-12 || out.Samples != tc.outSamples):
+			t.Errorf("%s: out-of-range adjustment %+v, want level %v from %d samples", tc.name, out, tc.wantOut, tc.outSamples)
+		case out != nil:
+			if err := out.Validate(); err != nil {
+				t.Errorf("%s: %v", tc.name, err)
+			}
+		}
+	}
+}
+
+// Rows outside the training ranges whose errors are wider than the
+// calibration's (load the model has not seen) are covered far less than
+// claimed at the in-range level; their own level brings them back near the
+// claim, and the rows in range are covered exactly as before.
+func TestOutOfRangeLevelCoversWiderErrors(t *testing.T) {
+	const n, every, q = 3000, 100, 0.9
+	r := rand.New(rand.NewPCG(7, 0))
+	actual := make([]float64, n)
+	outside := make([]bool, n)
+	for i := range actual {
+		spread := 0.1
+		if outside[i] = i%4 == 0; outside[i] {
+			spread = 0.18
+		}
+		actual[i] = 100 * math.Exp(spread*r.NormFloat64())
+	}
+	// replay as servedCoverage does, the rows' place chosen per sample;
+	// trackOut false keeps the out-of-range level from being published.
+	replay := func(trackOut bool) (in, out float64) {
+		d := newDriftTracker(DriftConfig{Window: 200, Quantile: q, Disabled: true}, time.Now, nil)
+		m := driftModel(t)
+		if trackOut {
+			m.Calibration.OutOfRange = d.outOfRangeLevelAdjustment(features.TTFT)
+		}
+		var covered, scored [2]int
+		for start := 0; start < n; start += every {
+			if start > 0 {
+				next := driftModel(t)
+				cal, err := calibrate(next, Dataset{}, nil, FitConfig{Forward: d.forwardSamples(features.TTFT), MinForwardRows: 50})
+				if err != nil {
+					t.Fatal(err)
+				}
+				next.Calibration = cal
+				next.Calibration.Adjustment = d.levelAdjustment(features.TTFT)
+				if trackOut {
+					next.Calibration.OutOfRange = d.outOfRangeLevelAdjustment(features.TTFT)
+				}
+				if err := next.Prepare(); err != nil {
+					t.Fatal(err)
+				}
+				m = next
+			}
+			end := min(start+every, n)
+			samples := make([]features.Sample, 0, every)
+			for i := start; i < end; i++ {
+				row, k := features.Row{NumRequestRunning: 5}, 0
+				if outside[i] {
+					row, k = features.Row{NumRequestRunning: 50}, 1
+				}
+				x := m.Schema().Build(&row, nil)
+				if actual[i] <= m.Quantile(x, m.Predict(x), q) {
+					covered[k]++
+				}
+				scored[k]++
+				samples = append(samples, features.Sample{ActualTTFTMs: actual[i], Row: row})
+			}
+			d.observe(samples, &model.Bundle{TTFT: m})
+		}
+		return 100 * float64(covered[0]) / float64(scored[0]), 100 * float64(covered[1]) / float64(scored[1])
+	}
+	inBefore, outBefore := replay(false)
+	inAfter, outAfter := replay(true)
+	t.Logf("in range %.1f / %.1f, out of range %.1f / %.1f (without / with its own level)", inBefore, inAfter, outBefore, outAfter)
+	if inAfter != inBefore {
+		t.Errorf("in-range coverage moved from %.2f to %.2f", inBefore, inAfter)
+	}
+	if outBefore > 82 {
+		t.Errorf("out of range covered %.1f%% at the in-range level: the stream is not what the case says", outBefore)
+	}
+	if outAfter < 86 || outAfter > 93 {
+		t.Errorf("out of range covered %.1f%% at its own level, want 86–93", outAfter)
 	}
 }

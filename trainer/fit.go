@@ -80,6 +80,10 @@ type FitConfig struct {
 	// model carries it in its calibration. Nil serves every level as
 	// calibrated. It moves no central prediction.
 	Levels *model.LevelAdjustment
+	// OutOfRangeLevels is the same for rows outside the training ranges
+	// (DriftConfig.OutOfRangeGain), carried as the calibration's
+	// OutOfRange. Nil serves them like rows in range.
+	OutOfRangeLevels *model.LevelAdjustment
 }
 
 // DefaultFitConfig is the configuration the service runs with.
@@ -236,6 +240,7 @@ func Fit(ctx context.Context, schema features.Schema, train, holdout Dataset, cf
 	// the calibration's own in-range spread, which the correction of a lag
 	// in time does not change.
 	m.Calibration.Adjustment = cfg.Levels
+	m.Calibration.OutOfRange = cfg.OutOfRangeLevels
 	q := cfg.CoverageQuantile
 	if !(q > 0 && q < 1) {
 		q = 0.9
@@ -409,9 +414,11 @@ func holdoutCoverage(m *model.TargetModel, holdout Dataset, crossFitted []float6
 		if err != nil {
 			return nil, err
 		}
-		c.Adjustment = m.Calibration.Adjustment
+		c.Adjustment, c.OutOfRange = m.Calibration.Adjustment, m.Calibration.OutOfRange
 		for i := half; i < n; i += 2 {
-			if resid[i] <= m.Support.LogResidual(c, q, m.Reach(holdout.X[i])) {
+			p := m.Place(holdout.X[i])
+			rc, level := c.ServedAt(q, p.OutOfRange)
+			if resid[i] <= m.Support.LogResidual(rc, level, p.Reach) {
 				hit++
 			}
 		}

@@ -83,8 +83,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"target", "set", "quantile"}),
 		level: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "headroom_quantile_served_level",
-			Help: "Level of the calibrated residual distribution the next model serves the quantile at, per target: the quantile itself until live samples inside the training ranges show it covering less or more than it claims (adaptive conformal correction; the model in service carries its own in /model/info, calibration_adjustment).",
-		}, []string{"target", "quantile"}),
+			Help: "Level of the calibrated residual distribution the next model serves the quantile at, per target, for rows inside the training ranges (range=in) and outside them (range=out): the quantile itself until live samples there show it covering less or more than it claims (adaptive conformal correction; the model in service carries its own in /model/info, calibration_adjustment and calibration_out_of_range_adjustment).",
+		}, []string{"target", "quantile", "range"}),
 		liveMAPE: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "headroom_live_mape_percent",
 			Help: "Mean absolute percentage error on arriving samples over the live window: of the current model's own predictions (source=model) or of the predictions the router reported acting on (source=served).",
@@ -259,7 +259,10 @@ func (m *Metrics) observeLiveSummary(t features.Target, tl *targetLive, q float6
 		}
 	}
 	if tl.level != 0 {
-		m.level.WithLabelValues(t.String(), quantileLabel(q)).Set(tl.level)
+		m.level.WithLabelValues(t.String(), quantileLabel(q), "in").Set(tl.level)
+	}
+	if tl.outLevel != 0 {
+		m.level.WithLabelValues(t.String(), quantileLabel(q), "out").Set(tl.outLevel)
 	}
 }
 

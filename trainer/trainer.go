@@ -679,6 +679,7 @@ func (t *Trainer) fitTarget(ctx context.Context, tg features.Target, gen uint64,
 	cfg.Forward = t.live.forwardSamples(tg)
 	cfg.CoverageQuantile = t.live.cfg.Quantile
 	cfg.Levels = t.live.levelAdjustment(tg)
+	cfg.OutOfRangeLevels = t.live.outOfRangeLevelAdjustment(tg)
 	if p := t.current.Load(); p != nil {
 		cfg.Support.Previous = p.Bundle.Target(tg)
 	}

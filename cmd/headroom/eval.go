@@ -58,6 +58,8 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		liveWindow = fs.Int("live-window", 0, "trainer's live window: recent samples whose errors calibrate the next model (0: the service's default)")
 		covGain    = fs.Float64("coverage-gain", 0, "step by which each live sample moves the level the served quantile is read at (adaptive conformal; 0: the service's default)")
 		covShift   = fs.Float64("coverage-max-shift", 0, "farthest the served quantile's level moves from --quantile (0: the service's default)")
+		oorGain    = fs.Float64("out-of-range-gain", 0, "step by which each live sample outside the serving model's training ranges moves the level served to such rows (0: the service's default)")
+		oorStart   = fs.Float64("out-of-range-start", 0, "level served to rows outside the serving model's training ranges before any live sample there moves it (0: the service's default)")
 		fixedLevel = fs.Bool("fixed-levels", false, "serve every quantile at its calibrated level: no adaptive correction of coverage")
 		minSamples = fs.Int("min-samples", 100, "training samples a target needs to retrain once it has a model, as for serve")
 		transfer   = fs.Bool("transfer", false, "measure the KV-transfer model instead: random 90/10 splits and extrapolation from --train-max to --test-min transfer tokens, on --pd-samples or on simulated P/D runs")
@@ -146,8 +148,9 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		Quantile:    *quantile,
 		TTFTColumns: columns(*ttftCols),
 		TPOTColumns: columns(*tpotCols),
-		Drift: trainer.DriftConfig{Window: *liveWindow, CoverageGain: *covGain, MaxLevelShift: *covShift,
-			FixedLevels: *fixedLevel},
+		Drift: trainer.DriftConfig{Window: *liveWindow, CoverageGain: *covGain, MaxLevelShift: *covShift, OutOfRangeGain: *oorGain,
+			OutOfRangeStart: *oorStart,
+			FixedLevels:     *fixedLevel},
 		MinSamples: *minSamples,
 	}
 	if *verbose {
