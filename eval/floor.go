@@ -158,15 +158,9 @@ func floorTarget(ctx context.Context, samples []features.Sample, opts Options, e
 			return fmt.Errorf("hindsight fit leaving out rows %d-%d: %w", lo, lo+every-1, err)
 		}
 		refTrain, refTest := trainer.BuildDataset(ref, t, in), trainer.BuildDataset(ref, t, out)
-		logY := make([]float64, len(refTrain.Y))
-		var logSum float64
-		for i, y := range refTrain.Y {
-			logY[i] = math.Log(y)
-			logSum += logY[i]
-		}
-		logTrees, err := opts.XGBoost.Train(ctx, refTrain.X, logY, logSum/float64(len(logY)), ReferenceXGBoostParams())
+		logTrees, err := ReferenceLogTrees(ctx, opts.XGBoost, refTrain.X, refTrain.Y)
 		if err != nil {
-			return fmt.Errorf("hindsight xgboost-log leaving out rows %d-%d: %w", lo, lo+every-1, err)
+			return fmt.Errorf("hindsight baseline leaving out rows %d-%d: %w", lo, lo+every-1, err)
 		}
 		for i, y := range test.Y {
 			tl.scores(t, ModelHeadroomHindsight).add(m.Predict(test.X[i]), y)

@@ -169,11 +169,3 @@ func mapeOf(pred, actual []float64) float64 {
 	}
 	return 100 * s / float64(len(actual))
 }
-
-func mean(v []float64) float64 {
-	var s float64
-	for _, x := range v {
-		s += x
-	}
-	return s / float64(len(v))
-}

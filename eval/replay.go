@@ -78,6 +78,40 @@ func ReferenceXGBoostParams() xgboost.Params {
 	}
 }
 
+// ReferenceTrees fits the plain XGBoost baselines on X and labels y in ms
+// (positive): the reference's hyper-parameters on raw ms and on ln(ms),
+// each from its labels' mean as base score. The log model answers ln(ms).
+func ReferenceTrees(ctx context.Context, cli xgboost.CLI, X [][]float64, y []float64) (raw, logMs *model.Trees, err error) {
+	if raw, err = cli.Train(ctx, X, y, mean(y), ReferenceXGBoostParams()); err != nil {
+		return nil, nil, fmt.Errorf("xgboost on ms: %w", err)
+	}
+	if logMs, err = ReferenceLogTrees(ctx, cli, X, y); err != nil {
+		return nil, nil, err
+	}
+	return raw, logMs, nil
+}
+
+// ReferenceLogTrees is ReferenceTrees' model on ln(ms) alone.
+func ReferenceLogTrees(ctx context.Context, cli xgboost.CLI, X [][]float64, y []float64) (*model.Trees, error) {
+	logY := make([]float64, len(y))
+	for i, v := range y {
+		logY[i] = math.Log(v)
+	}
+	trees, err := cli.Train(ctx, X, logY, mean(logY), ReferenceXGBoostParams())
+	if err != nil {
+		return nil, fmt.Errorf("xgboost on ln(ms): %w", err)
+	}
+	return trees, nil
+}
+
+func mean(v []float64) float64 {
+	var sum float64
+	for _, x := range v {
+		sum += x
+	}
+	return sum / float64(len(v))
+}
+
 // Reference tree-model columns (docs/PROTOCOL.md §8.1) in Headroom's names. The
 // reference's TPOT list also has num_tokens_generated, which it zeroes in
 // training rows; it carries no information there and is left out.
@@ -256,24 +290,10 @@ func (r *replica) fitBaselines(ctx context.Context, t features.Target, gen uint6
 	if len(data.Y) == 0 {
 		return fmt.Errorf("eval: %s has no training rows at generation %d", t, gen)
 	}
-	var sum float64
-	for _, y := range data.Y {
-		sum += y
-	}
-	trees, err := r.opts.XGBoost.Train(ctx, data.X, data.Y, sum/float64(len(data.Y)), ReferenceXGBoostParams())
-	if err != nil {
-		return fmt.Errorf("eval: %s xgboost baseline: %w", t, err)
-	}
 	// Labels are positive (features.Sample.Label), so their logs are finite.
-	logY := make([]float64, len(data.Y))
-	var logSum float64
-	for i, y := range data.Y {
-		logY[i] = math.Log(y)
-		logSum += logY[i]
-	}
-	logTrees, err := r.opts.XGBoost.Train(ctx, data.X, logY, logSum/float64(len(logY)), ReferenceXGBoostParams())
+	trees, logTrees, err := ReferenceTrees(ctx, r.opts.XGBoost, data.X, data.Y)
 	if err != nil {
-		return fmt.Errorf("eval: %s xgboost log baseline: %w", t, err)
+		return fmt.Errorf("eval: %s baseline: %w", t, err)
 	}
 	r.baselines[t] = baseline{generation: gen, xgb: trees, xgbLog: logTrees, constant: median(data.Y)}
 	return nil

@@ -89,21 +89,13 @@ func fitTransferModels(ctx context.Context, train []features.Sample, opts eval.O
 	X := make([][]float64, len(train))
 	L := make([][]float64, len(train))
 	y := make([]float64, len(train))
-	logY := make([]float64, len(train))
-	var sum, logSum float64
 	for i := range train {
 		tr := train[i].Transfer
 		X[i], L[i] = transferInputs(tr, m.bpt), linearInputs(tr, m.bpt)
-		y[i], logY[i] = tr.Ms, math.Log(tr.Ms)
-		sum += y[i]
-		logSum += logY[i]
+		y[i] = tr.Ms
 	}
-	n := float64(len(train))
-	if m.xgb, err = opts.XGBoost.Train(ctx, X, y, sum/n, eval.ReferenceXGBoostParams()); err != nil {
-		return nil, fmt.Errorf("kv transfer xgboost baseline: %w", err)
-	}
-	if m.xgbLog, err = opts.XGBoost.Train(ctx, X, logY, logSum/n, eval.ReferenceXGBoostParams()); err != nil {
-		return nil, fmt.Errorf("kv transfer xgboost log baseline: %w", err)
+	if m.xgb, m.xgbLog, err = eval.ReferenceTrees(ctx, opts.XGBoost, X, y); err != nil {
+		return nil, fmt.Errorf("kv transfer baseline: %w", err)
 	}
 	if m.linear, err = leastSquares(L, y); err != nil {
 		return nil, fmt.Errorf("kv transfer linear baseline: %w", err)
