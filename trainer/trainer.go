@@ -685,13 +685,13 @@ func (t *Trainer) fitTarget(ctx context.Context, tg features.Target, gen uint64,
 	}
 	trainDS := BuildDataset(schema, tg, train)
 	// A first model's passes are for speed: they keep the choice in force
-	// (the first candidate before any) and make none. A choice costs a full store about 0.9 CPU-s beyond the fit, a
-	// measurement of the extrapolation with trees about 0.7: not both in
-	// one retrain, which would be over the 2 s budget
-	// (docs/PERFORMANCE.md). A retrain that chooses carries the spreads
-	// in service; the first retrain after loading a bundle without spreads
-	// (an older trainer's), which has none to carry, measures and leaves
-	// the choice to the next.
+	// (the first candidate before any) and make none. A choice costs a
+	// full store about 0.9 CPU-s beyond the fit, a measurement of the
+	// extrapolation with trees about 0.7: not both in one retrain, which
+	// would be over the 2 s budget (docs/PERFORMANCE.md). A retrain that
+	// chooses carries the spreads in service; the first retrain after
+	// loading a bundle without spreads (an older trainer's), which has
+	// none to carry, measures and leaves the choice to the next.
 	choose := !p.first()
 	if prev := cfg.Support.Previous; choose && cfg.Support.Folds > 0 && prev != nil && prev == t.loaded.Target(tg) &&
 		len(carriedSpreads(prev)) == 0 {
