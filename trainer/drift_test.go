@@ -383,16 +383,23 @@ func TestAdaptiveLevelSteps(t *testing.T) {
 		m := driftModel(t)
 		m.Calibration.Adjustment = tc.carried
 		d.observe(tc.batch, &model.Bundle{TTFT: m})
-		got := d.levelAdjustment(features.TTFT)
-		switch {
-		case tc.want == 0 && got != nil:
-			t.Errorf("%s: adjustment %+v, want none", tc.name, got)
-		case tc.want != 0 && (got == nil || math.Abs(got.Level-tc.want) > 1e-12 || got.Samples != tc.samples):
-			t.Errorf("%s: adjustment %+v, want level %v from %d samples", tc.name, got, tc.want, tc.samples)
-		case got != nil:
-			if err := got.Validate(); err != nil {
-				t.Errorf("%s: %v", tc.name, err)
-			}
+		checkLevel(t, tc.name+": adjustment", d.levelAdjustment(features.TTFT), tc.want, tc.samples)
+	}
+}
+
+// checkLevel reports got unless it is the adjustment wanted: none when
+// want is 0, else a valid one at level want learned from samples (any
+// number when samples is negative).
+func checkLevel(t *testing.T, what string, got *model.LevelAdjustment, want float64, samples int) {
+	t.Helper()
+	switch {
+	case want == 0 && got != nil:
+		t.Errorf("%s %+v, want none", what, got)
+	case want != 0 && (got == nil || math.Abs(got.Level-want) > 1e-12 || (samples >= 0 && got.Samples != samples)):
+		t.Errorf("%s %+v, want level %v from %d samples", what, got, want, samples)
+	case got != nil:
+		if err := got.Validate(); err != nil {
+			t.Errorf("%s: %v", what, err)
 		}
 	}
 }
@@ -447,22 +454,8 @@ func TestOutOfRangeLevelSteps(t *testing.T) {
 				t.Errorf("%s: headroom_quantile_served_level{range=\"out\"} = %v, want %v", tc.name, v, out.Level)
 			}
 		}
-		switch {
-		case tc.wantIn == 0 && in != nil:
-			t.Errorf("%s: in-range adjustment %+v, want none", tc.name, in)
-		case tc.wantIn != 0 && (in == nil || math.Abs(in.Level-tc.wantIn) > 1e-12):
-			t.Errorf("%s: in-range adjustment %+v, want level %v", tc.name, in, tc.wantIn)
-		}
-		switch {
-		case tc.wantOut == 0 && out != nil:
-			t.Errorf("%s: out-of-range adjustment %+v, want none", tc.name, out)
-		case tc.wantOut != 0 && (out == nil || math.Abs(out.Level-tc.wantOut) > 1e-12 || out.Samples != tc.outSamples):
-			t.Errorf("%s: out-of-range adjustment %+v, want level %v from %d samples", tc.name, out, tc.wantOut, tc.outSamples)
-		case out != nil:
-			if err := out.Validate(); err != nil {
-				t.Errorf("%s: %v", tc.name, err)
-			}
-		}
+		checkLevel(t, tc.name+": in-range adjustment", in, tc.wantIn, -1)
+		checkLevel(t, tc.name+": out-of-range adjustment", out, tc.wantOut, tc.outSamples)
 	}
 }
 
