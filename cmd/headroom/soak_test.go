@@ -123,6 +123,23 @@ func TestSoak(t *testing.T) {
 	tr.waitHealthy(trainerURL, 20*time.Second)
 	downFor := time.Since(restartAt)
 	time.Sleep(duration / 2)
+	// And on until the restarted trainer's first bundle is served, within
+	// a bound: it does not know when its predecessor last measured the
+	// extrapolation's spreads, so its first retrain measures them, which
+	// under the race detector on a loaded machine took longer than the
+	// half (v3 before the restart, v3 at the end, with nothing logged
+	// above info). The assertion below is unchanged: bundles must come on
+	// both sides of the restart.
+	lastVersion := func() uint64 {
+		sampleMu.Lock()
+		defer sampleMu.Unlock()
+		return versions[len(versions)-1]
+	}
+	extra := time.Now()
+	for lastVersion() <= beforeRestart && time.Since(extra) < 30*time.Second {
+		time.Sleep(100 * time.Millisecond)
+	}
+	extraFor := time.Since(extra)
 	stop()
 	wg.Wait()
 
@@ -136,7 +153,7 @@ func TestSoak(t *testing.T) {
 		t.Errorf("%d of %d predictions failed, first: %s", failed, n, predictions.failures[0])
 	}
 	predictions.mu.Unlock()
-	last := versions[len(versions)-1]
+	last := lastVersion()
 	if beforeRestart < 1 || last <= beforeRestart {
 		t.Errorf("bundle versions served: %d before the restart, %d at the end; want retrains on both sides", beforeRestart, last)
 	}
@@ -155,10 +172,10 @@ func TestSoak(t *testing.T) {
 	peak := slices.Max(rss[len(rss)/2:])
 	growth := float64(peak-settled) / float64(settled)
 	t.Logf("soak %v: %d predictions, %d failed, p50 %v p99 %v max %v; %d ingest batches (%d unanswered during the %v restart), "+
-		"%d samples acknowledged, %d found; bundles v%d before the restart, v%d at the end; predictor RSS %.1f MiB settled, %.1f MiB peak later (%+.1f%%)",
+		"%d samples acknowledged, %d found; bundles v%d before the restart, v%d at the end (%v past the half); predictor RSS %.1f MiB settled, %.1f MiB peak later (%+.1f%%)",
 		duration, n, failed, p50.Round(time.Microsecond), p99.Round(time.Microsecond), max.Round(time.Microsecond),
 		batches.Load(), unanswered.Load(), downFor.Round(time.Millisecond), c.Acked, c.AckedFound, beforeRestart, last,
-		float64(settled)/(1<<20), float64(peak)/(1<<20), 100*growth)
+		extraFor.Round(time.Millisecond), float64(settled)/(1<<20), float64(peak)/(1<<20), 100*growth)
 	if growth > 0.25 && peak-settled > 16<<20 {
 		t.Errorf("predictor RSS grew from %d to %d bytes under steady load", settled, peak)
 	}
