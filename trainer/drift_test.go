@@ -347,17 +347,21 @@ func TestAdaptiveLevelCoversADriftingStream(t *testing.T) {
 	}
 }
 
+// ttftSamplesAt is ttftSamples' n samples of TTFT actual ms, every one
+// with row's features.
+func ttftSamplesAt(n int, actual float64, row features.Row) []features.Sample {
+	s := ttftSamples(n, actual, 0)
+	for i := range s {
+		s[i].Row = row
+	}
+	return s
+}
+
 func TestAdaptiveLevelSteps(t *testing.T) {
 	inRange := features.Row{NumRequestRunning: 5}
 	outside := features.Row{NumRequestRunning: 50} // driftModel's range is 0–10
 	// driftModel's 0.9 quantile is 100·e^0.2 ≈ 122 ms.
-	samples := func(n int, actual float64, row features.Row) []features.Sample {
-		s := ttftSamples(n, actual, 0)
-		for i := range s {
-			s[i].Row = row
-		}
-		return s
-	}
+	samples := ttftSamplesAt
 	tests := []struct {
 		name    string
 		cfg     DriftConfig
@@ -407,13 +411,7 @@ func checkLevel(t *testing.T, what string, got *model.LevelAdjustment, want floa
 func TestOutOfRangeLevelSteps(t *testing.T) {
 	inRange := features.Row{NumRequestRunning: 5}
 	outside := features.Row{NumRequestRunning: 50} // driftModel's range is 0–10
-	samples := func(n int, actual float64, row features.Row) []features.Sample {
-		s := ttftSamples(n, actual, 0)
-		for i := range s {
-			s[i].Row = row
-		}
-		return s
-	}
+	samples := ttftSamplesAt
 	g := defaultOutOfRangeGain
 	top := model.MaxAdjustedLevel
 	at := func(start float64) DriftConfig { return DriftConfig{OutOfRangeStart: start} }
