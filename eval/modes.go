@@ -143,18 +143,8 @@ func liveThrough(ctx context.Context, opts Options, train []features.Sample, eve
 		return runStats{}, err
 	}
 	defer r.close()
-	for lo := 0; lo < len(train); lo += every {
-		if err := ctx.Err(); err != nil {
-			return runStats{}, err
-		}
-		if lo > 0 {
-			if err := r.retrain(ctx); err != nil {
-				return runStats{}, fmt.Errorf("at row %d: %w", lo, err)
-			}
-		}
-		if err := r.add(train[lo:min(lo+every, len(train))]); err != nil {
-			return runStats{}, err
-		}
+	if err := r.inBlocks(ctx, train, every, nil); err != nil {
+		return runStats{}, err
 	}
 	if err := r.retrain(ctx); err != nil {
 		return runStats{}, err
@@ -163,6 +153,34 @@ func liveThrough(ctx context.Context, opts Options, train []features.Sample, eve
 		return runStats{}, errors.New("the trainer published no model: too few training rows")
 	}
 	return r.stats, score(r)
+}
+
+// inBlocks ingests samples in blocks of every rows, retraining before each
+// block but the first, as the service lives through them. before, when
+// not nil, sees each block after the retrain and before its ingestion;
+// true from it stops the walk there.
+func (r *replica) inBlocks(ctx context.Context, samples []features.Sample, every int, before func([]features.Sample) (stop bool, err error)) error {
+	for lo := 0; lo < len(samples); lo += every {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if lo > 0 {
+			if err := r.retrain(ctx); err != nil {
+				return fmt.Errorf("at row %d: %w", lo, err)
+			}
+		}
+		block := samples[lo:min(lo+every, len(samples))]
+		if before != nil {
+			stop, err := before(block)
+			if stop || err != nil {
+				return err
+			}
+		}
+		if err := r.add(block); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Prequential replays the trace as the service lives it: walking in order,
@@ -230,25 +248,16 @@ func walk(ctx context.Context, opts Options, samples []features.Sample, every in
 		return runStats{}, err
 	}
 	defer r.close()
-	for lo := 0; lo < len(samples); lo += every {
-		if err := ctx.Err(); err != nil {
-			return runStats{}, err
+	first := true
+	err = r.inBlocks(ctx, samples, every, func(block []features.Sample) (bool, error) {
+		if !first && done != nil && done(r) {
+			return true, nil
 		}
-		if lo > 0 {
-			if err := r.retrain(ctx); err != nil {
-				return runStats{}, fmt.Errorf("at row %d: %w", lo, err)
-			}
-			if done != nil && done(r) {
-				break
-			}
-		}
-		block := samples[lo:min(lo+every, len(samples))]
-		if err := r.score(block, tl, keep); err != nil {
-			return runStats{}, err
-		}
-		if err := r.add(block); err != nil {
-			return runStats{}, err
-		}
+		first = false
+		return false, r.score(block, tl, keep)
+	})
+	if err != nil {
+		return runStats{}, err
 	}
 	return r.stats, nil
 }
