@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/headroomhq/headroom/features"
+	"github.com/headroomhq/headroom/lab/sim"
 	"github.com/headroomhq/headroom/predictor"
-	"github.com/headroomhq/headroom/sim"
 	"github.com/headroomhq/headroom/wire"
 )
 

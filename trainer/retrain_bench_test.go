@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/headroomhq/headroom/features"
-	"github.com/headroomhq/headroom/loadgen"
+	"github.com/headroomhq/headroom/lab/loadgen"
 	"github.com/headroomhq/headroom/model"
 	"github.com/headroomhq/headroom/store"
 	"github.com/headroomhq/headroom/xgboost"

@@ -7,8 +7,8 @@ import (
 	"io"
 	"strings"
 
-	"github.com/headroomhq/headroom/demo"
-	"github.com/headroomhq/headroom/sim"
+	"github.com/headroomhq/headroom/lab/demo"
+	"github.com/headroomhq/headroom/lab/sim"
 )
 
 func demoCommand() command {

@@ -12,12 +12,12 @@ import (
 	"strings"
 	"time"
 
-	"github.com/headroomhq/headroom/eval"
 	"github.com/headroomhq/headroom/features"
+	"github.com/headroomhq/headroom/lab/eval"
+	"github.com/headroomhq/headroom/lab/suite"
+	"github.com/headroomhq/headroom/lab/trace"
 	"github.com/headroomhq/headroom/model"
 	"github.com/headroomhq/headroom/store"
-	"github.com/headroomhq/headroom/suite"
-	"github.com/headroomhq/headroom/trace"
 	"github.com/headroomhq/headroom/trainer"
 	"github.com/headroomhq/headroom/xgboost"
 )

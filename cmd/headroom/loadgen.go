@@ -8,8 +8,8 @@ import (
 	"io"
 	"time"
 
-	"github.com/headroomhq/headroom/loadgen"
-	"github.com/headroomhq/headroom/trace"
+	"github.com/headroomhq/headroom/lab/loadgen"
+	"github.com/headroomhq/headroom/lab/trace"
 )
 
 func loadgenCommand() command {

@@ -7,7 +7,7 @@ import (
 	"io"
 	"path/filepath"
 
-	"github.com/headroomhq/headroom/suite"
+	"github.com/headroomhq/headroom/lab/suite"
 )
 
 func suiteCommand() command {

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/headroomhq/headroom/suite"
+	"github.com/headroomhq/headroom/lab/suite"
 )
 
 // `headroom suite` writes the built-in suite and its manifest; the manifest

@@ -11,8 +11,8 @@ import (
 	"strings"
 
 	"github.com/headroomhq/headroom/features"
-	"github.com/headroomhq/headroom/sim"
-	"github.com/headroomhq/headroom/sim/workload"
+	"github.com/headroomhq/headroom/lab/sim"
+	"github.com/headroomhq/headroom/lab/sim/workload"
 )
 
 func whatifCommand() command {

@@ -49,7 +49,7 @@ func TestWhatifJSON(t *testing.T) {
 
 func TestWhatifTableFromLog(t *testing.T) {
 	var stdout, stderr bytes.Buffer
-	err := runWhatif(context.Background(), []string{"--log", "../../sim/testdata/example.jsonl", "--servers", "1",
+	err := runWhatif(context.Background(), []string{"--log", "../../lab/sim/testdata/example.jsonl", "--servers", "1",
 		"--config", "default", "--config", "kv_blocks=12"}, &stdout, &stderr)
 	if err != nil {
 		t.Fatalf("whatif: %v\n%s", err, stderr.String())

@@ -1,0 +1,457 @@
+package demo
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/headroomhq/headroom/features"
+	"github.com/headroomhq/headroom/lab/sim"
+)
+
+// The P/D demo (headroom demo --pd): the same arrivals through a prefill
+// pool and a decode pool placed on a topology, under llm-d's two P/D
+// schedulers and under Headroom's pair prediction. The joint policies are
+// the real service, trained in this process on what the fleet's routing
+// sidecar reports (the prefill pod's TTFT with the KV transfer it
+// contains, the decode pod's TPOT), asked POST /predict/pairs for every
+// request.
+const (
+	// PDGreedy is llm-d's P/D scheduling today (sim.Greedy): the decode
+	// pod by load, then the prefill pod by load and prefix affinity.
+	PDGreedy = "greedy"
+	// PDTopologyConstant adds llm-d's constant topology-affinity scores
+	// (sim.TopologyConstant).
+	PDTopologyConstant = "topology-constant"
+	// PDJoint routes each request to the pair of least predicted TTFT
+	// (sim.JointRouter on Headroom's pairs), splitting as greedy does
+	// (llm-d's prefix-based decider on each decode pod).
+	PDJoint = "joint"
+	// PDJointSLO routes on the SLOs instead (the least predicted TTFT
+	// among the routes expected to meet them, the least violation when
+	// none is; sim.PairRule); with
+	// PDOptions.DecideSplit it decides the split too, every pair and every
+	// decode pod alone competing.
+	PDJointSLO = "joint-slo"
+	// PDOracle is joint's rule on foreseen latencies (sim.PairOracle):
+	// joint − oracle is what pair prediction error costs.
+	PDOracle = "oracle"
+)
+
+// PDPolicies lists the P/D policies, in the order they run and report.
+var PDPolicies = []string{PDGreedy, PDTopologyConstant, PDJoint, PDJointSLO, PDOracle}
+
+// PDOptions configure a P/D demo run. Options' Servers and Engine apply to
+// each pod (Servers is ignored: the pools' sizes are PrefillPods and
+// DecodePods); SLO is what joint-slo routes on and what every policy's
+// slo_attainment is measured against. Zero values mean DefaultPDOptions'.
+type PDOptions struct {
+	Options
+	// Layout places the pods (sim.PlacePods): one-node, one-rack, racks or
+	// zones.
+	Layout                  string
+	PrefillPods, DecodePods int
+	// KVBytesPerToken is the model's KV size; the sidecar reports it with
+	// every transfer.
+	KVBytesPerToken float64
+	// PrefillFailureRate is the chance a prefill pod fails after its run
+	// (the decode pod then serves the request alone); drawn from Seed.
+	PrefillFailureRate float64
+	// SplitThreshold is llm-d's prefix-based-pd-decider nonCachedTokens
+	// for the greedy policies: fewer uncached prompt tokens on the chosen
+	// decode pod than this and the request is not split.
+	SplitThreshold int
+	// DecideSplit lets joint-slo decide whether to split on the predicted
+	// SLO headroom of every route, instead of following the decider.
+	DecideSplit bool
+	// TrustExtrapolation lets the joint policies route on estimates the
+	// service marks extrapolated (a pod loaded beyond what the TTFT model
+	// was trained on); by default a request whose competing routes
+	// include one is routed by topology-constant (sim.PairRule.AvoidExtrapolation).
+	TrustExtrapolation bool
+}
+
+// DefaultPDOptions: 4 prefill and 4 decode pods over 2 zones of 2 racks
+// (a pool that spans racks and zones), the monolithic demo's traffic
+// (agentic sessions, 16 requests/s, bursty) and cadence, SLOs of 1 s TTFT
+// and 25 ms TPOT for joint-slo, and llm-d's sample P/D configuration's
+// split threshold (16 uncached tokens).
+func DefaultPDOptions() PDOptions {
+	o := PDOptions{
+		Options: DefaultOptions(), Layout: "zones", PrefillPods: 4, DecodePods: 4,
+		KVBytesPerToken: sim.DefaultKVBytesPerToken, SplitThreshold: 16,
+	}
+	o.SLO = SLO{TTFTMs: 1000, TPOTMs: 25}
+	return o
+}
+
+func (o *PDOptions) setDefaults() error {
+	def := DefaultPDOptions()
+	o.Servers = 1 // each pod is one engine; the pools say how many
+	if err := o.Options.setDefaults(); err != nil {
+		return err
+	}
+	if o.Layout == "" {
+		o.Layout = def.Layout
+	}
+	if o.PrefillPods == 0 && o.DecodePods == 0 {
+		o.PrefillPods, o.DecodePods = def.PrefillPods, def.DecodePods
+	}
+	if o.KVBytesPerToken == 0 {
+		o.KVBytesPerToken = def.KVBytesPerToken
+	}
+	switch {
+	case !slices.Contains(sim.PDLayouts, o.Layout):
+		return fmt.Errorf("demo --pd: layout %q: want one of %s", o.Layout, strings.Join(sim.PDLayouts, ", "))
+	case o.PrefillPods < 1 || o.DecodePods < 1:
+		return fmt.Errorf("demo --pd: %d prefill and %d decode pods: need at least 1 of each", o.PrefillPods, o.DecodePods)
+	case !(o.KVBytesPerToken > 0) || math.IsInf(o.KVBytesPerToken, 0):
+		return fmt.Errorf("demo --pd: kv bytes per token %v: want a positive number", o.KVBytesPerToken)
+	case !(o.PrefillFailureRate >= 0 && o.PrefillFailureRate <= 1):
+		return fmt.Errorf("demo --pd: prefill failure rate %v: want 0 to 1", o.PrefillFailureRate)
+	case o.SplitThreshold < 0:
+		return fmt.Errorf("demo --pd: split threshold %d: want 0 or more", o.SplitThreshold)
+	}
+	return nil
+}
+
+func (o *PDOptions) fleet() (sim.PDConfig, error) {
+	engine, err := o.engine()
+	if err != nil {
+		return sim.PDConfig{}, fmt.Errorf("demo --pd: %w", err)
+	}
+	p, d, err := sim.PlacePods(o.Layout, o.PrefillPods, o.DecodePods)
+	if err != nil {
+		return sim.PDConfig{}, fmt.Errorf("demo --pd: %w", err)
+	}
+	cfg := sim.PDConfig{Prefill: engine, Decode: engine, PrefillPods: p, DecodePods: d,
+		Links: sim.DefaultLinks(), KVBytesPerToken: o.KVBytesPerToken,
+		PrefillFailureRate: o.PrefillFailureRate, Seed: o.Seed}
+	return cfg, cfg.Validate()
+}
+
+// RunPD runs the P/D demo: a warm-up on its own traffic routed by the
+// joint policy from a cold start (topology-constant until the first
+// model), then the same arrivals under each of PDPolicies. The greedy runs do not touch the
+// service; the joint runs keep reporting samples and retraining, as in
+// Run.
+func RunPD(ctx context.Context, opts PDOptions) (*PDResult, error) {
+	start := time.Now()
+	if err := opts.setDefaults(); err != nil {
+		return nil, err
+	}
+	cfg, err := opts.fleet()
+	if err != nil {
+		return nil, err
+	}
+	warm, reqs, err := arrivals(opts.Warmup, opts.Duration, opts.Rate, opts.Burstiness, opts.Seed)
+	if err != nil {
+		return nil, err
+	}
+	svc, err := StartService(opts.Service)
+	if err != nil {
+		return nil, err
+	}
+	defer svc.Close()
+	client := svc.Client()
+	res := &PDResult{
+		Layout: opts.Layout, PrefillPods: opts.PrefillPods, DecodePods: opts.DecodePods,
+		Rate: opts.Rate, Burstiness: opts.Burstiness, Duration: opts.Duration, Warmup: opts.Warmup, Seed: opts.Seed,
+		Requests: len(reqs), WarmupRequests: len(warm), SLO: opts.SLO, KVBytesPerToken: opts.KVBytesPerToken,
+		XGBoost: svc.XGBoostAvailable(),
+	}
+	l := &pdLearner{opts: &opts, cfg: cfg, svc: svc, client: client, rep: NewReporter(client), start: start, res: res}
+	jointRule := sim.PairRule{SplitThreshold: opts.SplitThreshold, AvoidExtrapolation: !opts.TrustExtrapolation}
+	if len(warm) > 0 {
+		if _, err := l.run(ctx, "warm-up", warm, jointRule); err != nil {
+			return nil, err
+		}
+	}
+	for _, name := range PDPolicies {
+		rule := jointRule
+		var pr PDPolicyResult
+		switch name {
+		case PDJoint:
+			pr, err = l.run(ctx, name, reqs, rule)
+		case PDJointSLO:
+			rule.SLO = sim.PairSLO{TTFTMs: opts.SLO.TTFTMs, TPOTMs: opts.SLO.TPOTMs}
+			rule.DecideSplit = opts.DecideSplit
+			pr, err = l.run(ctx, name, reqs, rule)
+		case PDOracle:
+			pr, err = runPDOracle(ctx, cfg, rule, reqs, opts.SLO)
+			if err == nil {
+				l.progress(Progress{Phase: name, SimTime: pr.SimTime, Done: true, Dispatched: len(reqs), Completed: pr.Completed, TTFTP95Ms: pr.TTFTP95Ms})
+			}
+		default:
+			pr, err = runPDBaseline(ctx, name, cfg, opts.SplitThreshold, reqs, opts.SLO)
+			if err == nil {
+				l.progress(Progress{Phase: name, SimTime: pr.SimTime, Done: true, Dispatched: len(reqs), Completed: pr.Completed, TTFTP95Ms: pr.TTFTP95Ms})
+			}
+		}
+		if err != nil {
+			return nil, err
+		}
+		res.Policies = append(res.Policies, pr)
+	}
+	info, err := client.ModelInfo(ctx)
+	if err != nil {
+		return nil, err
+	}
+	res.Model = finalPDModel(info)
+	res.WallSeconds = time.Since(start).Seconds()
+	return res, nil
+}
+
+// pdBaseline builds one of llm-d's P/D schedulers by name.
+func pdBaseline(name string, splitThreshold int) (sim.PDRouter, error) {
+	g := sim.Greedy{SplitThreshold: splitThreshold}
+	switch name {
+	case PDGreedy:
+		return &g, nil
+	case PDTopologyConstant:
+		return &sim.TopologyConstant{Greedy: g}, nil
+	}
+	return nil, fmt.Errorf("demo --pd: no baseline policy %q", name)
+}
+
+func runPDBaseline(ctx context.Context, name string, cfg sim.PDConfig, splitThreshold int, reqs []*sim.Request, slo SLO) (PDPolicyResult, error) {
+	router, err := pdBaseline(name, splitThreshold)
+	if err != nil {
+		return PDPolicyResult{}, err
+	}
+	f, err := sim.SimulatePD(ctx, cfg, router, sim.PDHooks{}, reqs...)
+	if err != nil {
+		return PDPolicyResult{}, fmt.Errorf("demo %s: %w", name, err)
+	}
+	return pdPolicyResult(name, f, slo), nil
+}
+
+// runPDOracle runs reqs under sim.PairOracle, recording the error of its
+// foresight (which only later arrivals make wrong) and its cost.
+func runPDOracle(ctx context.Context, cfg sim.PDConfig, rule sim.PairRule, reqs []*sim.Request, slo SLO) (PDPolicyResult, error) {
+	o := &foreseeing{PairOracle: sim.PairOracle{Rule: rule}, seen: make(map[int]sim.PairEstimate)}
+	lv := &pdLive{}
+	start := time.Now()
+	f, err := sim.SimulatePD(ctx, cfg, o, sim.PDHooks{OnFirstToken: func(po *sim.PDOutcome) {
+		if e, ok := o.seen[po.Request.ID]; ok {
+			lv.allTTFT = append(lv.allTTFT, ape(e.TTFTMs, ms(po.Decode.TTFT())))
+			if x := ms(po.KVTransferTime()); x > 0 {
+				lv.allXfr = append(lv.allXfr, ape(e.TransferMs, x))
+			}
+		}
+	}}, reqs...)
+	if err != nil {
+		return PDPolicyResult{}, fmt.Errorf("demo %s: %w", PDOracle, err)
+	}
+	pr := pdPolicyResult(PDOracle, f, slo)
+	pr.LiveMAPE = &PDLiveMAPE{TTFT: finite(mean(lv.allTTFT)), Transfer: finite(mean(lv.allXfr))}
+	st := f.LookaheadStats()
+	pr.Lookahead = &st
+	if st.Decisions > 0 {
+		pr.MsPerDecision = float64(time.Since(start).Microseconds()) / 1e3 / float64(st.Decisions)
+	}
+	return pr, nil
+}
+
+// foreseeing is the pair oracle, remembering what it foresaw per request.
+type foreseeing struct {
+	sim.PairOracle
+	seen map[int]sim.PairEstimate
+}
+
+func (o *foreseeing) RoutePDLookahead(req *sim.Request, prefill, decode []sim.PodState, la *sim.PDLookahead) sim.PDChoice {
+	c := o.PairOracle.RoutePDLookahead(req, prefill, decode, la)
+	if e := o.Foresight(); e.TTFTMs > 0 {
+		o.seen[req.ID] = e
+	}
+	return c
+}
+
+func ape(predicted, actual float64) float64 { return 100 * math.Abs(predicted-actual) / actual }
+
+// pdLearner runs P/D fleets whose joint router predicts pairs from the
+// service and whose sidecar reports to it, driving the service's timers in
+// simulated time.
+type pdLearner struct {
+	opts   *PDOptions
+	cfg    sim.PDConfig
+	svc    *Service
+	client *Client
+	rep    *Reporter
+	start  time.Time
+	res    *PDResult
+	offset time.Duration
+}
+
+// pdLive collects the error of the estimates a joint router acted on
+// against what then happened to the request.
+type pdLive struct {
+	chosen                   map[int]sim.PairEstimate // by request ID
+	ttft, tpot, transfer     []float64                // absolute percentage errors since the last report
+	allTTFT, allTPOT, allXfr []float64
+}
+
+func (lv *pdLive) reset() { lv.ttft, lv.tpot, lv.transfer = lv.ttft[:0], lv.tpot[:0], lv.transfer[:0] }
+
+// recordingRouter remembers the estimate each request was routed on.
+type recordingRouter struct {
+	*sim.JointRouter
+	live *pdLive
+}
+
+func (r recordingRouter) RoutePD(req *sim.Request, prefill, decode []sim.PodState) sim.PDChoice {
+	c := r.JointRouter.RoutePD(req, prefill, decode)
+	if e, ok := r.Last(); ok {
+		r.live.chosen[req.ID] = e
+	}
+	return c
+}
+
+// pdJointRouter is a joint policy's router. It falls back (before the
+// first model, on a failure, when a competing route is extrapolated) to
+// topology-constant, llm-d's scheduler with its topology scorer, rather
+// than plain greedy: greedy's pairs cross the slow links, which is what
+// the joint router exists to avoid, and the fallbacks come in bursts, when
+// the fleet is loaded past the model's experience (docs/DEMO.md, P/D).
+func pdJointRouter(scorer sim.PairScorer, rule sim.PairRule, splitThreshold int) *sim.JointRouter {
+	return &sim.JointRouter{Scorer: scorer, Rule: rule,
+		Fallback: &sim.TopologyConstant{Greedy: sim.Greedy{SplitThreshold: splitThreshold}}}
+}
+
+func (l *pdLearner) run(ctx context.Context, phase string, reqs []*sim.Request, rule sim.PairRule) (PDPolicyResult, error) {
+	scorer := &PairScorer{Client: l.client, Timeout: l.opts.PredictTimeout, KVBytesPerToken: l.opts.KVBytesPerToken}
+	scorer.Bind(ctx)
+	joint := pdJointRouter(scorer, rule, l.opts.SplitThreshold)
+	lv := &pdLive{chosen: make(map[int]sim.PairEstimate)}
+	stamp := func(t time.Duration) time.Time { return l.opts.Epoch.Add(l.offset + t) }
+	f, err := sim.NewPDFleet(l.cfg, recordingRouter{joint, lv}, sim.PDHooks{
+		OnFirstToken: func(o *sim.PDOutcome) {
+			l.rep.Add(PDTTFTEntry(o, l.cfg.KVBytesPerToken, stamp(o.Decode.FirstToken)))
+			est, ok := lv.chosen[o.Request.ID]
+			if !ok {
+				return
+			}
+			e := ape(est.TTFTMs, ms(o.Decode.TTFT()))
+			lv.ttft, lv.allTTFT = append(lv.ttft, e), append(lv.allTTFT, e)
+			if x := ms(o.KVTransferTime()); x > 0 && est.TransferMs > 0 {
+				e := ape(est.TransferMs, x)
+				lv.transfer, lv.allXfr = append(lv.transfer, e), append(lv.allXfr, e)
+			}
+		},
+		OnFinish: func(o *sim.PDOutcome) {
+			e, ok := PDTPOTEntry(o, stamp(o.Decode.Finish))
+			if !ok {
+				return
+			}
+			l.rep.Add(e)
+			if est, ok := lv.chosen[o.Request.ID]; ok {
+				a := ape(est.TPOTMs, e.ActualTPOTMs)
+				lv.tpot, lv.allTPOT = append(lv.tpot, a), append(lv.allTPOT, a)
+			}
+		},
+	})
+	if err != nil {
+		return PDPolicyResult{}, fmt.Errorf("demo %s: %w", phase, err)
+	}
+	if err := f.Submit(reqs...); err != nil {
+		return PDPolicyResult{}, fmt.Errorf("demo %s: %w", phase, err)
+	}
+	now := func() time.Duration { return f.Now() }
+	dispatched := func() int { return joint.Stats.Routed + joint.Stats.NotReady + joint.Stats.Failed }
+	report := func(done bool) error {
+		info, err := l.rep.retrain(ctx, l.svc)
+		if err != nil {
+			return fmt.Errorf("demo %s: %w", phase, err)
+		}
+		p := Progress{
+			Phase: phase, Learning: true, SimTime: now(), Done: done, Dispatched: dispatched(), Completed: pdCompleted(f),
+			Samples: l.rep.Sent(), Bundle: info.Version,
+			HoldoutMAPE:  TargetPair{TTFT: mapeOrNaN(info.TTFT), TPOT: mapeOrNaN(info.TPOT)},
+			ProbeMAPE:    TargetPair{TTFT: math.NaN(), TPOT: math.NaN()},
+			LiveMAPE:     TargetPair{TTFT: mean(lv.ttft), TPOT: mean(lv.tpot)},
+			TransferMAPE: &TransferMAPE{Holdout: finite(mapeOrNaN(info.Transfer)), Live: finite(mean(lv.transfer))},
+		}
+		lv.reset()
+		p.Wall = time.Since(l.start)
+		l.res.History = append(l.res.History, p)
+		l.progress(p)
+		return nil
+	}
+	if err := l.rep.drive(ctx, phase, f, l.opts.FlushEvery, l.opts.RetrainEvery, report); err != nil {
+		return PDPolicyResult{}, err
+	}
+	l.offset += f.Now() + time.Second
+	pr := pdPolicyResult(phase, f, l.opts.SLO)
+	stats := joint.Stats
+	pr.Router = &stats
+	pr.LiveMAPE = &PDLiveMAPE{TTFT: finite(mean(lv.allTTFT)), TPOT: finite(mean(lv.allTPOT)), Transfer: finite(mean(lv.allXfr))}
+	return pr, nil
+}
+
+func (l *pdLearner) progress(p Progress) { p.send(l.opts.Progress, l.opts.Rate, l.start) }
+
+func pdCompleted(f *sim.PDFleet) int {
+	n := 0
+	for _, o := range f.Outcomes() {
+		if o.Decode.Done {
+			n++
+		}
+	}
+	return n
+}
+
+// The routing sidecar's reports. In llm-d's P/D mode the router reports
+// the TTFT entry against the endpoint it sent the prompt to, and the TPOT
+// entry against the decode endpoint (docs/PROTOCOL.md §6); Headroom's
+// sidecar adds to the TTFT entry the KV transfer it measured, so that the
+// trainer can take it out of the TTFT label and learn it on its own.
+
+// PDTTFTEntry is the TTFT entry of a P/D request at its first token. A
+// split request's entry is the prefill pod's dispatch-time row (pod_type
+// prefill) with the client's TTFT, and, when its KV moved, the transfer:
+// its time, the tokens that moved, the bytes per token, both pods and
+// their placement, and the transfers on its link when it started. A
+// request the decode pod served alone is the decode pod's row; one whose
+// prefill pod failed is still the prefill pod's row (that is where the
+// router sent it, and its TTFT includes the failed run) without a transfer.
+func PDTTFTEntry(o *sim.PDOutcome, kvBytesPerToken float64, at time.Time) features.Sample {
+	row, pod := o.Decode.Row, "decode"
+	if o.Split {
+		row, pod = o.Prefill.Row, "prefill"
+	}
+	row = predictRow(row)
+	row.NumTokensGenerated = 0
+	row.PodType = pod
+	s := features.Sample{Row: row, ActualTTFTMs: math.Trunc(ms(o.Decode.TTFT())), Timestamp: at}
+	if x := o.Transfer; o.Split && x != nil && x.End != 0 {
+		s.Transfer = &features.Transfer{
+			Ms:            ms(o.KVTransferTime()),
+			Tokens:        int64(o.KVTransferTokens),
+			BytesPerToken: kvBytesPerToken,
+			PrefillPod:    PodName("prefill", o.PrefillPod),
+			DecodePod:     PodName("decode", o.DecodePod),
+			Prefill:       o.PrefillTopology,
+			Decode:        o.DecodeTopology,
+			Concurrent:    int64(x.Concurrent),
+		}
+	}
+	return s
+}
+
+// PDTPOTEntry is the TPOT entry of a P/D request at its last token: the
+// decode pod's row (pod_type decode), as TPOTEntry. ok is false for a
+// one-token answer or a rejected request.
+func PDTPOTEntry(o *sim.PDOutcome, at time.Time) (features.Sample, bool) {
+	if !o.Decode.Done {
+		return features.Sample{}, false
+	}
+	e, ok := TPOTEntry(o.Decode, at)
+	e.Row.PodType = "decode"
+	return e, ok
+}
+
+// PodName is a pod's name in samples and pair requests.
+func PodName(pool string, i int) string { return fmt.Sprintf("%s-%d", pool, i) }
