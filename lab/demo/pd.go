@@ -262,7 +262,7 @@ type foreseeing struct {
 	seen map[int]sim.PairEstimate
 }
 
-func (o *foreseeing) RoutePDLookahead(req *sim.Request, prefill, decode []sim.PodState, la *sim.PDLookahead) sim.PDChoice {
+func (o *foreseeing) RoutePDLookahead(req *sim.Request, prefill, decode []sim.PodState, la *sim.Lookahead) sim.PDChoice {
 	c := o.PairOracle.RoutePDLookahead(req, prefill, decode, la)
 	if e := o.Foresight(); e.TTFTMs > 0 {
 		o.seen[req.ID] = e

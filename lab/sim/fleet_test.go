@@ -96,7 +96,7 @@ func TestFleetFollowUpWaitsForAnswer(t *testing.T) {
 	late := promptReq(3, time.Hour, 64, 3, 9)
 	late.After = 1
 	f := runFleet(t, cfg, FleetOptions{}, child, parent, late) // order of submission does not matter
-	p, c, l := f.byID[1], f.byID[2], f.byID[3]
+	p, c, l := f.byID[1].Decode, f.byID[2].Decode, f.byID[3].Decode
 	if c.Dispatch != p.Finish+500*time.Millisecond {
 		t.Errorf("follow-up sent at %v, want the answer (%v) + think 500ms", c.Dispatch, p.Finish)
 	}
@@ -163,7 +163,7 @@ func TestFleetRejectsRequestTooBigForCache(t *testing.T) {
 	rejected := 0
 	f := runFleet(t, cfg, FleetOptions{Hooks: Hooks{OnReject: func(*Outcome) { rejected++ }}}, big, child)
 	s := f.Summary()
-	if rejected != 1 || s.Rejected != 1 || s.Completed != 1 || !f.byID[2].Done {
+	if rejected != 1 || s.Rejected != 1 || s.Completed != 1 || !f.byID[2].Decode.Done {
 		t.Fatalf("rejected hook %d, summary %+v: want the big one rejected and its follow-up served", rejected, s)
 	}
 }

@@ -28,18 +28,33 @@ type Foresight struct {
 
 // LookaheadStats count the work of a fleet's lookaheads.
 type LookaheadStats struct {
-	Decisions int `json:"decisions"` // dispatches that looked ahead
+	Decisions int `json:"decisions"` // dispatches that forked an engine
 	Forks     int `json:"forks"`     // engines forked
 	Steps     int `json:"steps"`     // engine steps simulated in forks
 	Cutoffs   int `json:"cutoffs"`   // forks stopped at their limit
 }
 
 // Lookahead is a router's view of the future of the request it is routing,
-// valid only during the RouteLookahead call it is passed to.
+// valid only during the RouteLookahead or RoutePDLookahead call it is
+// passed to. In a Fleet, server i is the fleet's server i; in a PDFleet,
+// FirstToken and Finish fork decode pod i alone (the request not split),
+// and Split and Alone foresee a P/D route (pdlookahead.go).
 type Lookahead struct {
-	f        *Fleet
+	f        *PDFleet
 	req      *Request
 	dispatch time.Duration
+	toFinish bool               // Split and Alone look ahead to the last token
+	prefill  []prefillForesight // by prefill pod, filled on first use
+	forked   bool               // the decision is counted in LookaheadStats
+}
+
+// fork counts one engine forked, and the decision when it is its first.
+func (l *Lookahead) fork() {
+	if !l.forked {
+		l.forked = true
+		l.f.lookStats.Decisions++
+	}
+	l.f.lookStats.Forks++
 }
 
 // FirstToken simulates sending the request to server i now, with no further
@@ -62,13 +77,14 @@ func (l *Lookahead) Finish(i int) (Foresight, bool) { return l.run(i, -1, true) 
 
 func (l *Lookahead) run(i int, deadline time.Duration, toFinish bool) (Foresight, bool) {
 	f := l.f
-	if i < 0 || i >= len(f.servers) {
-		panic(fmt.Sprintf("sim: lookahead on server %d of %d", i, len(f.servers)))
+	engines := f.decode.engines
+	if i < 0 || i >= len(engines) {
+		panic(fmt.Sprintf("sim: lookahead on %s %d of %d", f.decode.name, i, len(engines)))
 	}
-	f.lookStats.Forks++
-	fs, steps, ok := f.servers[i].lookahead(l.req, l.dispatch, l.dispatch+f.cfg.Cost.Frontend(), deadline, toFinish, &f.journal)
+	l.fork()
+	fs, steps, ok := engines[i].lookahead(l.req, l.dispatch, l.dispatch+f.cfg.Decode.Cost.Frontend(), deadline, toFinish, &f.journal)
 	f.lookStats.Steps += steps
-	if !ok && deadline >= 0 && f.servers[i].Fits(l.req) {
+	if !ok && deadline >= 0 && engines[i].Fits(l.req) {
 		f.lookStats.Cutoffs++
 	}
 	return fs, ok

@@ -91,8 +91,8 @@ func TestLookaheadLeavesTheFleetUnchanged(t *testing.T) {
 	if !reflect.DeepEqual(views(plain.Outcomes()), views(peeked.Outcomes())) {
 		t.Error("looking ahead changed the run")
 	}
-	for i, e := range plain.Engines() {
-		if a, b := e.Stats(), peeked.Engines()[i].Stats(); a != b {
+	for i, e := range plain.decode.engines {
+		if a, b := e.Stats(), peeked.decode.engines[i].Stats(); a != b {
 			t.Errorf("server %d: stats %+v without lookaheads, %+v with", i, a, b)
 		}
 	}

@@ -1,10 +1,8 @@
 package sim
 
 import (
-	"context"
 	"fmt"
 	"math"
-	"math/rand/v2"
 	"time"
 
 	"github.com/headroomhq/headroom/features"
@@ -33,6 +31,11 @@ type PDConfig struct {
 	// Seed drives the failures; a run is a pure function of its inputs and
 	// the seed.
 	Seed uint64
+	// ScrapeInterval, when positive, makes the router see pods' gauges (KV
+	// use, waiting, running) as of the last scrape, refreshed at most this
+	// often, as llm-d's metrics scraping does; 0 means always fresh. Prefix
+	// scores, the router's own counts and transfers are always current.
+	ScrapeInterval time.Duration
 }
 
 // DefaultKVBytesPerToken is Qwen3-32B's KV size in bf16: 64 layers × 8 KV
@@ -62,6 +65,9 @@ func (c PDConfig) Validate() error {
 	}
 	if !(c.PrefillFailureRate >= 0 && c.PrefillFailureRate <= 1) {
 		return fmt.Errorf("pd config: prefill_failure_rate = %g, need 0 to 1", c.PrefillFailureRate)
+	}
+	if c.ScrapeInterval < 0 {
+		return fmt.Errorf("pd config: scrape interval %v, need 0 or more", c.ScrapeInterval)
 	}
 	return nil
 }
@@ -144,280 +150,17 @@ func (o *PDOutcome) KVTransferTime() time.Duration {
 // PDHooks are called as a disaggregated fleet runs, in simulated-time
 // order. Any may be nil.
 type PDHooks struct {
+	// OnDispatch follows the router's choice, with the route recorded in o
+	// (a request its decode pod can never hold is already Rejected);
+	// prefill and decode are every candidate as the router saw them, valid
+	// only during the call.
+	OnDispatch func(o *PDOutcome, prefill, decode []PodState)
 	// OnTransfer: a KV transfer finished; o.KVTransferTime() is known.
 	OnTransfer func(o *PDOutcome)
 	// OnFirstToken: the client got its first token (o.Decode.FirstToken).
 	OnFirstToken func(o *PDOutcome)
 	// OnFinish: the request finished on its decode pod (or was rejected).
 	OnFinish func(o *PDOutcome)
-}
-
-// PDFleet is a disaggregated fleet behind a P/D router, with llm-d's
-// routing-sidecar flow: the prefill pod runs the prompt with max_tokens=1,
-// the sidecar then sends the request to the decode pod, which pulls the KV
-// cache over the link between them and decodes; without a split, or when
-// the prefill pod fails, the decode pod runs the whole request.
-type PDFleet struct {
-	cfg    PDConfig
-	router PDRouter
-	hooks  PDHooks
-	rng    *rand.Rand
-	now    time.Duration
-
-	prefill, decode pdPool
-	net             *network
-
-	// pending carries each request's decode Outcome; byID maps it back.
-	pending  schedule
-	byID     map[int]*PDOutcome
-	outcomes []*PDOutcome
-	// byPrefill finds a request's PDOutcome from its prefill run.
-	byPrefill map[*Outcome]*PDOutcome
-
-	journal   poolJournal // reused by every lookahead
-	lookStats LookaheadStats
-}
-
-// pdPool is one pool's engines with the router's bookkeeping for them.
-type pdPool struct {
-	engines         []*Engine
-	topo            []features.Topology
-	inFlight        []int
-	prefillInFlight []int64
-	transfers       []int
-	states          []PodState
-}
-
-func newPDPool(cfg Config, pods []features.Topology) (pdPool, error) {
-	p := pdPool{
-		engines:         make([]*Engine, len(pods)),
-		topo:            pods,
-		inFlight:        make([]int, len(pods)),
-		prefillInFlight: make([]int64, len(pods)),
-		transfers:       make([]int, len(pods)),
-		states:          make([]PodState, len(pods)),
-	}
-	cfg.Servers = 1
-	for i := range pods {
-		e, err := NewEngine(cfg)
-		if err != nil {
-			return pdPool{}, err
-		}
-		p.engines[i] = e
-	}
-	return p, nil
-}
-
-// view returns every pod as a router sees it for req now; the slice is
-// reused by the next call.
-func (p *pdPool) view(req *Request) []PodState {
-	for i, e := range p.engines {
-		g := e.Gauges()
-		p.states[i] = PodState{
-			ServerState: ServerState{
-				Index:                 i,
-				KVCachePercentage:     g.KVCachePercentage,
-				NumRequestWaiting:     g.Waiting,
-				NumRequestRunning:     g.Running,
-				PrefixCacheScore:      e.PrefixCacheScore(req),
-				InFlight:              p.inFlight[i],
-				PrefillTokensInFlight: p.prefillInFlight[i],
-			},
-			Topology:  p.topo[i],
-			Transfers: p.transfers[i],
-		}
-	}
-	return p.states
-}
-
-// submit sends o to pod i at time at, charging the router's counts.
-func (p *pdPool) submit(i int, o *Outcome, prefixScore float64, at time.Duration) error {
-	o.Server = i
-	o.prefillCharge = int64(math.Round(float64(o.Request.PromptTokens) * (1 - prefixScore)))
-	if o.kvReady > 0 {
-		o.prefillCharge = 0 // the prompt's KV arrives; only the decode is left
-	}
-	p.prefillInFlight[i] += o.prefillCharge
-	p.inFlight[i]++
-	return p.engines[i].Submit(o, at)
-}
-
-// NewPDFleet builds an idle disaggregated fleet.
-func NewPDFleet(cfg PDConfig, router PDRouter, hooks PDHooks) (*PDFleet, error) {
-	if err := cfg.Validate(); err != nil {
-		return nil, err
-	}
-	if router == nil {
-		return nil, fmt.Errorf("pd fleet: no router")
-	}
-	f := &PDFleet{
-		cfg: cfg, router: router, hooks: hooks,
-		rng:       rand.New(rand.NewPCG(cfg.Seed, 0x9e3779b97f4a7c15)),
-		net:       newNetwork(cfg.Links),
-		byID:      make(map[int]*PDOutcome),
-		byPrefill: make(map[*Outcome]*PDOutcome),
-	}
-	var err error
-	if f.prefill, err = newPDPool(cfg.Prefill, cfg.PrefillPods); err != nil {
-		return nil, fmt.Errorf("pd fleet: prefill pool: %w", err)
-	}
-	if f.decode, err = newPDPool(cfg.Decode, cfg.DecodePods); err != nil {
-		return nil, fmt.Errorf("pd fleet: decode pool: %w", err)
-	}
-	return f, nil
-}
-
-// SimulatePD runs reqs to completion on a new disaggregated fleet.
-func SimulatePD(ctx context.Context, cfg PDConfig, router PDRouter, hooks PDHooks, reqs ...*Request) (*PDFleet, error) {
-	f, err := NewPDFleet(cfg, router, hooks)
-	if err != nil {
-		return nil, err
-	}
-	if err := f.Submit(reqs...); err != nil {
-		return nil, err
-	}
-	if err := f.Run(ctx); err != nil {
-		return nil, err
-	}
-	return f, nil
-}
-
-// Submit schedules requests, under the same rules as Fleet.Submit.
-func (f *PDFleet) Submit(reqs ...*Request) error {
-	known := func(id int) bool { _, ok := f.byID[id]; return ok }
-	if err := checkSubmission(reqs, known, f.now); err != nil {
-		return err
-	}
-	for _, r := range reqs {
-		o := &PDOutcome{Request: r, Decode: &Outcome{Request: r, Server: -1}, PrefillPod: NoSplit, DecodePod: -1}
-		f.byID[r.ID] = o
-		f.outcomes = append(f.outcomes, o)
-	}
-	for _, r := range reqs {
-		var parent *Outcome
-		if r.After != 0 {
-			parent = f.byID[r.After].Decode
-		}
-		f.pending.add(f.byID[r.ID].Decode, parent, f.now)
-	}
-	return nil
-}
-
-// Step processes the next event and reports whether there was one. At equal
-// times engine events come first (prefill pods, then decode pods, each in
-// index order), then transfers, then dispatches, so that the router sees
-// the freshest state.
-func (f *PDFleet) Step() (bool, error) {
-	pool, si, st := (*pdPool)(nil), -1, time.Duration(0)
-	for _, p := range []*pdPool{&f.prefill, &f.decode} {
-		for i, e := range p.engines {
-			if t, ok := e.Next(); ok && (si < 0 || t < st) {
-				pool, si, st = p, i, t
-			}
-		}
-	}
-	nt, netOK := f.net.next()
-	at, dueOK := f.pending.next()
-	switch {
-	case dueOK && (si < 0 || at < st) && (!netOK || at < nt):
-		return true, f.dispatch(at, f.byID[f.pending.pop().Request.ID])
-	case netOK && (si < 0 || nt < st):
-		f.now = nt
-		for _, t := range f.net.advance(nt) {
-			if err := f.transferred(t); err != nil {
-				return true, err
-			}
-		}
-		return true, nil
-	case si < 0:
-		if n := f.pending.waiting(); n > 0 {
-			return false, fmt.Errorf("pd fleet: %d requests still wait for requests that never ended", n)
-		}
-		return false, nil
-	}
-	f.now = st
-	for _, ev := range pool.engines[si].Advance() {
-		o := ev.Outcome
-		if pool == &f.prefill {
-			// A prefill run has one output token: its first token is its end.
-			if ev.Kind == Finished {
-				pool.prefillInFlight[si] -= o.prefillCharge
-				pool.inFlight[si]--
-				if err := f.prefilled(f.byPrefill[o]); err != nil {
-					return true, err
-				}
-			}
-			continue
-		}
-		po := f.byID[o.Request.ID]
-		switch ev.Kind {
-		case FirstToken:
-			pool.prefillInFlight[si] -= o.prefillCharge
-			if f.hooks.OnFirstToken != nil {
-				f.hooks.OnFirstToken(po)
-			}
-		case Finished:
-			pool.inFlight[si]--
-			if f.hooks.OnFinish != nil {
-				f.hooks.OnFinish(po)
-			}
-			f.pending.release(po.Decode, o.Finish)
-		}
-	}
-	return true, nil
-}
-
-func (f *PDFleet) dispatch(at time.Duration, po *PDOutcome) error {
-	f.now = at
-	r := po.Request
-	d := po.Decode
-	d.Dispatch = at
-	pStates := f.prefill.view(r)
-	dStates := f.decode.view(r)
-	var c PDChoice
-	if lr, ok := f.router.(PDLookaheadRouter); ok {
-		f.lookStats.Decisions++
-		la := &PDLookahead{f: f, req: r, dispatch: at, prefill: make([]prefillForesight, len(pStates))}
-		c = lr.RoutePDLookahead(r, pStates, dStates, la)
-	} else {
-		c = f.router.RoutePD(r, pStates, dStates)
-	}
-	if c.Decode < 0 || c.Decode >= len(dStates) {
-		return fmt.Errorf("pd fleet: router chose decode pod %d for request %d, have %d", c.Decode, r.ID, len(dStates))
-	}
-	if c.Prefill != NoSplit && (c.Prefill < 0 || c.Prefill >= len(pStates)) {
-		return fmt.Errorf("pd fleet: router chose prefill pod %d for request %d, have %d", c.Prefill, r.ID, len(pStates))
-	}
-	po.DecodePod, po.DecodeTopology = c.Decode, f.decode.topo[c.Decode]
-	d.Server = c.Decode
-	d.Row = dStates[c.Decode].Row(r)
-	if !f.decode.engines[c.Decode].Fits(r) {
-		d.Rejected = true
-		if f.hooks.OnFinish != nil {
-			f.hooks.OnFinish(po)
-		}
-		f.pending.release(po.Decode, at)
-		return nil
-	}
-	arrive := at + f.cfg.Decode.Cost.Frontend()
-	if c.Prefill == NoSplit {
-		return f.decode.submit(c.Decode, d, dStates[c.Decode].PrefixCacheScore, arrive)
-	}
-	po.Split = true
-	po.PrefillPod, po.PrefillTopology = c.Prefill, f.prefill.topo[c.Prefill]
-	// The sidecar asks the prefill pod for one token.
-	pr := prefillCopy(r)
-	p := &Outcome{Request: pr, Dispatch: at, Row: pStates[c.Prefill].Row(r)}
-	po.Prefill = p
-	po.PrefillFailed = f.rng.Float64() < f.cfg.PrefillFailureRate
-	if !f.prefill.engines[c.Prefill].Fits(pr) {
-		// The prefill pod refuses a prompt it can never hold: a failure
-		// the sidecar sees at once.
-		p.Rejected, po.PrefillFailed = true, true
-		return f.decode.submit(c.Decode, d, dStates[c.Decode].PrefixCacheScore, arrive)
-	}
-	f.byPrefill[p] = po
-	return f.prefill.submit(c.Prefill, p, pStates[c.Prefill].PrefixCacheScore, at+f.cfg.Prefill.Cost.Frontend())
 }
 
 // prefilled continues a split request whose prefill run has ended: the
@@ -454,33 +197,6 @@ func (f *PDFleet) transferred(t *Transfer) error {
 	return f.decode.submit(po.DecodePod, po.Decode, 0, f.now)
 }
 
-// Run steps until nothing is left or ctx ends.
-func (f *PDFleet) Run(ctx context.Context) error {
-	for n := 0; ; n++ {
-		if n%4096 == 0 {
-			if err := ctx.Err(); err != nil {
-				return fmt.Errorf("pd fleet run at %v: %w", f.now, err)
-			}
-		}
-		more, err := f.Step()
-		if err != nil {
-			return err
-		}
-		if !more {
-			return nil
-		}
-	}
-}
-
-// Outcomes returns every submitted request's outcome, in submission order.
-func (f *PDFleet) Outcomes() []*PDOutcome { return f.outcomes }
-
-// Now is the simulated time of the last event processed.
-func (f *PDFleet) Now() time.Duration { return f.now }
-
-// LookaheadStats reports the work of the router's lookaheads so far.
-func (f *PDFleet) LookaheadStats() LookaheadStats { return f.lookStats }
-
 // PDSummary is a disaggregated run in aggregate: the client's latencies
 // (Summary, over the decode side), how often requests were split, and the
 // KV transfers.
@@ -514,7 +230,7 @@ func (f *PDFleet) Summary() PDSummary {
 		}
 	}
 	s.Summary = Summarize(decode)
-	for _, p := range []*pdPool{&f.prefill, &f.decode} {
+	for _, p := range []*pool{&f.prefill, &f.decode} {
 		for _, e := range p.engines {
 			s.Evictions += e.Stats().Evictions
 		}

@@ -366,3 +366,58 @@ func TestPDRouterSeesTransfersInFlight(t *testing.T) {
 		}
 	}
 }
+
+// OnDispatch sees each route as recorded (split or alone, a rejection
+// already marked) with the candidates the router saw; with a scrape
+// interval the pods' gauges are as old as the last scrape, while prefix
+// scores and the router's own counts stay current.
+func TestPDDispatchHookAndScrapedGauges(t *testing.T) {
+	for _, interval := range []time.Duration{0, time.Hour} {
+		cfg := pdTestConfig([]features.Topology{nodeA}, []features.Topology{nodeB})
+		cfg.ScrapeInterval = interval
+		type seen struct {
+			split, rejected    bool
+			prefillN, decodeN  int
+			running, inFlight  int
+			prefillPod, decode int
+		}
+		var got []seen
+		hooks := sim.PDHooks{OnDispatch: func(o *sim.PDOutcome, prefill, decode []sim.PodState) {
+			got = append(got, seen{o.Split, o.Decode.Rejected, len(prefill), len(decode),
+				decode[0].NumRequestRunning, decode[0].InFlight, o.PrefillPod, o.DecodePod})
+		}}
+		reqs := []*sim.Request{
+			contentReq(1, 0, 64, 400, 1),                                            // alone: decodes for seconds
+			contentReq(2, time.Second, 64, 5, 2),                                    // split: the decode pod has 1 running now
+			{ID: 3, Arrival: 2 * time.Second, PromptTokens: 20000, OutputTokens: 2}, // never fits
+		}
+		choices := map[int]sim.PDChoice{1: {Prefill: sim.NoSplit, Decode: 0}, 2: {Prefill: 0, Decode: 0}, 3: {Prefill: 0, Decode: 0}}
+		f, err := sim.SimulatePD(t.Context(), cfg, pdRouterFunc(func(r *sim.Request, _, _ []sim.PodState) sim.PDChoice {
+			return choices[r.ID]
+		}), hooks, reqs...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != 3 || len(f.Outcomes()) != 3 {
+			t.Fatalf("interval %v: %d dispatches seen, want 3", interval, len(got))
+		}
+		wantRunning := 1
+		if interval > 0 {
+			wantRunning = 0 // scraped at the first dispatch, when nothing ran
+		}
+		want := []seen{
+			{false, false, 1, 1, 0, 0, sim.NoSplit, 0},
+			{true, false, 1, 1, wantRunning, 1, 0, 0},
+			{false, true, 1, 1, wantRunning, 1, sim.NoSplit, 0},
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("interval %v: saw %+v, want %+v", interval, got, want)
+		}
+	}
+}
+
+type pdRouterFunc func(r *sim.Request, prefill, decode []sim.PodState) sim.PDChoice
+
+func (f pdRouterFunc) RoutePD(r *sim.Request, prefill, decode []sim.PodState) sim.PDChoice {
+	return f(r, prefill, decode)
+}

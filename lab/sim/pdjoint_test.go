@@ -202,7 +202,7 @@ type recordingOracle struct {
 	seen map[int]sim.PairEstimate
 }
 
-func (o *recordingOracle) RoutePDLookahead(req *sim.Request, prefill, decode []sim.PodState, la *sim.PDLookahead) sim.PDChoice {
+func (o *recordingOracle) RoutePDLookahead(req *sim.Request, prefill, decode []sim.PodState, la *sim.Lookahead) sim.PDChoice {
 	c := o.PairOracle.RoutePDLookahead(req, prefill, decode, la)
 	o.seen[req.ID] = o.Foresight()
 	return c

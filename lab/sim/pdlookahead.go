@@ -16,16 +16,6 @@ import (
 // pod then receives the request with its KV cache. A route without a split
 // forks the decode pod alone, as the single-pool lookahead does.
 
-// PDLookahead is a P/D router's view of the future of the request it is
-// routing, valid only during the RoutePDLookahead call it is passed to.
-type PDLookahead struct {
-	f        *PDFleet
-	req      *Request
-	dispatch time.Duration
-	toFinish bool
-	prefill  []prefillForesight // by prefill pod, filled on first use
-}
-
 type prefillForesight struct {
 	done bool
 	end  time.Duration // when the prefill pod's answer reaches the sidecar
@@ -36,17 +26,17 @@ type prefillForesight struct {
 // RoutePDLookahead instead of RoutePD.
 type PDLookaheadRouter interface {
 	PDRouter
-	RoutePDLookahead(req *Request, prefill, decode []PodState, la *PDLookahead) PDChoice
+	RoutePDLookahead(req *Request, prefill, decode []PodState, la *Lookahead) PDChoice
 }
 
 // prefillEnd foresees when prefill pod p's one-token run of the request
 // ends, false when the prompt can never fit there.
-func (l *PDLookahead) prefillEnd(p int) (time.Duration, bool) {
+func (l *Lookahead) prefillEnd(p int) (time.Duration, bool) {
 	pf := &l.prefill[p]
 	if !pf.done {
 		f := l.f
 		pr := prefillCopy(l.req)
-		f.lookStats.Forks++
+		l.fork()
 		fs, steps, ok := f.prefill.engines[p].lookahead(pr, l.dispatch, l.dispatch+f.cfg.Prefill.Cost.Frontend(), -1, true, &f.journal)
 		f.lookStats.Steps += steps
 		*pf = prefillForesight{done: true, end: l.dispatch + fs.E2E, ok: ok}
@@ -58,7 +48,7 @@ func (l *PDLookahead) prefillEnd(p int) (time.Duration, bool) {
 // the client's TTFT (and, when the lookahead runs to the finish, TPOT and
 // E2E), and the KV transfer's time. false when the request fits on one of
 // the pods never.
-func (l *PDLookahead) Split(p, d int) (fs Foresight, transfer time.Duration, ok bool) {
+func (l *Lookahead) Split(p, d int) (fs Foresight, transfer time.Duration, ok bool) {
 	f := l.f
 	if p < 0 || p >= len(f.prefill.engines) || d < 0 || d >= len(f.decode.engines) {
 		panic(fmt.Sprintf("sim: p/d lookahead on pair (%d, %d) of %d × %d pods", p, d, len(f.prefill.engines), len(f.decode.engines)))
@@ -73,23 +63,15 @@ func (l *PDLookahead) Split(p, d int) (fs Foresight, transfer time.Duration, ok 
 	cached := e.pool.matchLen(r.BlockHashes, r.promptBlocks()) * BlockSize
 	bytes := float64(r.PromptTokens-cached) * f.cfg.KVBytesPerToken
 	arrive := f.net.foresee(start, f.prefill.topo[p], f.decode.topo[d], bytes)
-	f.lookStats.Forks++
+	l.fork()
 	fs, steps, ok := e.lookaheadKV(r, l.dispatch, arrive, r.PromptTokens, -1, l.toFinish, &f.journal)
 	f.lookStats.Steps += steps
 	return fs, arrive - start, ok
 }
 
-// Alone foresees the request on decode pod d without a split.
-func (l *PDLookahead) Alone(d int) (Foresight, bool) {
-	f := l.f
-	if d < 0 || d >= len(f.decode.engines) {
-		panic(fmt.Sprintf("sim: p/d lookahead on decode pod %d of %d", d, len(f.decode.engines)))
-	}
-	f.lookStats.Forks++
-	fs, steps, ok := f.decode.engines[d].lookahead(l.req, l.dispatch, l.dispatch+f.cfg.Decode.Cost.Frontend(), -1, l.toFinish, &f.journal)
-	f.lookStats.Steps += steps
-	return fs, ok
-}
+// Alone foresees the request on decode pod d without a split, to its first
+// token or, when the router asked for it, its last.
+func (l *Lookahead) Alone(d int) (Foresight, bool) { return l.run(d, -1, l.toFinish) }
 
 // prefillCopy is the request the sidecar sends a prefill pod: one output
 // token, with the hashes that fit the shorter sequence.
@@ -196,7 +178,7 @@ func (o *PairOracle) RoutePD(req *Request, prefill, decode []PodState) PDChoice 
 }
 
 // RoutePDLookahead implements PDLookaheadRouter.
-func (o *PairOracle) RoutePDLookahead(req *Request, prefill, decode []PodState, la *PDLookahead) PDChoice {
+func (o *PairOracle) RoutePDLookahead(req *Request, prefill, decode []PodState, la *Lookahead) PDChoice {
 	la.toFinish = o.Rule.SLO.TPOTMs > 0
 	o.est = o.est[:0]
 	add := func(e PairEstimate, fs Foresight, xfer time.Duration) {

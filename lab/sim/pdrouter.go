@@ -28,7 +28,8 @@ func (g *Greedy) RoutePD(req *Request, prefill, decode []PodState) PDChoice {
 // route picks the decode pod, then the prefill pod maximising the load and
 // prefix score plus bonus(candidate, decode pod), when bonus is set.
 func (g *Greedy) route(req *Request, prefill, decode []PodState, bonus func(p, d PodState) float64) PDChoice {
-	d := LeastQueue{}.Route(req, g.servers(decode))
+	g.scratch = serverStates(g.scratch, decode)
+	d := LeastQueue{}.Route(req, g.scratch)
 	c := PDChoice{Prefill: NoSplit, Decode: d}
 	uncached := float64(req.PromptTokens) * (1 - decode[d].PrefixCacheScore)
 	if len(prefill) == 0 || uncached < float64(g.SplitThreshold) {
@@ -54,14 +55,6 @@ func (g *Greedy) route(req *Request, prefill, decode []PodState, bonus func(p, d
 	}
 	c.Prefill = best
 	return c
-}
-
-func (g *Greedy) servers(pods []PodState) []ServerState {
-	g.scratch = g.scratch[:0]
-	for _, p := range pods {
-		g.scratch = append(g.scratch, p.ServerState)
-	}
-	return g.scratch
 }
 
 // TopologyConstant is Greedy plus llm-d's topology-affinity scorer: the
@@ -103,7 +96,8 @@ func (t *TopologyConstant) RoutePD(req *Request, prefill, decode []PodState) PDC
 }
 
 // DecodeOnly never splits: it routes every request to a decode pod with a
-// single-pool Router, as a fleet without disaggregation would.
+// single-pool Router, as a fleet without disaggregation would (a Fleet is a
+// PDFleet behind DecodeOnly). A Router that looks ahead gets its lookahead.
 type DecodeOnly struct {
 	Router  Router
 	scratch []ServerState
@@ -111,11 +105,19 @@ type DecodeOnly struct {
 
 // RoutePD implements PDRouter.
 func (o *DecodeOnly) RoutePD(req *Request, _, decode []PodState) PDChoice {
-	o.scratch = o.scratch[:0]
-	for _, p := range decode {
-		o.scratch = append(o.scratch, p.ServerState)
-	}
+	o.scratch = serverStates(o.scratch, decode)
 	return PDChoice{Prefill: NoSplit, Decode: o.Router.Route(req, o.scratch)}
+}
+
+// RoutePDLookahead implements PDLookaheadRouter, for a Router that looks
+// ahead; others route as RoutePD.
+func (o *DecodeOnly) RoutePDLookahead(req *Request, prefill, decode []PodState, la *Lookahead) PDChoice {
+	lr, ok := o.Router.(LookaheadRouter)
+	if !ok {
+		return o.RoutePD(req, prefill, decode)
+	}
+	o.scratch = serverStates(o.scratch, decode)
+	return PDChoice{Prefill: NoSplit, Decode: lr.RouteLookahead(req, o.scratch, la)}
 }
 
 // PDRouterNames lists the names NewPDRouter accepts.
