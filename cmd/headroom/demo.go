@@ -176,8 +176,8 @@ func runPDDemo(ctx context.Context, fs *flag.FlagSet, opts demo.Options, pd demo
 		return err
 	}
 	if asJSON {
-		return demo.WritePDJSON(stdout, res)
+		return demo.WriteJSON(stdout, res)
 	}
 	fmt.Fprintln(stdout)
-	return demo.WritePDTable(stdout, res)
+	return demo.WriteTable(stdout, res)
 }

@@ -17,6 +17,7 @@ import (
 	"math"
 	"time"
 
+	"github.com/headroomhq/headroom/features"
 	"github.com/headroomhq/headroom/lab/sim"
 	"github.com/headroomhq/headroom/lab/sim/workload"
 )
@@ -195,11 +196,6 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 	if err != nil {
 		return nil, fmt.Errorf("demo: %w", err)
 	}
-	warm, reqs, err := arrivals(opts.Warmup, opts.Duration, opts.Rate, opts.Burstiness, opts.Seed)
-	if err != nil {
-		return nil, err
-	}
-
 	probeReqs, err := Workload(probeWindow, opts.Rate, opts.Burstiness, probeSeed(opts.Seed))
 	if err != nil {
 		return nil, err
@@ -208,224 +204,102 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	res := &Result{Servers: cfg.Servers, ProbeRequests: probe.Len()}
+	return compare(ctx, start, &opts, sim.SinglePool(cfg), probe, res, PoliciesFor(opts.SLO),
+		func(l *learner, name string, reqs []*sim.Request) (PolicyResult, error) {
+			switch name {
+			case warmupPhase, Predicted:
+				return l.learn(ctx, name, reqs, l.predicted(ctx, name == Predicted))
+			case Oracle, OracleSLO, OracleTTFT:
+				router, foresight, err := oracle(name, opts.SLO)
+				if err != nil {
+					return PolicyResult{}, err
+				}
+				return l.runFixed(ctx, name, reqs, &sim.DecodeOnly{Router: router}, foresight)
+			}
+			router, ok := sim.NewRouter(name)
+			if !ok {
+				return PolicyResult{}, fmt.Errorf("demo: no router %q", name)
+			}
+			return l.runFixed(ctx, name, reqs, &sim.DecodeOnly{Router: router}, nil)
+		})
+}
 
+// warmupPhase names the warm-up run.
+const warmupPhase = "warm-up"
+
+// compare is both demos' run: their arrivals, the service, a warm-up on
+// traffic of its own (run as warmupPhase, a learning policy from a cold
+// start), then the same arrivals under each of policies, each run by
+// runPolicy on the fleet cfg; res comes with the fleet's fields set and
+// leaves with everything.
+func compare(ctx context.Context, start time.Time, opts *Options, cfg sim.PDConfig, probe *Probe, res *Result, policies []string,
+	runPolicy func(l *learner, name string, reqs []*sim.Request) (PolicyResult, error)) (*Result, error) {
+	warm, reqs, err := arrivals(opts.Warmup, opts.Duration, opts.Rate, opts.Burstiness, opts.Seed)
+	if err != nil {
+		return nil, err
+	}
 	svc, err := StartService(opts.Service)
 	if err != nil {
 		return nil, err
 	}
 	defer svc.Close()
 	client := svc.Client()
-	res := &Result{
-		Requests: len(reqs), WarmupRequests: len(warm), ProbeRequests: probe.Len(), Servers: cfg.Servers, Rate: opts.Rate,
-		Burstiness: opts.Burstiness, Duration: opts.Duration, Warmup: opts.Warmup, Seed: opts.Seed, SLO: opts.SLO,
-		XGBoost: svc.XGBoostAvailable(),
-	}
-	l := &learner{opts: &opts, cfg: cfg, svc: svc, client: client, rep: NewReporter(client), probe: probe,
-		start: start, res: res}
-
+	res.Rate, res.Burstiness, res.Duration, res.Warmup, res.Seed = opts.Rate, opts.Burstiness, opts.Duration, opts.Warmup, opts.Seed
+	res.Requests, res.WarmupRequests, res.SLO, res.XGBoost = len(reqs), len(warm), opts.SLO, svc.XGBoostAvailable()
+	l := &learner{opts: opts, cfg: cfg, svc: svc, client: client, rep: NewReporter(client), probe: probe, start: start, res: res}
 	if len(warm) > 0 {
-		if _, err := l.run(ctx, "warm-up", warm); err != nil {
+		if _, err := runPolicy(l, warmupPhase, warm); err != nil {
 			return nil, err
 		}
 	}
-	for _, name := range PoliciesFor(opts.SLO) {
-		var pr PolicyResult
-		var simTime time.Duration
-		switch name {
-		case Predicted:
-			if pr, err = l.run(ctx, Predicted, reqs); err != nil {
-				return nil, err
-			}
-			res.Policies = append(res.Policies, pr)
-			continue
-		case Oracle, OracleSLO, OracleTTFT:
-			pr, simTime, err = runOracle(ctx, name, cfg, reqs, opts.SLO)
-		default:
-			pr, simTime, err = runBaseline(ctx, name, cfg, reqs, opts.SLO)
-		}
+	for _, name := range policies {
+		pr, err := runPolicy(l, name, reqs)
 		if err != nil {
 			return nil, err
 		}
-		l.progress(Progress{Phase: name, SimTime: simTime, Done: true, Dispatched: len(reqs),
-			Completed: pr.Completed, TTFTP95Ms: pr.TTFTP95Ms})
 		res.Policies = append(res.Policies, pr)
 	}
-
 	info, err := client.ModelInfo(ctx)
 	if err != nil {
 		return nil, err
 	}
-	res.Model = finalModel(info)
+	res.Model = finalModel(info, res.Disaggregated())
 	res.WallSeconds = time.Since(start).Seconds()
 	return res, nil
 }
 
-// runBaseline runs reqs under one of the simulator's routers, without the
-// service, and returns the result and the simulated time it took.
-func runBaseline(ctx context.Context, name string, cfg sim.Config, reqs []*sim.Request, slo SLO) (PolicyResult, time.Duration, error) {
-	router, ok := sim.NewRouter(name)
-	if !ok {
-		return PolicyResult{}, 0, fmt.Errorf("demo: no router %q", name)
-	}
-	f, err := runFleet(ctx, name, cfg, router, sim.Hooks{}, reqs)
-	if err != nil {
-		return PolicyResult{}, 0, err
-	}
-	return policyResult(name, f.Outcomes(), f.Summary(), slo), f.Now(), nil
-}
-
-// runFleet runs reqs to the end on a fresh fleet of cfg behind router.
-func runFleet(ctx context.Context, name string, cfg sim.Config, router sim.Router, hooks sim.Hooks, reqs []*sim.Request) (*sim.Fleet, error) {
-	f, err := sim.Simulate(ctx, cfg, sim.FleetOptions{Router: router, Hooks: hooks}, reqs...)
-	if err != nil {
-		return nil, fmt.Errorf("demo %s: %w", name, err)
-	}
-	return f, nil
-}
-
-// learner runs fleets whose router reports to and predicts from the
-// service, and drives the service's timers in simulated time.
-type learner struct {
-	opts   *Options
-	cfg    sim.Config
-	svc    *Service
-	client *Client
-	rep    *Reporter
-	probe  *Probe
-	start  time.Time
-	res    *Result
-
-	offset time.Duration // simulated time of earlier runs, so timestamps keep rising
-}
-
-// live collects the error of the predictions the router acted on, for the
-// chosen candidate, against what then happened.
-type live struct {
-	predicted  map[int]Prediction // by request ID
-	ttft, tpot []float64          // absolute percentage errors since the last report
-	allTTFT    []float64
-	allTPOT    []float64
-	points     []TTFTPoint
-}
-
-func (lv *live) reset() { lv.ttft, lv.tpot = lv.ttft[:0], lv.tpot[:0] }
-
-// run routes reqs with a PredictedRouter, reporting every sample, flushing
-// every FlushEvery and retraining every RetrainEvery of simulated time.
-func (l *learner) run(ctx context.Context, phase string, reqs []*sim.Request) (PolicyResult, error) {
+// predicted is the predicted policy: a PredictedRouter on the service,
+// whose entries are llm-d's router's. The comparison's run (withRegret)
+// also looks ahead at every decision, to explain its gap to the oracle;
+// the lookahead leaves the run as it would be.
+func (l *learner) predicted(ctx context.Context, withRegret bool) learning {
 	router := &PredictedRouter{Client: l.client, SLO: l.opts.SLO, Timeout: l.opts.PredictTimeout}
 	router.Bind(ctx)
-	// The comparison's run also looks ahead at every decision, to explain
-	// its gap to the oracle; the lookahead leaves the run as it would be.
-	var fleetRouter sim.Router = router
-	var regret *regretRecorder
-	if phase == Predicted {
-		regret = &regretRecorder{inner: router, slo: l.opts.SLO}
-		fleetRouter = regret
-	}
-	lv := &live{predicted: make(map[int]Prediction)}
-	stamp := func(t time.Duration) time.Time { return l.opts.Epoch.Add(l.offset + t) }
-	f, err := sim.NewFleet(l.cfg, sim.FleetOptions{
-		Router: fleetRouter,
-		Hooks: sim.Hooks{
-			OnDispatch: func(o *sim.Outcome, _ []sim.ServerState) {
-				if p := router.Last(); p != nil {
-					lv.predicted[o.Request.ID] = p[o.Server]
-				}
-			},
-			OnFirstToken: func(o *sim.Outcome) {
-				e := TTFTEntry(o, stamp(o.FirstToken))
-				l.rep.Add(e)
-				if p, ok := lv.predicted[o.Request.ID]; ok {
-					ape := 100 * math.Abs(p.TTFTMs-e.ActualTTFTMs) / e.ActualTTFTMs
-					lv.ttft, lv.allTTFT = append(lv.ttft, ape), append(lv.allTTFT, ape)
-					lv.points = append(lv.points, TTFTPoint{ExpectedMs: p.TTFTMs, ActualMs: ms(o.TTFT())})
-				}
-			},
-			OnFinish: func(o *sim.Outcome) {
-				e, ok := TPOTEntry(o, stamp(o.Finish))
-				if !ok {
-					return
-				}
-				l.rep.Add(e)
-				if p, ok := lv.predicted[o.Request.ID]; ok {
-					ape := 100 * math.Abs(p.TPOTMs-e.ActualTPOTMs) / e.ActualTPOTMs
-					lv.tpot, lv.allTPOT = append(lv.tpot, ape), append(lv.allTPOT, ape)
-				}
-			},
+	p := learning{
+		router: &sim.DecodeOnly{Router: router},
+		estimate: func(o *sim.PDOutcome) (estimate, bool) {
+			preds := router.Last()
+			if preds == nil {
+				return estimate{}, false
+			}
+			e := preds[o.Decode.Server]
+			return estimate{TTFTMs: e.TTFTMs, TPOTMs: e.TPOTMs}, true
 		},
-	})
-	if err != nil {
-		return PolicyResult{}, err
+		stats:     func() RouterStats { return router.Stats },
+		ttftEntry: func(o *sim.PDOutcome, at time.Time) features.Sample { return TTFTEntry(o.Decode, at) },
+		tpotEntry: func(o *sim.PDOutcome, at time.Time) (features.Sample, bool) {
+			if !o.Decode.Done {
+				return features.Sample{}, false
+			}
+			return TPOTEntry(o.Decode, at)
+		},
+		liveAgainstLabel: true,
 	}
-	if err := f.Submit(reqs...); err != nil {
-		return PolicyResult{}, fmt.Errorf("demo %s: %w", phase, err)
+	if withRegret {
+		regret := &regretRecorder{inner: router, slo: l.opts.SLO}
+		p.router = &sim.DecodeOnly{Router: regret}
+		p.finish = func(pr *PolicyResult) { pr.Regret = regret.report() }
 	}
-	dispatched := func() int { return router.Stats.Routed + router.Stats.NotReady + router.Stats.Failed }
-	report := func(done bool) error {
-		info, err := l.rep.retrain(ctx, l.svc)
-		if err != nil {
-			return fmt.Errorf("demo %s: %w", phase, err)
-		}
-		probe, err := l.probe.Measure(ctx, l.client)
-		if err != nil {
-			return fmt.Errorf("demo %s: %w", phase, err)
-		}
-		p := Progress{
-			Phase: phase, Learning: true, SimTime: f.Now(), Done: done, Dispatched: dispatched(), Completed: completed(f),
-			Samples: l.rep.Sent(), Bundle: info.Version,
-			HoldoutMAPE: TargetPair{TTFT: mapeOrNaN(info.TTFT), TPOT: mapeOrNaN(info.TPOT)},
-			ProbeMAPE:   probe,
-			LiveMAPE:    TargetPair{TTFT: mean(lv.ttft), TPOT: mean(lv.tpot)},
-		}
-		lv.reset()
-		p.Wall = time.Since(l.start)
-		l.res.History = append(l.res.History, p)
-		l.progress(p)
-		return nil
-	}
-	if err := l.rep.drive(ctx, phase, f, l.opts.FlushEvery, l.opts.RetrainEvery, report); err != nil {
-		return PolicyResult{}, err
-	}
-	l.offset += f.Now() + time.Second
-	pr := policyResult(phase, f.Outcomes(), f.Summary(), l.opts.SLO)
-	pr.Router = &router.Stats
-	pr.LiveMAPE = &TargetPair{TTFT: mean(lv.allTTFT), TPOT: mean(lv.allTPOT)}
-	pr.Points = lv.points
-	if regret != nil {
-		pr.Regret = regret.report()
-	}
-	return pr, nil
+	return p
 }
-
-func (l *learner) progress(p Progress) { p.send(l.opts.Progress, l.opts.Rate, l.start) }
-
-func completed(f *sim.Fleet) int {
-	n := 0
-	for _, o := range f.Outcomes() {
-		if o.Done {
-			n++
-		}
-	}
-	return n
-}
-
-func mapeOrNaN(t TargetInfo) float64 {
-	if !t.Ready || t.Holdout.Rows == 0 {
-		return math.NaN()
-	}
-	return t.Holdout.MAPE
-}
-
-func mean(v []float64) float64 {
-	if len(v) == 0 {
-		return math.NaN()
-	}
-	s := 0.0
-	for _, x := range v {
-		s += x
-	}
-	return s / float64(len(v))
-}
-
-func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

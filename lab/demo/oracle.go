@@ -2,11 +2,9 @@ package demo
 
 import (
 	"cmp"
-	"context"
 	"fmt"
 	"math"
 	"slices"
-	"time"
 
 	"github.com/headroomhq/headroom/lab/sim"
 )
@@ -309,61 +307,25 @@ func regime(s sim.ServerState) string {
 	return cache + ", " + load
 }
 
-// foresightMAPE is the error of what a router expected against what
-// happened, in percent; NaN without points.
-func foresightMAPE(points []TTFTPoint) float64 {
-	var ape []float64
-	for _, p := range points {
-		if p.ActualMs > 0 && p.ExpectedMs > 0 {
-			ape = append(ape, 100*math.Abs(p.ExpectedMs-p.ActualMs)/p.ActualMs)
-		}
-	}
-	return mean(ape)
-}
-
-// runOracle runs reqs under an oracle policy and returns the result, with
-// the foresight the router acted on beside each request's actual TTFT.
-func runOracle(ctx context.Context, name string, cfg sim.Config, reqs []*sim.Request, slo SLO) (PolicyResult, time.Duration, error) {
-	var router sim.Router
-	var foresight func() (ttft, tpot float64)
+// oracle is the single-pool oracle policy of that name, with what it
+// foresaw for the request it routed last (false when it could not look
+// ahead).
+func oracle(name string, slo SLO) (sim.Router, func() (estimate, bool), error) {
 	switch name {
 	case OracleTTFT:
 		o := &sim.TTFTOracle{}
-		router, foresight = o, func() (float64, float64) { return ms(o.Foresight()), math.NaN() }
+		return o, func() (estimate, bool) {
+			return estimate{TTFTMs: ms(o.Foresight()), TPOTMs: math.NaN()}, o.Foresight() > 0
+		}, nil
 	case Oracle, OracleSLO:
 		o := &OracleRouter{}
 		if name == OracleSLO {
 			o.SLO = slo
 		}
-		router, foresight = o, func() (float64, float64) { p := o.Foresight(); return p.TTFTMs, p.TPOTMs }
-	default:
-		return PolicyResult{}, 0, fmt.Errorf("demo: no oracle %q", name)
+		return o, func() (estimate, bool) {
+			p := o.Foresight()
+			return estimate{TTFTMs: p.TTFTMs, TPOTMs: p.TPOTMs}, p.TTFTMs > 0
+		}, nil
 	}
-	expected := map[int]Prediction{}
-	var points []TTFTPoint
-	var tpotAPE []float64
-	hooks := sim.Hooks{
-		OnDispatch: func(o *sim.Outcome, _ []sim.ServerState) {
-			ttft, tpot := foresight()
-			expected[o.Request.ID] = Prediction{TTFTMs: ttft, TPOTMs: tpot}
-		},
-		OnFirstToken: func(o *sim.Outcome) {
-			points = append(points, TTFTPoint{ExpectedMs: expected[o.Request.ID].TTFTMs, ActualMs: ms(o.TTFT())})
-		},
-		OnFinish: func(o *sim.Outcome) {
-			if p := expected[o.Request.ID].TPOTMs; o.Request.OutputTokens > 1 && p > 0 {
-				tpotAPE = append(tpotAPE, 100*math.Abs(p-ms(o.TPOT()))/ms(o.TPOT()))
-			}
-		},
-	}
-	f, err := runFleet(ctx, name, cfg, router, hooks, reqs)
-	if err != nil {
-		return PolicyResult{}, 0, err
-	}
-	pr := policyResult(name, f.Outcomes(), f.Summary(), slo)
-	st := f.LookaheadStats()
-	pr.Lookahead = &st
-	pr.Points = points
-	pr.LiveMAPE = &TargetPair{TTFT: foresightMAPE(points), TPOT: mean(tpotAPE)}
-	return pr, f.Now(), nil
+	return nil, nil, fmt.Errorf("demo: no oracle %q", name)
 }

@@ -134,7 +134,7 @@ func BenchmarkOracle(b *testing.B) {
 			cfg := sim.DefaultConfig()
 			cfg.Servers = DefaultOptions().Servers
 			simtest.BenchmarkLookahead(b, func() (*sim.Fleet, error) {
-				return runFleet(context.Background(), Oracle, cfg, &OracleRouter{}, sim.Hooks{}, reqs)
+				return sim.Simulate(context.Background(), cfg, sim.FleetOptions{Router: &OracleRouter{}}, reqs...)
 			})
 		})
 	}

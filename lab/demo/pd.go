@@ -135,10 +135,10 @@ func (o *PDOptions) fleet() (sim.PDConfig, error) {
 
 // RunPD runs the P/D demo: a warm-up on its own traffic routed by the
 // joint policy from a cold start (topology-constant until the first
-// model), then the same arrivals under each of PDPolicies. The greedy runs do not touch the
-// service; the joint runs keep reporting samples and retraining, as in
-// Run.
-func RunPD(ctx context.Context, opts PDOptions) (*PDResult, error) {
+// model), then the same arrivals under each of PDPolicies. The greedy runs
+// do not touch the service; the joint runs keep reporting samples and
+// retraining, as in Run.
+func RunPD(ctx context.Context, opts PDOptions) (*Result, error) {
 	start := time.Now()
 	if err := opts.setDefaults(); err != nil {
 		return nil, err
@@ -147,62 +147,32 @@ func RunPD(ctx context.Context, opts PDOptions) (*PDResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	warm, reqs, err := arrivals(opts.Warmup, opts.Duration, opts.Rate, opts.Burstiness, opts.Seed)
-	if err != nil {
-		return nil, err
-	}
-	svc, err := StartService(opts.Service)
-	if err != nil {
-		return nil, err
-	}
-	defer svc.Close()
-	client := svc.Client()
-	res := &PDResult{
-		Layout: opts.Layout, PrefillPods: opts.PrefillPods, DecodePods: opts.DecodePods,
-		Rate: opts.Rate, Burstiness: opts.Burstiness, Duration: opts.Duration, Warmup: opts.Warmup, Seed: opts.Seed,
-		Requests: len(reqs), WarmupRequests: len(warm), SLO: opts.SLO, KVBytesPerToken: opts.KVBytesPerToken,
-		XGBoost: svc.XGBoostAvailable(),
-	}
-	l := &pdLearner{opts: &opts, cfg: cfg, svc: svc, client: client, rep: NewReporter(client), start: start, res: res}
+	res := &Result{Layout: opts.Layout, PrefillPods: opts.PrefillPods, DecodePods: opts.DecodePods,
+		KVBytesPerToken: opts.KVBytesPerToken}
 	jointRule := sim.PairRule{SplitThreshold: opts.SplitThreshold, AvoidExtrapolation: !opts.TrustExtrapolation}
-	if len(warm) > 0 {
-		if _, err := l.run(ctx, "warm-up", warm, jointRule); err != nil {
-			return nil, err
-		}
-	}
-	for _, name := range PDPolicies {
-		rule := jointRule
-		var pr PDPolicyResult
-		switch name {
-		case PDJoint:
-			pr, err = l.run(ctx, name, reqs, rule)
-		case PDJointSLO:
-			rule.SLO = sim.PairSLO{TTFTMs: opts.SLO.TTFTMs, TPOTMs: opts.SLO.TPOTMs}
-			rule.DecideSplit = opts.DecideSplit
-			pr, err = l.run(ctx, name, reqs, rule)
-		case PDOracle:
-			pr, err = runPDOracle(ctx, cfg, rule, reqs, opts.SLO)
-			if err == nil {
-				l.progress(Progress{Phase: name, SimTime: pr.SimTime, Done: true, Dispatched: len(reqs), Completed: pr.Completed, TTFTP95Ms: pr.TTFTP95Ms})
+	return compare(ctx, start, &opts.Options, cfg, nil, res, PDPolicies,
+		func(l *learner, name string, reqs []*sim.Request) (PolicyResult, error) {
+			rule := jointRule
+			switch name {
+			case warmupPhase, PDJoint:
+				return l.learn(ctx, name, reqs, l.joint(ctx, &opts, rule))
+			case PDJointSLO:
+				rule.SLO = sim.PairSLO{TTFTMs: opts.SLO.TTFTMs, TPOTMs: opts.SLO.TPOTMs}
+				rule.DecideSplit = opts.DecideSplit
+				return l.learn(ctx, name, reqs, l.joint(ctx, &opts, rule))
+			case PDOracle:
+				o := &sim.PairOracle{Rule: rule}
+				return l.runFixed(ctx, name, reqs, o, func() (estimate, bool) {
+					e := o.Foresight()
+					return estimate{TTFTMs: e.TTFTMs, TPOTMs: e.TPOTMs, TransferMs: e.TransferMs}, e.TTFTMs > 0
+				})
 			}
-		default:
-			pr, err = runPDBaseline(ctx, name, cfg, opts.SplitThreshold, reqs, opts.SLO)
-			if err == nil {
-				l.progress(Progress{Phase: name, SimTime: pr.SimTime, Done: true, Dispatched: len(reqs), Completed: pr.Completed, TTFTP95Ms: pr.TTFTP95Ms})
+			router, err := pdBaseline(name, opts.SplitThreshold)
+			if err != nil {
+				return PolicyResult{}, err
 			}
-		}
-		if err != nil {
-			return nil, err
-		}
-		res.Policies = append(res.Policies, pr)
-	}
-	info, err := client.ModelInfo(ctx)
-	if err != nil {
-		return nil, err
-	}
-	res.Model = finalPDModel(info)
-	res.WallSeconds = time.Since(start).Seconds()
-	return res, nil
+			return l.runFixed(ctx, name, reqs, router, nil)
+		})
 }
 
 // pdBaseline builds one of llm-d's P/D schedulers by name.
@@ -217,99 +187,6 @@ func pdBaseline(name string, splitThreshold int) (sim.PDRouter, error) {
 	return nil, fmt.Errorf("demo --pd: no baseline policy %q", name)
 }
 
-func runPDBaseline(ctx context.Context, name string, cfg sim.PDConfig, splitThreshold int, reqs []*sim.Request, slo SLO) (PDPolicyResult, error) {
-	router, err := pdBaseline(name, splitThreshold)
-	if err != nil {
-		return PDPolicyResult{}, err
-	}
-	f, err := sim.SimulatePD(ctx, cfg, router, sim.PDHooks{}, reqs...)
-	if err != nil {
-		return PDPolicyResult{}, fmt.Errorf("demo %s: %w", name, err)
-	}
-	return pdPolicyResult(name, f, slo), nil
-}
-
-// runPDOracle runs reqs under sim.PairOracle, recording the error of its
-// foresight (which only later arrivals make wrong) and its cost.
-func runPDOracle(ctx context.Context, cfg sim.PDConfig, rule sim.PairRule, reqs []*sim.Request, slo SLO) (PDPolicyResult, error) {
-	o := &foreseeing{PairOracle: sim.PairOracle{Rule: rule}, seen: make(map[int]sim.PairEstimate)}
-	lv := &pdLive{}
-	start := time.Now()
-	f, err := sim.SimulatePD(ctx, cfg, o, sim.PDHooks{OnFirstToken: func(po *sim.PDOutcome) {
-		if e, ok := o.seen[po.Request.ID]; ok {
-			lv.allTTFT = append(lv.allTTFT, ape(e.TTFTMs, ms(po.Decode.TTFT())))
-			if x := ms(po.KVTransferTime()); x > 0 {
-				lv.allXfr = append(lv.allXfr, ape(e.TransferMs, x))
-			}
-		}
-	}}, reqs...)
-	if err != nil {
-		return PDPolicyResult{}, fmt.Errorf("demo %s: %w", PDOracle, err)
-	}
-	pr := pdPolicyResult(PDOracle, f, slo)
-	pr.LiveMAPE = &PDLiveMAPE{TTFT: finite(mean(lv.allTTFT)), Transfer: finite(mean(lv.allXfr))}
-	st := f.LookaheadStats()
-	pr.Lookahead = &st
-	if st.Decisions > 0 {
-		pr.MsPerDecision = float64(time.Since(start).Microseconds()) / 1e3 / float64(st.Decisions)
-	}
-	return pr, nil
-}
-
-// foreseeing is the pair oracle, remembering what it foresaw per request.
-type foreseeing struct {
-	sim.PairOracle
-	seen map[int]sim.PairEstimate
-}
-
-func (o *foreseeing) RoutePDLookahead(req *sim.Request, prefill, decode []sim.PodState, la *sim.Lookahead) sim.PDChoice {
-	c := o.PairOracle.RoutePDLookahead(req, prefill, decode, la)
-	if e := o.Foresight(); e.TTFTMs > 0 {
-		o.seen[req.ID] = e
-	}
-	return c
-}
-
-func ape(predicted, actual float64) float64 { return 100 * math.Abs(predicted-actual) / actual }
-
-// pdLearner runs P/D fleets whose joint router predicts pairs from the
-// service and whose sidecar reports to it, driving the service's timers in
-// simulated time.
-type pdLearner struct {
-	opts   *PDOptions
-	cfg    sim.PDConfig
-	svc    *Service
-	client *Client
-	rep    *Reporter
-	start  time.Time
-	res    *PDResult
-	offset time.Duration
-}
-
-// pdLive collects the error of the estimates a joint router acted on
-// against what then happened to the request.
-type pdLive struct {
-	chosen                   map[int]sim.PairEstimate // by request ID
-	ttft, tpot, transfer     []float64                // absolute percentage errors since the last report
-	allTTFT, allTPOT, allXfr []float64
-}
-
-func (lv *pdLive) reset() { lv.ttft, lv.tpot, lv.transfer = lv.ttft[:0], lv.tpot[:0], lv.transfer[:0] }
-
-// recordingRouter remembers the estimate each request was routed on.
-type recordingRouter struct {
-	*sim.JointRouter
-	live *pdLive
-}
-
-func (r recordingRouter) RoutePD(req *sim.Request, prefill, decode []sim.PodState) sim.PDChoice {
-	c := r.JointRouter.RoutePD(req, prefill, decode)
-	if e, ok := r.Last(); ok {
-		r.live.chosen[req.ID] = e
-	}
-	return c
-}
-
 // pdJointRouter is a joint policy's router. It falls back (before the
 // first model, on a failure, when a competing route is extrapolated) to
 // topology-constant, llm-d's scheduler with its topology scorer, rather
@@ -321,86 +198,29 @@ func pdJointRouter(scorer sim.PairScorer, rule sim.PairRule, splitThreshold int)
 		Fallback: &sim.TopologyConstant{Greedy: sim.Greedy{SplitThreshold: splitThreshold}}}
 }
 
-func (l *pdLearner) run(ctx context.Context, phase string, reqs []*sim.Request, rule sim.PairRule) (PDPolicyResult, error) {
-	scorer := &PairScorer{Client: l.client, Timeout: l.opts.PredictTimeout, KVBytesPerToken: l.opts.KVBytesPerToken}
+// joint is a joint policy under rule: a sim.JointRouter on the service's
+// pair predictions, whose entries are the routing sidecar's.
+func (l *learner) joint(ctx context.Context, opts *PDOptions, rule sim.PairRule) learning {
+	scorer := &PairScorer{Client: l.client, Timeout: opts.PredictTimeout, KVBytesPerToken: opts.KVBytesPerToken}
 	scorer.Bind(ctx)
-	joint := pdJointRouter(scorer, rule, l.opts.SplitThreshold)
-	lv := &pdLive{chosen: make(map[int]sim.PairEstimate)}
-	stamp := func(t time.Duration) time.Time { return l.opts.Epoch.Add(l.offset + t) }
-	f, err := sim.NewPDFleet(l.cfg, recordingRouter{joint, lv}, sim.PDHooks{
-		OnFirstToken: func(o *sim.PDOutcome) {
-			l.rep.Add(PDTTFTEntry(o, l.cfg.KVBytesPerToken, stamp(o.Decode.FirstToken)))
-			est, ok := lv.chosen[o.Request.ID]
-			if !ok {
-				return
-			}
-			e := ape(est.TTFTMs, ms(o.Decode.TTFT()))
-			lv.ttft, lv.allTTFT = append(lv.ttft, e), append(lv.allTTFT, e)
-			if x := ms(o.KVTransferTime()); x > 0 && est.TransferMs > 0 {
-				e := ape(est.TransferMs, x)
-				lv.transfer, lv.allXfr = append(lv.transfer, e), append(lv.allXfr, e)
-			}
+	joint := pdJointRouter(scorer, rule, opts.SplitThreshold)
+	return learning{
+		router: joint,
+		estimate: func(*sim.PDOutcome) (estimate, bool) {
+			e, ok := joint.Last()
+			return estimate{TTFTMs: e.TTFTMs, TPOTMs: e.TPOTMs, TransferMs: e.TransferMs}, ok
 		},
-		OnFinish: func(o *sim.PDOutcome) {
-			e, ok := PDTPOTEntry(o, stamp(o.Decode.Finish))
-			if !ok {
-				return
-			}
-			l.rep.Add(e)
-			if est, ok := lv.chosen[o.Request.ID]; ok {
-				a := ape(est.TPOTMs, e.ActualTPOTMs)
-				lv.tpot, lv.allTPOT = append(lv.tpot, a), append(lv.allTPOT, a)
-			}
+		stats: func() RouterStats {
+			s := joint.Stats
+			return RouterStats{Routed: s.Routed, NotReady: s.NotReady, Failed: s.Failed, Split: s.Split,
+				Extrapolated: s.Extrapolated, LastError: s.LastError}
 		},
-	})
-	if err != nil {
-		return PDPolicyResult{}, fmt.Errorf("demo %s: %w", phase, err)
+		ttftEntry: func(o *sim.PDOutcome, at time.Time) features.Sample {
+			return PDTTFTEntry(o, l.cfg.KVBytesPerToken, at)
+		},
+		tpotEntry: PDTPOTEntry,
+		transfers: true,
 	}
-	if err := f.Submit(reqs...); err != nil {
-		return PDPolicyResult{}, fmt.Errorf("demo %s: %w", phase, err)
-	}
-	now := func() time.Duration { return f.Now() }
-	dispatched := func() int { return joint.Stats.Routed + joint.Stats.NotReady + joint.Stats.Failed }
-	report := func(done bool) error {
-		info, err := l.rep.retrain(ctx, l.svc)
-		if err != nil {
-			return fmt.Errorf("demo %s: %w", phase, err)
-		}
-		p := Progress{
-			Phase: phase, Learning: true, SimTime: now(), Done: done, Dispatched: dispatched(), Completed: pdCompleted(f),
-			Samples: l.rep.Sent(), Bundle: info.Version,
-			HoldoutMAPE:  TargetPair{TTFT: mapeOrNaN(info.TTFT), TPOT: mapeOrNaN(info.TPOT)},
-			ProbeMAPE:    TargetPair{TTFT: math.NaN(), TPOT: math.NaN()},
-			LiveMAPE:     TargetPair{TTFT: mean(lv.ttft), TPOT: mean(lv.tpot)},
-			TransferMAPE: &TransferMAPE{Holdout: finite(mapeOrNaN(info.Transfer)), Live: finite(mean(lv.transfer))},
-		}
-		lv.reset()
-		p.Wall = time.Since(l.start)
-		l.res.History = append(l.res.History, p)
-		l.progress(p)
-		return nil
-	}
-	if err := l.rep.drive(ctx, phase, f, l.opts.FlushEvery, l.opts.RetrainEvery, report); err != nil {
-		return PDPolicyResult{}, err
-	}
-	l.offset += f.Now() + time.Second
-	pr := pdPolicyResult(phase, f, l.opts.SLO)
-	stats := joint.Stats
-	pr.Router = &stats
-	pr.LiveMAPE = &PDLiveMAPE{TTFT: finite(mean(lv.allTTFT)), TPOT: finite(mean(lv.allTPOT)), Transfer: finite(mean(lv.allXfr))}
-	return pr, nil
-}
-
-func (l *pdLearner) progress(p Progress) { p.send(l.opts.Progress, l.opts.Rate, l.start) }
-
-func pdCompleted(f *sim.PDFleet) int {
-	n := 0
-	for _, o := range f.Outcomes() {
-		if o.Decode.Done {
-			n++
-		}
-	}
-	return n
 }
 
 // The routing sidecar's reports. In llm-d's P/D mode the router reports

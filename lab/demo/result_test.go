@@ -19,8 +19,8 @@ func sampleResult(slo SLO) *Result {
 		s.TTFT.P50, s.TTFT.P95 = float64(100+i), float64(300+i)
 		s.TPOT.P50, s.TPOT.P95 = 20, 25
 		s.E2E.P50 = 2000
-		outs := []*sim.Outcome{{Done: true, Request: &sim.Request{OutputTokens: 1}}}
-		pr := policyResult(name, outs, s, slo)
+		outs := []*sim.PDOutcome{{Decode: &sim.Outcome{Done: true, Request: &sim.Request{OutputTokens: 1}}}}
+		pr := summaryResult(name, sim.PDSummary{Summary: s}, outs, 0, slo)
 		if name == Predicted {
 			pr.LiveMAPE = &TargetPair{TTFT: 8, TPOT: math.NaN()}
 			pr.Router = &RouterStats{Routed: 100}

@@ -155,12 +155,17 @@ type PredictedRouter struct {
 	Stats RouterStats
 }
 
-// RouterStats count what a PredictedRouter did.
+// RouterStats count what a learning policy's router did: a
+// PredictedRouter, or a P/D demo's sim.JointRouter (Split and Extrapolated
+// are the pair router's only).
 type RouterStats struct {
-	Routed    int   `json:"routed"`    // requests routed on predictions
-	NotReady  int   `json:"not_ready"` // fallbacks because no model existed yet
-	Failed    int   `json:"failed"`    // fallbacks because the call failed or was too slow
-	LastError error `json:"-"`
+	Routed   int // requests routed on predictions
+	NotReady int // fallbacks because no model existed yet
+	Failed   int // fallbacks because the call failed or was too slow
+	// Split counts the routed requests that were split; Extrapolated the
+	// fallbacks because a competing estimate was extrapolated.
+	Split, Extrapolated int
+	LastError           error
 }
 
 // Bind sets the context prediction calls run under; Route cannot take one,
