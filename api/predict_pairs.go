@@ -77,7 +77,11 @@ func (s *predictorServer) predictPairs(c *gin.Context) {
 	}
 	s.pairsSeries.best.WithLabelValues(best).Inc()
 
-	op := s.outPool.Get((len(res.Pairs)+len(res.NoSplit)+1)*wire.BytesPerPairOption + 512)
+	size := (len(res.Pairs)+len(res.NoSplit)+1)*wire.BytesPerPairOption + 512
+	if req.Matrix {
+		size = wire.BytesPerPairOption + (len(req.Prefill)+2)*len(req.Decode)*wire.BytesPerMatrixCell + 512
+	}
+	op := s.outPool.Get(size)
 	now := s.opts.Now()
 	var tsBuf, qBuf [40]byte
 	meta := s.meta(loadedAt, now, tsBuf[:0], qBuf[:0])

@@ -43,9 +43,16 @@ func BenchmarkPredictPairsHandler(b *testing.B) {
 	p := benchPredictor(b)
 	withTransfer(b, p, pairsTransferModel(b))
 	h := NewPredictorHandler(p, PredictorOptions{})
-	for _, n := range []int{4, 16, 64} {
-		body := benchPairsBody(n, n)
-		b.Run(fmt.Sprintf("%dx%d", n, n), func(b *testing.B) {
+	for _, c := range []struct {
+		n      int
+		matrix bool
+	}{{4, false}, {16, false}, {64, false}, {16, true}, {64, true}} {
+		body, name := benchPairsBody(c.n, c.n), fmt.Sprintf("%dx%d", c.n, c.n)
+		if c.matrix {
+			// What a router scoring each pod asks for (llmd/plugins).
+			body, name = bytes.Replace(body, []byte(`{"input_token_length"`), []byte(`{"matrix":true,"input_token_length"`), 1), name+"-matrix"
+		}
+		b.Run(name, func(b *testing.B) {
 			rd := bytes.NewReader(body)
 			req, err := http.NewRequest(http.MethodPost, "/predict/pairs", nil)
 			if err != nil {

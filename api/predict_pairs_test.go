@@ -215,6 +215,27 @@ func TestPredictPairsWithATransferModel(t *testing.T) {
 			t.Errorf("pair %+v: no extrapolated flag", p)
 		}
 	}
+
+	// The matrix answer carries the same options by candidate: ranks in the
+	// order of the lists, TTFT as there.
+	matrix := strings.Replace(body, `{"input_token_length":4000,`, `{"input_token_length":4000,"matrix":true,`, 1)
+	w = do(h, "POST", "/predict/pairs", matrix)
+	var m struct {
+		Split  bool `json:"split"`
+		Matrix struct {
+			Rank        [][]int     `json:"rank"`
+			TTFT        [][]float64 `json:"ttft_ms"`
+			NoSplitRank []int       `json:"no_split_rank"`
+		} `json:"matrix"`
+		Pairs []any `json:"pairs"`
+	}
+	if err := json.Unmarshal(w.Body.Bytes(), &m); w.Code != 200 || err != nil {
+		t.Fatalf("%d %v %s", w.Code, err, w.Body)
+	}
+	if m.Split != resp.Split || m.Pairs != nil || len(m.Matrix.Rank) != 1 || m.Matrix.TTFT[0][1] != near.Ms || m.Matrix.TTFT[0][0] != far.Ms ||
+		!(m.Matrix.Rank[0][1] < m.Matrix.Rank[0][0]) || (m.Matrix.NoSplitRank[0] == 0) == resp.Split {
+		t.Errorf("matrix answer %s against lists %s", w.Body, body)
+	}
 }
 
 // TestPredictPairsLearnsTheTransfer is the loop end to end: split requests'

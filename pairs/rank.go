@@ -28,19 +28,30 @@ const NoSplit = wire.NoSplit
 type Result struct {
 	wire.PairsRanking
 
-	// pairs and noSplit hold every option before sorting; keys sorts them.
-	pairs, noSplit []Option
-	keys           []rankKey
+	// keys sorts every option, EveryNoSplit and EveryPair together.
+	keys []rankKey
 
 	prefill, decodeTTFT, decodeTPOT []Estimate
-	// prefillBeyond and decodeBeyond say which rows the TTFT model would
-	// extrapolate to (extrapolated).
-	prefillBeyond, decodeBeyond []bool
-	tokens                      []int64
+	// decodeBeyond says which decode rows the TTFT model would
+	// extrapolate to (extrapolated); PrefillExtrapolated the prefill rows.
+	decodeBeyond []bool
+	tokens       []int64
 	// links are the transfer model's distributions per class, kept here
 	// so that handing one to the Statistic as an interface does not
 	// allocate per pair.
 	links [features.NumLinkClasses]linkDistribution
+	// transfers memoises, per decode candidate and link class, the last
+	// transfer estimate and the concurrency it was made for: a pair's
+	// transfer depends on the decode pod (the tokens that move), the
+	// class and the busier link, so pairs sharing those share it.
+	transfers []transferMemo
+}
+
+// transferMemo is one memoised transfer estimate; ok is false until set.
+type transferMemo struct {
+	ok         bool
+	concurrent int64
+	est        Estimate
 }
 
 // ErrNotReady is returned when the models cannot rank a request: both the
@@ -64,6 +75,10 @@ var ErrNotReady = errors.New("pair prediction needs both a TTFT and a TPOT model
 // prefix_cache_score) rounded to a token, over the link class of the two
 // pods' topologies. The no-split option of D is the TTFT model on D's own
 // row.
+//
+// Every option gets its Rank in one order over the pairs and the no-split
+// options together (0 the best; equal options share a rank), so a caller
+// can compare any two without the sorted lists.
 //
 // Without SLOs options are ranked by predicted TTFT, ties by TPOT. With a
 // TTFT or a TPOT SLO, or both, the options expected to meet every SLO come
@@ -95,15 +110,18 @@ func Rank(m *Models, req *Request, out *Result) error {
 	out.decodeTPOT = resize(out.decodeTPOT, nD)
 	out.tokens = resize(out.tokens, nD)
 
-	out.prefillBeyond = resize(out.prefillBeyond, nP)
+	out.PrefillExtrapolated = resize(out.PrefillExtrapolated, nP)
 	out.decodeBeyond = resize(out.decodeBeyond, nD)
+	out.transfers = resize(out.transfers, nD*int(features.NumLinkClasses))
+	clear(out.transfers)
+	out.PairAt = resize(out.PairAt, nP*nD)
 
 	stat := m.Statistic
 	var buf [64]float64
 	for i := range req.Prefill {
 		row := row(req, &req.Prefill[i], "prefill")
 		out.prefill[i] = stat.Predict(m.TTFT, &row, buf[:0])
-		out.prefillBeyond[i] = extrapolated(m.TTFT, m.TTFT.Schema().Build(&row, buf[:0]))
+		out.PrefillExtrapolated[i] = extrapolated(m.TTFT, m.TTFT.Schema().Build(&row, buf[:0]))
 	}
 	for j := range req.Decode {
 		row := row(req, &req.Decode[j], "decode")
@@ -119,15 +137,15 @@ func Rank(m *Models, req *Request, out *Result) error {
 		lightest = min(lightest, out.decodeTPOT[j].Ms)
 	}
 
-	out.noSplit = resize(out.noSplit, nD)
+	out.EveryNoSplit = resize(out.EveryNoSplit, nD)
 	for j := range req.Decode {
 		o := Option{Prefill: NoSplit, Decode: j, TTFT: out.decodeTTFT[j], TPOT: out.decodeTPOT[j],
 			Extrapolated: out.decodeBeyond[j]}
 		score(req, &o)
-		out.noSplit[j] = o
+		out.EveryNoSplit[j] = o
 	}
 
-	out.pairs = out.pairs[:0]
+	out.EveryPair = out.EveryPair[:0]
 	for c := range out.links {
 		out.links[c] = linkDistribution{m.Transfer, features.LinkClass(c)}
 	}
@@ -136,6 +154,7 @@ func Rank(m *Models, req *Request, out *Result) error {
 		p := &req.Prefill[i]
 		for j := range req.Decode {
 			d := &req.Decode[j]
+			out.PairAt[j*nP+i] = -1
 			if p.Pod != "" && p.Pod == d.Pod {
 				// A pod listed for both roles paired with itself moves no
 				// KV cache: that is its no-split option.
@@ -143,22 +162,19 @@ func Rank(m *Models, req *Request, out *Result) error {
 				continue
 			}
 			link := features.ClassOf(p.Topology, d.Topology)
-			var central float64
-			ok := m.Transfer != nil
-			if ok {
-				central, ok = m.Transfer.Predict(link, out.tokens[j], req.KVBytesPerToken, max(p.Concurrent, d.Concurrent))
-			}
+			transfer, ok := out.transfer(m, req, j, link, max(p.Concurrent, d.Concurrent))
 			if !ok {
 				out.UnknownPairs++
 				unknown[link] = true
 				continue
 			}
 			o := Option{Prefill: i, Decode: j, Link: link, TransferTokens: out.tokens[j],
-				PrefillPart: out.prefill[i], Transfer: stat.Of(central, &out.links[link]),
-				DecodeLoadMs: out.decodeTPOT[j].Ms - lightest, TPOT: out.decodeTPOT[j], Extrapolated: out.prefillBeyond[i]}
+				PrefillPart: out.prefill[i], Transfer: transfer,
+				DecodeLoadMs: out.decodeTPOT[j].Ms - lightest, TPOT: out.decodeTPOT[j], Extrapolated: out.PrefillExtrapolated[i]}
 			o.TTFT = splitTTFT(o.PrefillPart, o.Transfer, o.DecodeLoadMs)
 			score(req, &o)
-			out.pairs = append(out.pairs, o)
+			out.PairAt[j*nP+i] = int32(len(out.EveryPair))
+			out.EveryPair = append(out.EveryPair, o)
 		}
 	}
 	for c, u := range unknown {
@@ -167,13 +183,31 @@ func Rank(m *Models, req *Request, out *Result) error {
 		}
 	}
 
-	out.NoSplit = out.sorted(out.NoSplit, out.noSplit, req.K)
-	out.Pairs = out.sorted(out.Pairs, out.pairs, req.K)
-	out.Best = out.NoSplit[0]
-	if len(out.Pairs) > 0 && compareOptions(&out.Pairs[0], &out.Best) < 0 {
-		out.Best = out.Pairs[0]
+	lists := req.K
+	if req.Matrix {
+		lists = -1 // a matrix answer has no lists
 	}
+	out.rank(lists)
 	return nil
+}
+
+// transfer is the estimate of moving decode candidate j's tokens over a
+// link of class c shared by concurrent transfers, memoised per (j, c) for
+// the last concurrency asked; ok is false without an estimate for c.
+func (out *Result) transfer(m *Models, req *Request, j int, c features.LinkClass, concurrent int64) (Estimate, bool) {
+	if m.Transfer == nil {
+		return Estimate{}, false
+	}
+	memo := &out.transfers[j*int(features.NumLinkClasses)+int(c)]
+	if memo.ok && memo.concurrent == concurrent {
+		return memo.est, true
+	}
+	central, ok := m.Transfer.Predict(c, out.tokens[j], req.KVBytesPerToken, concurrent)
+	if !ok {
+		return Estimate{}, false
+	}
+	*memo = transferMemo{ok: true, concurrent: concurrent, est: m.Statistic.Of(central, &out.links[c])}
+	return memo.est, true
 }
 
 // row is candidate c's row with the request's fields, and c's role as its
@@ -209,20 +243,28 @@ func score(req *Request, o *Option) {
 	o.Score = -min(slack, 0)
 }
 
-// rankKey is what an option is sorted by, and where it is: sorting keys
-// rather than options moves 32 bytes a swap instead of 240.
+// rankKey is what an option is sorted by, and where it is (at: an index
+// into EveryNoSplit, then past them into EveryPair): sorting keys rather
+// than options moves 32 bytes a swap instead of 240.
 type rankKey struct {
 	score, ttft, tpot float64
 	at                int
 }
 
-// sorted writes the best k (0: all) of options, best first, into dst's
-// storage and returns it. Equal options keep their order, the candidates'.
-func (out *Result) sorted(dst, options []Option, k int) []Option {
+// rank sorts every option into one order, sets each option's Rank, and
+// writes the best k (0: all; negative: none) pairs and no-split options,
+// best first, and Best. Equal options keep the candidates' order, the no-split options
+// before the pairs: a tie does not split.
+func (out *Result) rank(k int) {
+	nD := len(out.EveryNoSplit)
 	out.keys = out.keys[:0]
-	for i := range options {
-		o := &options[i]
+	for i := range out.EveryNoSplit {
+		o := &out.EveryNoSplit[i]
 		out.keys = append(out.keys, rankKey{o.Score, o.TTFT.Ms, o.TPOT.Ms, i})
+	}
+	for i := range out.EveryPair {
+		o := &out.EveryPair[i]
+		out.keys = append(out.keys, rankKey{o.Score, o.TTFT.Ms, o.TPOT.Ms, nD + i})
 	}
 	slices.SortFunc(out.keys, func(a, b rankKey) int {
 		if c := compareKeys(a.score, a.ttft, a.tpot, b.score, b.ttft, b.tpot); c != 0 {
@@ -230,20 +272,35 @@ func (out *Result) sorted(dst, options []Option, k int) []Option {
 		}
 		return cmp.Compare(a.at, b.at)
 	})
-	n := len(options)
-	if k > 0 {
-		n = min(n, k)
+	option := func(at int) *Option {
+		if at < nD {
+			return &out.EveryNoSplit[at]
+		}
+		return &out.EveryPair[at-nD]
 	}
-	dst = resize(dst, n)
-	for i := range dst {
-		dst[i] = options[out.keys[i].at]
+	nPairs, nAlone := len(out.EveryPair), nD
+	if k != 0 {
+		nPairs, nAlone = min(nPairs, max(k, 0)), min(nAlone, max(k, 0))
 	}
-	return dst
-}
-
-// compareOptions orders options as sorted does, but for their position.
-func compareOptions(a, b *Option) int {
-	return compareKeys(a.Score, a.TTFT.Ms, a.TPOT.Ms, b.Score, b.TTFT.Ms, b.TPOT.Ms)
+	out.Pairs, out.NoSplit = resize(out.Pairs, nPairs)[:0], resize(out.NoSplit, nAlone)[:0]
+	rank := 0
+	for n, key := range out.keys {
+		if n > 0 {
+			prev := out.keys[n-1]
+			if compareKeys(prev.score, prev.ttft, prev.tpot, key.score, key.ttft, key.tpot) != 0 {
+				rank++
+			}
+		}
+		o := option(key.at)
+		o.Rank = rank
+		switch {
+		case key.at < nD && len(out.NoSplit) < nAlone:
+			out.NoSplit = append(out.NoSplit, *o)
+		case key.at >= nD && len(out.Pairs) < nPairs:
+			out.Pairs = append(out.Pairs, *o)
+		}
+	}
+	out.Best = *option(out.keys[0].at)
 }
 
 // compareKeys orders by score, then TTFT, then TPOT.

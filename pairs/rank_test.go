@@ -2,6 +2,7 @@ package pairs
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"slices"
 	"testing"
@@ -560,6 +561,88 @@ func TestRankDecodeLoad(t *testing.T) {
 		}
 		if order := []string{names(req, res.Pairs[0])[1], names(req, res.Pairs[1])[1], names(req, res.Pairs[2])[1]}; !slices.Equal(order, []string{"d-5", "d-10", "d-25"}) {
 			t.Errorf("%v: pairs ranked %v", stat, order)
+		}
+	}
+}
+
+func TestRankOneOrderOverEveryOption(t *testing.T) {
+	m := testModels(t, links())
+	var prefill, decode []Candidate
+	for i := range 4 {
+		prefill = append(prefill, pod(fmt.Sprintf("p%d", i), []features.Topology{rackA2, rackB, zoneB, usEast}[i], int64(i%3), 0, 0))
+		// d2 and d3 are twins: their options tie.
+		decode = append(decode, pod(fmt.Sprintf("d%d", i), rackA1, int64(min(i, 2)), int64(10*min(i, 2)), 0.1*float64(min(i, 2))))
+	}
+	for _, matrix := range []bool{false, true} {
+		req := &Request{InputTokenLength: 3000, Prefill: prefill, Decode: decode, Matrix: matrix}
+		var res Result
+		if err := Rank(&m, req, &res); err != nil {
+			t.Fatal(err)
+		}
+		all := append(slices.Clone(res.EveryNoSplit), res.EveryPair...)
+		if len(res.EveryPair) != 16 || len(res.EveryNoSplit) != 4 {
+			t.Fatalf("%d pairs, %d no-split", len(res.EveryPair), len(res.EveryNoSplit))
+		}
+		for _, a := range all {
+			for _, b := range all {
+				c := compareKeys(a.Score, a.TTFT.Ms, a.TPOT.Ms, b.Score, b.TTFT.Ms, b.TPOT.Ms)
+				if (c < 0) != (a.Rank < b.Rank) || (c == 0) != (a.Rank == b.Rank) {
+					t.Fatalf("options %v (rank %d) and %v (rank %d) compare %d", names(req, a), a.Rank, names(req, b), b.Rank, c)
+				}
+			}
+		}
+		if res.Best.Rank != 0 {
+			t.Errorf("best has rank %d", res.Best.Rank)
+		}
+		for j := range decode {
+			if res.EveryNoSplit[j].Decode != j {
+				t.Errorf("EveryNoSplit[%d] is decode %d", j, res.EveryNoSplit[j].Decode)
+			}
+			for i := range prefill {
+				o := res.EveryPair[res.PairAt[j*len(prefill)+i]]
+				if o.Prefill != i || o.Decode != j || o.Extrapolated != res.PrefillExtrapolated[i] {
+					t.Errorf("PairAt(%d, %d) is %+v", i, j, o)
+				}
+			}
+		}
+		if tie := res.EveryNoSplit[2].Rank; tie != res.EveryNoSplit[3].Rank {
+			t.Errorf("twin decode pods ranked %d and %d", tie, res.EveryNoSplit[3].Rank)
+		}
+		// A matrix answer has no lists; the lists are the head of the order.
+		if matrix != (len(res.Pairs) == 0 && len(res.NoSplit) == 0) {
+			t.Errorf("matrix %v: %d pairs, %d no-split listed", matrix, len(res.Pairs), len(res.NoSplit))
+		}
+		for n := 1; n < len(res.Pairs); n++ {
+			if res.Pairs[n].Rank < res.Pairs[n-1].Rank {
+				t.Errorf("pairs listed out of rank at %d", n)
+			}
+		}
+	}
+}
+
+func TestRankTransferPerPairConcurrency(t *testing.T) {
+	// Pairs through one decode pod over one link class share a transfer
+	// estimate only when they share the busier link's concurrency.
+	tm := links()
+	m := testModels(t, tm)
+	var prefill []Candidate
+	for i := range 6 {
+		p := pod(fmt.Sprintf("p%d", i), rackB, 0, 0, 0)
+		p.Concurrent = int64(1 + i%3)
+		prefill = append(prefill, p)
+	}
+	d := pod("d", rackA1, 0, 0, 0.5)
+	d.Concurrent = 2
+	req := &Request{InputTokenLength: 2000, Prefill: prefill, Decode: []Candidate{d}}
+	var res Result
+	if err := Rank(&m, req, &res); err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range res.EveryPair {
+		concurrent := max(prefill[o.Prefill].Concurrent, d.Concurrent)
+		central, _ := tm.Predict(features.SameZone, o.TransferTokens, 0, concurrent)
+		if want := m.Statistic.Of(central, &linkDistribution{tm, features.SameZone}); o.Transfer != want {
+			t.Errorf("pair %v: transfer %+v, want %+v", names(req, o), o.Transfer, want)
 		}
 	}
 }

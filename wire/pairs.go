@@ -47,6 +47,10 @@ type PairsRequest struct {
 	TTFTSLOMs, TPOTSLOMs float64
 	// K is how many pairs and no-split options to return; 0: all.
 	K int
+	// Matrix asks for the answer as a matrix by candidate (every option's
+	// rank and TTFT) instead of the ranked lists of options: what a router
+	// scoring each pod needs, in a few kilobytes rather than a hundred.
+	Matrix bool
 
 	Prefill, Decode []PairCandidate
 }
@@ -112,6 +116,10 @@ type PairOption struct {
 	// breaking ties: TTFT.Ms without SLOs; with them, the shortfall of the
 	// smallest relative headroom (0 for an option meeting every SLO).
 	Score float64
+	// Rank is the option's place in one order over every pair and every
+	// no-split option of the request, 0 the best; options equal in Score,
+	// TTFT and TPOT share a rank.
+	Rank int
 }
 
 // Split reports whether the option splits the request.
@@ -144,6 +152,16 @@ type PairsRanking struct {
 	// UnknownLinks lists the link classes of those pairs, nearest first.
 	UnknownLinks  []features.LinkClass
 	TransferModel bool
+
+	// Every option, in candidate order, each with its Rank, for the matrix
+	// answer: EveryNoSplit[j] is decode candidate j alone; EveryPair the
+	// pairs predicted, and PairAt[j*len(Prefill)+i] the index in EveryPair
+	// of pair (prefill i, decode j), or -1 when it has no estimate.
+	EveryPair, EveryNoSplit []PairOption
+	PairAt                  []int32
+	// PrefillExtrapolated says, per prefill candidate, whether its pairs
+	// are extrapolated (PairOption.Extrapolated).
+	PrefillExtrapolated []bool
 }
 
 // Fields of a candidate that belong to the request; the rest of a row's
@@ -223,10 +241,11 @@ const (
 	keyTTFTSLO
 	keyTPOTSLO
 	keyK
+	keyMatrix
 	numPairsKeys
 )
 
-var pairsKeyNames = [numPairsKeys]string{"prefill", "decode", "kv_bytes_per_token", "ttft_slo_ms", "tpot_slo_ms", "k"}
+var pairsKeyNames = [numPairsKeys]string{"prefill", "decode", "kv_bytes_per_token", "ttft_slo_ms", "tpot_slo_ms", "k", "matrix"}
 
 func lookupPairsKey(key []byte) (pairsKey, bool) {
 	for k, name := range pairsKeyNames {
@@ -274,6 +293,8 @@ func (pd *pairsDecoder) body() {
 			pd.req.TPOTSLOMs = pd.number(pairsKeyNames[k], d.lim.MaxLatencyMs)
 		case keyK:
 			pd.req.K = int(pd.count(pairsKeyNames[k], int64(pd.maxCandidates)*int64(pd.maxCandidates)))
+		case keyMatrix:
+			pd.req.Matrix = pd.flag(pairsKeyNames[k])
 		}
 	}
 	if s.Failed() {
@@ -355,6 +376,20 @@ func (pd *pairsDecoder) number(name string, max float64) float64 {
 			p = le(max, false)
 		}
 		d.add(p.fieldError([]any{"body", name}, d.s.Echo(t.Start, t.End)))
+	}
+	return v
+}
+
+// flag reads an optional boolean; null is false.
+func (pd *pairsDecoder) flag(name string) bool {
+	d := pd.d
+	t, ok := d.s.ReadToken(2)
+	if !ok || t.Kind == jsonscan.Null {
+		return false
+	}
+	v, code := boolValue(&t)
+	if code != noProblem {
+		d.add(problem{code: code}.fieldError([]any{"body", name}, d.s.Echo(t.Start, t.End)))
 	}
 	return v
 }

@@ -10,9 +10,14 @@ import (
 // buffers so that they do not grow by doubling.
 const BytesPerPairOption = 1024
 
+// BytesPerMatrixCell bounds the size of one pair in a matrix answer (its
+// rank and its TTFT), for sizing output buffers.
+const BytesPerMatrixCell = 32
+
 // AppendPairsResponse writes the answer of POST /predict/pairs for req:
 // the best option and whether it splits, then the ranked pairs and the
-// ranked no-split options, each naming its pods (docs/PROTOCOL.md, "Pair
+// ranked no-split options, each naming its pods, or with req.Matrix every
+// option's rank and TTFT by candidate (docs/PROTOCOL.md, "Pair
 // prediction"). Written by hand like the other prediction responses: a
 // 16 × 16 answer is 256 objects of a dozen numbers each.
 func AppendPairsResponse(dst []byte, req *PairsRequest, r *PairsRanking, meta *PredictionMeta, processingMs float64) []byte {
@@ -23,21 +28,27 @@ func AppendPairsResponse(dst []byte, req *PairsRequest, r *PairsRanking, meta *P
 	dst = appendPairOption(dst, req, &r.Best, slo)
 	dst = append(dst, `,"ranked_by":"`...)
 	dst = append(dst, r.RankedBy...)
-	dst = append(dst, `","pairs":[`...)
-	for i := range r.Pairs {
-		if i > 0 {
-			dst = append(dst, ',')
+	dst = append(dst, '"')
+	if req.Matrix {
+		dst = appendPairMatrix(dst, req, r)
+	} else {
+		dst = append(dst, `,"pairs":[`...)
+		for i := range r.Pairs {
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			dst = appendPairOption(dst, req, &r.Pairs[i], slo)
 		}
-		dst = appendPairOption(dst, req, &r.Pairs[i], slo)
-	}
-	dst = append(dst, `],"no_split":[`...)
-	for i := range r.NoSplit {
-		if i > 0 {
-			dst = append(dst, ',')
+		dst = append(dst, `],"no_split":[`...)
+		for i := range r.NoSplit {
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			dst = appendPairOption(dst, req, &r.NoSplit[i], slo)
 		}
-		dst = appendPairOption(dst, req, &r.NoSplit[i], slo)
+		dst = append(dst, ']')
 	}
-	dst = append(dst, `],"total_pairs":`...)
+	dst = append(dst, `,"total_pairs":`...)
 	dst = strconv.AppendInt(dst, int64(r.TotalPairs), 10)
 	dst = append(dst, `,"unknown_transfer_pairs":`...)
 	dst = strconv.AppendInt(dst, int64(r.UnknownPairs), 10)
@@ -65,6 +76,58 @@ func AppendPairsResponse(dst []byte, req *PairsRequest, r *PairsRanking, meta *P
 	return append(dst, '}')
 }
 
+// appendPairMatrix writes every option by candidate: rows are decode
+// candidates, columns prefill candidates, null where a pair has no
+// estimate.
+func appendPairMatrix(dst []byte, req *PairsRequest, r *PairsRanking) []byte {
+	nP := len(req.Prefill)
+	cells := func(dst []byte, name string, cell func(dst []byte, o *PairOption) []byte) []byte {
+		dst = append(dst, name...)
+		for j := range r.EveryNoSplit {
+			if j > 0 {
+				dst = append(dst, ',')
+			}
+			dst = append(dst, '[')
+			for i := range nP {
+				if i > 0 {
+					dst = append(dst, ',')
+				}
+				if at := r.PairAt[j*nP+i]; at >= 0 {
+					dst = cell(dst, &r.EveryPair[at])
+				} else {
+					dst = append(dst, "null"...)
+				}
+			}
+			dst = append(dst, ']')
+		}
+		return append(dst, ']')
+	}
+	column := func(dst []byte, name string, n int, cell func(dst []byte, i int) []byte) []byte {
+		dst = append(dst, name...)
+		for i := range n {
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			dst = cell(dst, i)
+		}
+		return append(dst, ']')
+	}
+	rank := func(dst []byte, o *PairOption) []byte { return strconv.AppendInt(dst, int64(o.Rank), 10) }
+	ttft := func(dst []byte, o *PairOption) []byte { return appendMs(dst, o.TTFT.Ms) }
+	alone := func(cell func(dst []byte, o *PairOption) []byte) func(dst []byte, j int) []byte {
+		return func(dst []byte, j int) []byte { return cell(dst, &r.EveryNoSplit[j]) }
+	}
+	nD := len(r.EveryNoSplit)
+	dst = cells(dst, `,"matrix":{"rank":[`, rank)
+	dst = cells(dst, `,"ttft_ms":[`, ttft)
+	dst = column(dst, `,"no_split_rank":[`, nD, alone(rank))
+	dst = column(dst, `,"no_split_ttft_ms":[`, nD, alone(ttft))
+	dst = column(dst, `,"tpot_ms":[`, nD, alone(func(dst []byte, o *PairOption) []byte { return appendMs(dst, o.TPOT.Ms) }))
+	dst = column(dst, `,"prefill_extrapolated":[`, nP, func(dst []byte, i int) []byte { return strconv.AppendBool(dst, r.PrefillExtrapolated[i]) })
+	dst = column(dst, `,"decode_extrapolated":[`, nD, alone(func(dst []byte, o *PairOption) []byte { return strconv.AppendBool(dst, o.Extrapolated) }))
+	return append(dst, '}')
+}
+
 // appendPairOption writes one option; a no-split option has a null
 // prefill pod and no transfer parts, and headroom is written only when the
 // request gave an SLO.
@@ -83,6 +146,8 @@ func appendPairOption(dst []byte, req *PairsRequest, o *PairOption, slo bool) []
 	dst = strconv.AppendInt(dst, int64(o.Decode), 10)
 	dst = append(dst, `,"split":`...)
 	dst = strconv.AppendBool(dst, o.Split())
+	dst = append(dst, `,"rank":`...)
+	dst = strconv.AppendInt(dst, int64(o.Rank), 10)
 	dst = appendEstimate(dst, `,"ttft_ms":`, `,"ttft_prediction_bounds":[`, &o.TTFT)
 	dst = appendEstimate(dst, `,"tpot_ms":`, `,"tpot_prediction_bounds":[`, &o.TPOT)
 	dst = append(dst, `,"extrapolated":`...)

@@ -47,7 +47,7 @@ func pairsBody(members map[string]string) string {
 func TestDecodePairsRequest(t *testing.T) {
 	body := pairsBody(map[string]string{
 		"num_tokens_generated": "1", "encoder_input_size": "2", "kv_bytes_per_token": "131072",
-		"ttft_slo_ms": "500", "tpot_slo_ms": "50.5", "k": "3", "unknown_field": `{"x":[1,2]}`,
+		"ttft_slo_ms": "500", "tpot_slo_ms": "50.5", "k": "3", "matrix": "true", "unknown_field": `{"x":[1,2]}`,
 		"decode": "[" + pairsCandidate("d-0", "n3", "r2", "z1", "eu",
 			`,"pod_type":"decode","prefill_tokens_in_flight":100,"decode_tokens_in_flight":2000,"encoder_matched_size":1,`+
 				`"kv_transfers_in_flight":3,"input_token_length":4096,"num_tokens_generated":1,"actual_ttft_ms":5`) + "]",
@@ -58,7 +58,7 @@ func TestDecodePairsRequest(t *testing.T) {
 	}
 	want := PairsRequest{
 		InputTokenLength: 4096, NumTokensGenerated: 1, EncoderInputSize: 2, KVBytesPerToken: 131072,
-		TTFTSLOMs: 500, TPOTSLOMs: 50.5, K: 3,
+		TTFTSLOMs: 500, TPOTSLOMs: 50.5, K: 3, Matrix: true,
 		Prefill: []PairCandidate{
 			{Pod: "p-0", Topology: features.Topology{Node: "n1", Rack: "r1", Zone: "z1", Region: "eu"},
 				Row: features.Row{KVCachePercentage: 0.5, NumRequestWaiting: 2, NumRequestRunning: 7, PrefixCacheScore: 0.25}},
@@ -113,6 +113,8 @@ func TestDecodePairsRequestErrors(t *testing.T) {
 		want    []fieldErr
 		wantMsg string // a substring of the first error's message
 	}{
+		{"matrix not a boolean", pairsBody(map[string]string{"matrix": `"all"`}), 0,
+			[]fieldErr{{"matrix", "bool_parsing"}}, ""},
 		{"empty prefill list", pairsBody(map[string]string{"prefill": "[]"}), 0,
 			[]fieldErr{{"prefill", "too_short"}}, ""},
 		{"empty decode list", pairsBody(map[string]string{"decode": "[]"}), 0,
@@ -261,6 +263,65 @@ func TestAppendPairsResponse(t *testing.T) {
 	}
 	if _, ok := n["kv_transfer_ms"]; ok {
 		t.Errorf("no-split option with a transfer: %v", n)
+	}
+}
+
+func TestAppendPairsResponseMatrix(t *testing.T) {
+	req := &PairsRequest{InputTokenLength: 100, Matrix: true,
+		Prefill: []PairCandidate{{Pod: "p-0"}, {Pod: "p-1"}}, Decode: []PairCandidate{{Pod: "d-0"}, {Pod: "d-1"}}}
+	e := func(ms float64) Estimate { return Estimate{Ms: ms, Bounds: [2]float64{ms / 2, ms * 2}} }
+	pair := func(p, d, rank int, ttft float64) PairOption {
+		return PairOption{Prefill: p, Decode: d, Rank: rank, TTFT: e(ttft), TPOT: e(20)}
+	}
+	alone := func(d, rank int, ttft, tpot float64) PairOption {
+		return PairOption{Prefill: NoSplit, Decode: d, Rank: rank, TTFT: e(ttft), TPOT: e(tpot), Extrapolated: d == 1}
+	}
+	// Pair (p-1, d-0) has no estimate (its link class is unknown).
+	r := &PairsRanking{RankedBy: RankByTTFT, Best: pair(0, 1, 0, 90),
+		EveryPair:    []PairOption{pair(0, 0, 2, 120), pair(0, 1, 0, 90), pair(1, 1, 1, 100.5)},
+		EveryNoSplit: []PairOption{alone(0, 3, 300, 20), alone(1, 4, 400, 30)},
+		PairAt:       []int32{0, -1, 1, 2}, PrefillExtrapolated: []bool{false, true},
+		TotalPairs: 4, UnknownPairs: 1, UnknownLinks: []features.LinkClass{features.CrossZone}, TransferModel: true}
+	meta := PredictionMeta{PredictedAt: []byte("2026-01-01T00:00:00Z"), Objective: "mean", Quantile: []byte("0.9"), LastLoad: "2026-01-01T00:00:00Z"}
+	out := AppendPairsResponse(nil, req, r, &meta, 0.25)
+	var got struct {
+		Split  bool `json:"split"`
+		Best   map[string]any
+		Matrix struct {
+			Rank          [][]*int     `json:"rank"`
+			TTFT          [][]*float64 `json:"ttft_ms"`
+			NoSplitRank   []int        `json:"no_split_rank"`
+			NoSplitTTFT   []float64    `json:"no_split_ttft_ms"`
+			TPOT          []float64    `json:"tpot_ms"`
+			PrefillExtrap []bool       `json:"prefill_extrapolated"`
+			DecodeExtrap  []bool       `json:"decode_extrapolated"`
+		} `json:"matrix"`
+		Pairs   []any `json:"pairs"`
+		NoSplit []any `json:"no_split"`
+		Total   int   `json:"total_pairs"`
+	}
+	if err := json.Unmarshal(out, &got); err != nil {
+		t.Fatalf("%v in %s", err, out)
+	}
+	m := got.Matrix
+	ranks := func(row []*int) []int {
+		var out []int
+		for _, r := range row {
+			if r == nil {
+				out = append(out, -1)
+			} else {
+				out = append(out, *r)
+			}
+		}
+		return out
+	}
+	if !got.Split || got.Best["rank"] != 0.0 || got.Pairs != nil || got.NoSplit != nil || got.Total != 4 ||
+		!slices.Equal(ranks(m.Rank[0]), []int{2, -1}) || !slices.Equal(ranks(m.Rank[1]), []int{0, 1}) ||
+		m.TTFT[0][1] != nil || *m.TTFT[1][1] != 100.5 || *m.TTFT[0][0] != 120 ||
+		!slices.Equal(m.NoSplitRank, []int{3, 4}) || !slices.Equal(m.NoSplitTTFT, []float64{300, 400}) ||
+		!slices.Equal(m.TPOT, []float64{20, 30}) || !slices.Equal(m.PrefillExtrap, []bool{false, true}) ||
+		!slices.Equal(m.DecodeExtrap, []bool{false, true}) {
+		t.Errorf("matrix answer %s", out)
 	}
 }
 
