@@ -69,6 +69,7 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		kvBytes    = fs.Float64("kv-bytes-per-token", 0, "--transfer: the pool's KV bytes per token, as for serve (0: learned from the samples)")
 		selfTune   = fs.Bool("self-tune", true, "let the trainer choose each target's configuration among candidates, as serve does; false fits every model as --model-kind and --xgb-* say")
 		sel        trainer.SelectConfig
+		withFloor  = fs.Bool("floor", true, "prequential and --suite: also estimate each target's floor (as --mode floor, on the same rows) and print Headroom's MAPE over it")
 		trainEvery = fs.Int("train-every", 0, "extrapolate: ingest the training rows in order and retrain every this many rows, as the service would, so quantiles are calibrated on forward errors (0: train once on all of them)")
 	)
 	fs.Float64Var(&fit.TreeLabelClip, "tree-label-clip", fit.TreeLabelClip, "clip the trees' labels at this many robust standard deviations (0: off)")
@@ -170,7 +171,8 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		if set["every"] {
 			suiteEvery = *every
 		}
-		return runEvalSuite(ctx, *suiteDir, columns(*only), opts, suiteSeeds, suiteEvery, *asJSON, stdout, stderr)
+		settings := suite.Settings{Seeds: suiteSeeds, Every: suiteEvery, Floor: *withFloor}
+		return runEvalSuite(ctx, *suiteDir, columns(*only), opts, settings, *asJSON, stdout, stderr)
 	}
 
 	samples, name := []features.Sample(nil), *tracePath
@@ -187,6 +189,12 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		rep, err = eval.Split(ctx, samples, opts, *seeds)
 	case eval.ModePrequential:
 		rep, err = eval.Prequential(ctx, samples, opts, *every)
+		if err == nil && *withFloor {
+			var floor *eval.Report
+			if floor, err = eval.Floor(ctx, samples, opts, *every); err == nil {
+				err = rep.BesideFloor(floor)
+			}
+		}
 	case eval.ModeExtrapolate:
 		rep, err = eval.Extrapolate(ctx, samples, opts, *trainMax, *testMin, *trainEvery)
 	case eval.ModeFloor:
@@ -207,7 +215,7 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 // runEvalSuite evaluates every trace of a suite directory, or those named
 // in only, and prints one table; progress goes to stderr because a suite
 // takes minutes.
-func runEvalSuite(ctx context.Context, dir string, only []string, opts eval.Options, seeds, every int, asJSON bool, stdout, stderr io.Writer) error {
+func runEvalSuite(ctx context.Context, dir string, only []string, opts eval.Options, settings suite.Settings, asJSON bool, stdout, stderr io.Writer) error {
 	m, traces, err := suite.Load(dir)
 	if err != nil {
 		return err
@@ -223,7 +231,7 @@ func runEvalSuite(ctx context.Context, dir string, only []string, opts eval.Opti
 		}
 		m, traces = sub, picked
 	}
-	rep, err := suite.Evaluate(ctx, m, traces, opts, seeds, every, stderr)
+	rep, err := suite.Evaluate(ctx, m, traces, opts, settings, stderr)
 	if err != nil {
 		return err
 	}

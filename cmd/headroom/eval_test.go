@@ -45,3 +45,41 @@ func TestEvalFloor(t *testing.T) {
 		t.Error("accepted blocks of 0 rows")
 	}
 }
+
+// A prequential run prints each target's floor beside Headroom's figure,
+// unless told not to.
+func TestEvalPrequentialBesideFloor(t *testing.T) {
+	if testing.Short() {
+		t.Skip("trains xgboost models over and over; skipped with -short")
+	}
+	if _, err := exec.LookPath("xgboost"); err != nil {
+		t.Skip("xgboost CLI not installed (apt-get install xgboost)")
+	}
+	args := []string{"--synthetic", "--synthetic-rows", "400", "--mode", "prequential", "--every", "100"}
+	var stdout, stderr bytes.Buffer
+	if err := runEval(context.Background(), args, &stdout, &stderr); err != nil {
+		t.Fatalf("eval --mode prequential: %v\n%s", err, stderr.String())
+	}
+	out := stdout.String()
+	if !strings.Contains(out, "headroom / floor") {
+		t.Fatalf("no floor beside the prequential figures:\n%s", out)
+	}
+	for _, target := range []string{"ttft", "tpot"} {
+		found := false
+		for _, line := range strings.Split(out, "\n") {
+			if f := strings.Fields(line); len(f) == 5 && f[0] == target && strings.HasSuffix(f[4], "x") {
+				found = true
+			}
+		}
+		if !found {
+			t.Errorf("no floor line for %s:\n%s", target, out)
+		}
+	}
+	stdout.Reset()
+	if err := runEval(context.Background(), append(args, "--floor=false"), &stdout, &stderr); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(stdout.String(), "floor") {
+		t.Errorf("--floor=false printed a floor:\n%s", stdout.String())
+	}
+}

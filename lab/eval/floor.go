@@ -79,7 +79,7 @@ func Floor(ctx context.Context, samples []features.Sample, opts Options, every i
 		targets = features.Targets[:]
 	}
 	rep := &Report{Mode: ModeFloor, Scheme: opts.Store.Scheme.String(), Quantile: opts.Quantile, Every: every}
-	tl := newTally(ModelHeadroomHindsight, ModelLinearHindsight, ModelXGBoostLogHindsight, ModelKNN, ModelKNNWindow)
+	tl := newTally(floorEstimators...)
 	for _, t := range targets {
 		if err := floorTarget(ctx, samples, opts, every, t, tl); err != nil {
 			return nil, fmt.Errorf("floor %s: %w", t, err)
@@ -88,6 +88,61 @@ func Floor(ctx context.Context, samples []features.Sample, opts Options, every i
 	rep.Results = tl.results()
 	rep.Seconds = time.Since(start).Seconds()
 	return rep, nil
+}
+
+// floorEstimators are the models of a floor report, in table order.
+var floorEstimators = []string{ModelHeadroomHindsight, ModelLinearHindsight, ModelXGBoostLogHindsight, ModelKNN, ModelKNNWindow}
+
+// FloorFigure is one target's floor beside Headroom's prequential error:
+// the lowest MAPE any floor estimator reached on the rows the prequential
+// walk scored, and Headroom's MAPE over it.
+type FloorFigure struct {
+	Target string `json:"target"`
+	// Model is the estimator that reached the floor, MAPE its figure.
+	Model string  `json:"model"`
+	MAPE  float64 `json:"mape"`
+	// Headroom is Headroom's prequential MAPE, Ratio Headroom over MAPE:
+	// how far the service, which learns only from rows that came before,
+	// lies above what hindsight reaches.
+	Headroom float64 `json:"headroom_mape"`
+	Ratio    float64 `json:"ratio"`
+}
+
+// Lowest returns the floor of target t in a floor report: its estimator
+// with the lowest MAPE; false when the report has none for t.
+func (r *Report) Lowest(t features.Target) (Result, bool) {
+	var best Result
+	found := false
+	for _, name := range floorEstimators {
+		if e := r.Find(t, name); e != nil && e.Rows > 0 && (!found || e.MAPE < best.MAPE) {
+			best, found = *e, true
+		}
+	}
+	return best, found
+}
+
+// BesideFloor sets r.Floors from floor, a floor report of the same trace
+// in blocks of the prequential cadence: per target Headroom scored, its
+// floor and Headroom's MAPE over it. It refuses reports of other modes or
+// cadences, whose rows would not be the same.
+func (r *Report) BesideFloor(floor *Report) error {
+	if r.Mode != ModePrequential || floor.Mode != ModeFloor {
+		return fmt.Errorf("floor beside %s: want a prequential report and a floor report, have %s", r.Mode, floor.Mode)
+	}
+	if r.Every != floor.Every {
+		return fmt.Errorf("floor beside prequential: floor in blocks of %d rows, prequential retrains every %d", floor.Every, r.Every)
+	}
+	r.Floors = nil
+	for _, t := range features.Targets {
+		h := r.Find(t, ModelHeadroom)
+		f, ok := floor.Lowest(t)
+		if h == nil || h.Rows == 0 || !ok || f.MAPE <= 0 {
+			continue
+		}
+		r.Floors = append(r.Floors, FloorFigure{Target: t.String(), Model: f.Model, MAPE: f.MAPE,
+			Headroom: h.MAPE, Ratio: h.MAPE / f.MAPE})
+	}
+	return nil
 }
 
 // labelled is one row of a target: its trace position, row and label.

@@ -62,6 +62,19 @@ func WriteTable(w io.Writer, r *Report) error {
 			}
 		}
 	}
+	if len(r.Floors) > 0 {
+		if _, err := fmt.Fprintf(w, "\nfloor (--mode floor on the same rows: the lowest MAPE of estimators that see every other row, the future included):\n"); err != nil {
+			return err
+		}
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintf(tw, "target\tfloor %%\testimator\theadroom %%\theadroom / floor\t\n")
+		for _, f := range r.Floors {
+			fmt.Fprintf(tw, "%s\t%.2f\t%s\t%.2f\t%.2fx\t\n", f.Target, f.MAPE, f.Model, f.Headroom, f.Ratio)
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+	}
 	if len(r.EarlyLife) > 0 {
 		if _, err := fmt.Fprintf(w, "\nearly life (models trained on fewer than %d samples):\n", EarlyLifeMax); err != nil {
 			return err

@@ -106,3 +106,63 @@ func TestTallySkipsEmptyAndKeepsOrder(t *testing.T) {
 		t.Errorf("xgboost has coverage %v", *got[1].Coverage)
 	}
 }
+
+// A prequential report beside its floor: each target's lowest estimator,
+// Headroom's MAPE over it, in the JSON and in the table; reports of other
+// modes or cadences are refused, since their rows are not the same.
+func TestBesideFloor(t *testing.T) {
+	preq := &Report{Mode: ModePrequential, Every: 100, Quantile: 0.9, Results: []Result{
+		{Target: "ttft", Model: ModelHeadroom, Rows: 10, MAPE: 12},
+		{Target: "tpot", Model: ModelHeadroom, Rows: 10, MAPE: 4},
+	}}
+	floor := &Report{Mode: ModeFloor, Every: 100, Results: []Result{
+		{Target: "ttft", Model: ModelHeadroomHindsight, Rows: 10, MAPE: 10},
+		{Target: "ttft", Model: ModelKNN, Rows: 10, MAPE: 11},
+		{Target: "tpot", Model: ModelHeadroomHindsight, Rows: 10, MAPE: 3.9},
+		{Target: "tpot", Model: ModelKNNWindow, Rows: 10, MAPE: 3.2},
+	}}
+	if err := preq.BesideFloor(floor); err != nil {
+		t.Fatal(err)
+	}
+	want := []FloorFigure{
+		{Target: "ttft", Model: ModelHeadroomHindsight, MAPE: 10, Headroom: 12, Ratio: 1.2},
+		{Target: "tpot", Model: ModelKNNWindow, MAPE: 3.2, Headroom: 4, Ratio: 4 / 3.2},
+	}
+	if len(preq.Floors) != len(want) {
+		t.Fatalf("floors %+v, want %+v", preq.Floors, want)
+	}
+	for i := range want {
+		if preq.Floors[i] != want[i] {
+			t.Errorf("floor %d: %+v, want %+v", i, preq.Floors[i], want[i])
+		}
+	}
+	var buf bytes.Buffer
+	if err := WriteTable(&buf, preq); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []string{"headroom / floor", "knn:window", "1.20x", "1.25x"} {
+		if !strings.Contains(buf.String(), s) {
+			t.Errorf("table lacks %q:\n%s", s, buf.String())
+		}
+	}
+	buf.Reset()
+	if err := WriteJSON(&buf, preq); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(buf.String(), `"floors"`) || !strings.Contains(buf.String(), `"headroom_mape"`) {
+		t.Errorf("JSON lacks the floors:\n%s", buf.String())
+	}
+
+	other := *floor
+	other.Every = 50
+	if err := preq.BesideFloor(&other); err == nil {
+		t.Error("accepted a floor in blocks of 50 beside a walk retraining every 100")
+	}
+	split := &Report{Mode: ModeSplit}
+	if err := split.BesideFloor(floor); err == nil {
+		t.Error("accepted a floor beside a split report")
+	}
+	if _, ok := (&Report{Mode: ModeFloor}).Lowest(features.TTFT); ok {
+		t.Error("an empty floor report has a lowest estimator")
+	}
+}

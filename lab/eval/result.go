@@ -72,8 +72,11 @@ type Report struct {
 	// are a different regime.
 	EarlyLife []Result `json:"early_life,omitempty"`
 	// EarlyStarts are the trace rows at which the early lives began.
-	EarlyStarts []int   `json:"early_starts,omitempty"`
-	Seconds     float64 `json:"seconds"`
+	EarlyStarts []int `json:"early_starts,omitempty"`
+	// Floors are, in prequential mode when asked for (BesideFloor), each
+	// target's floor and Headroom's MAPE over it.
+	Floors  []FloorFigure `json:"floors,omitempty"`
+	Seconds float64       `json:"seconds"`
 }
 
 // Find returns the result for a target and model, or nil.

@@ -34,6 +34,22 @@ type Line struct {
 	Ratio float64 `json:"ratio_to_best"`
 	// Coverage is the share of rows at or below Headroom's quantile.
 	Coverage float64 `json:"coverage"`
+	// Floor is, on prequential TTFT and TPOT lines when the evaluation
+	// estimates it (Settings.Floor), the lowest MAPE the floor's
+	// estimators reach on the same rows (eval.Floor), FloorModel the
+	// estimator, and FloorRatio Headroom's MAPE over it; 0 and "" elsewhere.
+	Floor      float64 `json:"floor,omitempty"`
+	FloorModel string  `json:"floor_model,omitempty"`
+	FloorRatio float64 `json:"ratio_to_floor,omitempty"`
+}
+
+// Settings shape a suite evaluation. Zero Seeds and Every take the
+// manifest's.
+type Settings struct {
+	Seeds, Every int
+	// Floor estimates each trace's floor beside its prequential lines
+	// (eval.Floor): about a third more time.
+	Floor bool
 }
 
 // Report is a whole suite's evaluation.
@@ -48,12 +64,14 @@ type Report struct {
 // Evaluate replays every trace of a loaded suite in split mode (the
 // manifest's seeds) and prequential mode (its cadence) with opts, and
 // reports each trace × target × mode: TTFT and TPOT through package eval,
-// and the KV transfer (transfer.go) on traces whose rows carry transfers. seeds and every, when positive,
-// override the manifest's. progress, when not nil, gets a line per replay
-// finished, because a whole suite takes minutes.
+// and the KV transfer (transfer.go) on traces whose rows carry transfers;
+// with set.Floor, each prequential TTFT and TPOT line beside its floor.
+// progress, when not nil, gets a line per replay finished, because a whole
+// suite takes minutes.
 func Evaluate(ctx context.Context, m *Manifest, traces [][]features.Sample, opts eval.Options,
-	seeds, every int, progress io.Writer) (*Report, error) {
+	set Settings, progress io.Writer) (*Report, error) {
 	start := time.Now()
+	seeds, every := set.Seeds, set.Every
 	if seeds <= 0 {
 		seeds = m.Eval.Seeds
 	}
@@ -81,6 +99,18 @@ func Evaluate(ctx context.Context, m *Manifest, traces [][]features.Sample, opts
 			}
 			if err != nil {
 				return nil, fmt.Errorf("evaluate suite: %s %s: %w", t.Name, mode, err)
+			}
+			if mode == eval.ModePrequential && set.Floor {
+				floor, err := eval.Floor(ctx, traces[i], opts, every)
+				if err == nil {
+					err = r.BesideFloor(floor)
+				}
+				if err != nil {
+					return nil, fmt.Errorf("evaluate suite: %s floor: %w", t.Name, err)
+				}
+				if progress != nil {
+					fmt.Fprintf(progress, "suite: %s floor done in %.1f s\n", t.Name, floor.Seconds)
+				}
 			}
 			var lines []Line
 			for _, target := range features.Targets {
@@ -131,6 +161,11 @@ func lineOf(r *eval.Report, target features.Target) (Line, bool) {
 	if h.Coverage != nil {
 		l.Coverage = *h.Coverage
 	}
+	for _, f := range r.Floors {
+		if f.Target == l.Target {
+			l.Floor, l.FloorModel, l.FloorRatio = f.MAPE, f.Model, f.Ratio
+		}
+	}
 	best := math.Inf(1)
 	for _, b := range Baselines {
 		res := r.Find(target, b)
@@ -168,7 +203,15 @@ func WriteTable(w io.Writer, r *Report) error {
 		return err
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "trace\tpart\ttarget\tmode\trows\theadroom %%\txgboost %%\txgboost-log %%\tlinear %%\tbest plain\theadroom / best\tcoverage@%g %%\t\n", r.Quantile)
+	floors := false
+	for _, l := range r.Lines {
+		floors = floors || l.Floor > 0
+	}
+	fmt.Fprintf(tw, "trace\tpart\ttarget\tmode\trows\theadroom %%\txgboost %%\txgboost-log %%\tlinear %%\tbest plain\theadroom / best\tcoverage@%g %%\t", r.Quantile)
+	if floors {
+		fmt.Fprint(tw, "floor %\theadroom / floor\t")
+	}
+	fmt.Fprintln(tw)
 	for _, l := range r.Lines {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%.2f", l.Trace, l.Part, l.Target, l.Mode, l.Rows, l.MAPE[eval.ModelHeadroom])
 		for _, b := range Baselines {
@@ -185,7 +228,15 @@ func WriteTable(w io.Writer, r *Report) error {
 		if l.Ratio > 1 {
 			verdict += " LOSES"
 		}
-		fmt.Fprintf(tw, "\t%s\t%s\t%.1f\t\n", l.Best, verdict, l.Coverage)
+		fmt.Fprintf(tw, "\t%s\t%s\t%.1f\t", l.Best, verdict, l.Coverage)
+		if floors {
+			if l.Floor > 0 {
+				fmt.Fprintf(tw, "%.2f\t%.2fx\t", l.Floor, l.FloorRatio)
+			} else {
+				fmt.Fprint(tw, "-\t-\t")
+			}
+		}
+		fmt.Fprintln(tw)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -198,10 +249,31 @@ func WriteTable(w io.Writer, r *Report) error {
 	for _, l := range r.Losses() {
 		lost[l.Part]++
 	}
-	_, err := fmt.Fprintf(w, "headroom above the best plain model on %d of %d tune lines and %d of %d held-out lines\n",
-		lost[PartTune], total[PartTune], lost[PartHeldOut], total[PartHeldOut])
+	if _, err := fmt.Fprintf(w, "headroom above the best plain model on %d of %d tune lines and %d of %d held-out lines\n",
+		lost[PartTune], total[PartTune], lost[PartHeldOut], total[PartHeldOut]); err != nil {
+		return err
+	}
+	if !floors {
+		return nil
+	}
+	far, withFloor := map[string]int{}, map[string]int{}
+	for _, l := range r.Lines {
+		if l.Floor > 0 {
+			withFloor[l.Part]++
+			if l.FloorRatio > FloorRatioTarget {
+				far[l.Part]++
+			}
+		}
+	}
+	_, err := fmt.Fprintf(w, "headroom above %.2fx its floor on %d of %d tune lines and %d of %d held-out lines\n",
+		FloorRatioTarget, far[PartTune], withFloor[PartTune], far[PartHeldOut], withFloor[PartHeldOut])
 	return err
 }
+
+// FloorRatioTarget is the most, as a multiple of a trace's floor, that
+// Headroom's prequential MAPE should be (issue 25's target): the table's
+// last line counts the lines above it.
+const FloorRatioTarget = 1.15
 
 // WriteJSON writes the report as indented JSON.
 func WriteJSON(w io.Writer, r *Report) error {

@@ -32,7 +32,7 @@ func TestEvaluateTinySuite(t *testing.T) {
 	}
 	opts := eval.Options{XGBoost: xgboost.CLI{TempDir: t.TempDir()}, TempDir: t.TempDir()}
 	var progress bytes.Buffer
-	rep, err := Evaluate(context.Background(), m, traces, opts, 0, 0, &progress)
+	rep, err := Evaluate(context.Background(), m, traces, opts, Settings{Floor: true}, &progress)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,19 +69,29 @@ func TestEvaluateTinySuite(t *testing.T) {
 		if want := l.MAPE[eval.ModelHeadroom] / best; l.Ratio != want {
 			t.Errorf("ratio %v, want %v", l.Ratio, want)
 		}
+		// The floor sits beside prequential lines only, and hindsight
+		// reaches no higher than the walk that learns from the past.
+		switch {
+		case l.Mode == eval.ModeSplit && (l.Floor != 0 || l.FloorModel != ""):
+			t.Errorf("%s %s split: a floor (%v, %q) beside a split line", l.Trace, l.Target, l.Floor, l.FloorModel)
+		case l.Mode == eval.ModePrequential && !(l.Floor > 0 && l.FloorModel != ""):
+			t.Errorf("%s %s prequential: no floor", l.Trace, l.Target)
+		case l.Mode == eval.ModePrequential && l.FloorRatio != l.MAPE[eval.ModelHeadroom]/l.Floor:
+			t.Errorf("%s %s: ratio to floor %v, want %v", l.Trace, l.Target, l.FloorRatio, l.MAPE[eval.ModelHeadroom]/l.Floor)
+		}
 	}
 	if len(seen) != 8 {
 		t.Errorf("lines repeat: %v", seen)
 	}
-	if got := strings.Count(progress.String(), "done in"); got != 4 {
-		t.Errorf("%d progress lines, want one per replay (4):\n%s", got, progress.String())
+	if got := strings.Count(progress.String(), "done in"); got != 6 {
+		t.Errorf("%d progress lines, want one per replay and floor (6):\n%s", got, progress.String())
 	}
 
 	var table bytes.Buffer
 	if err := WriteTable(&table, rep); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"xgboost-log %", "held-out", "tune", "prequential", "split", "tune lines"} {
+	for _, want := range []string{"xgboost-log %", "held-out", "tune", "prequential", "split", "tune lines", "headroom / floor", "its floor on"} {
 		if !strings.Contains(table.String(), want) {
 			t.Errorf("table lacks %q:\n%s", want, table.String())
 		}
@@ -117,6 +127,23 @@ func TestLossesAndTableVerdicts(t *testing.T) {
 	}
 	out := buf.String()
 	for _, want := range []string{"1.20x LOSES", "0.86x", "on 1 of 1 tune lines and 0 of 1 held-out lines"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("table lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "floor") {
+		t.Errorf("a report without floors prints floor columns:\n%s", out)
+	}
+
+	// With a floor beside the prequential line, the table shows it and
+	// counts the lines too far above theirs.
+	rep.Lines[1].Floor, rep.Lines[1].FloorModel, rep.Lines[1].FloorRatio = 2.5, eval.ModelKNNWindow, 3/2.5
+	buf.Reset()
+	if err := WriteTable(&buf, rep); err != nil {
+		t.Fatal(err)
+	}
+	out = buf.String()
+	for _, want := range []string{"headroom / floor", "2.50", "1.20x", "above 1.15x its floor on 0 of 0 tune lines and 1 of 1 held-out lines"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("table lacks %q:\n%s", want, out)
 		}
