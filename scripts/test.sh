@@ -58,6 +58,34 @@ fi
 # tests.
 go test -race -count=1 -timeout 20m ./...
 
+# The llm-d plugins and the custom EPP: llmd/ is a module of its own, built
+# against llm-d-router's source tree beside the repository
+# (../shared/upstream/llm-d-router, as CI lays it out), so the main module
+# keeps its dependencies. Its tests load the shipped EndpointPickerConfig
+# into llm-d's scheduler and run a Headroom built from this repository. They
+# run without the race detector: it would compile the router's whole
+# dependency tree a second time (docs/PERFORMANCE.md, "CI").
+llmd() {
+	local unformatted
+	if [ ! -d ../shared/upstream/llm-d-router ]; then
+		echo "llmd/ builds against ../shared/upstream/llm-d-router, which is missing: clone the repository with shared/ beside it" >&2
+		exit 1
+	fi
+	unformatted=$(cd llmd && gofmt -l .)
+	if [ -n "$unformatted" ]; then
+		echo "gofmt needed in llmd/ on:" $unformatted >&2
+		exit 1
+	fi
+	(cd llmd && go mod tidy -diff) || { echo "llmd/go.mod is not tidy: run go mod tidy in llmd/" >&2; exit 1; }
+	(cd llmd && go vet ./... && staticcheck ./...)
+	go build -o "$bin/headroom" ./cmd/headroom
+	(cd llmd && go build -o "$bin/headroom-epp" ./cmd/headroom-epp)
+	(cd llmd && HEADROOM_BIN="$bin/headroom" go test -count=1 -timeout 20m ./...)
+}
+bin=$(mktemp -d)
+trap 'rm -rf "$bin"' EXIT
+llmd
+
 # Fuzzing proper. The bundle reader's targets start fuzzing within a second,
 # so a few seconds each find something; the request decoders' corpora take
 # longer than that just to replay under coverage instrumentation, so they

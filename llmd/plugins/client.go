@@ -1,0 +1,197 @@
+package plugins
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"time"
+)
+
+// The wire types below are the parts of Headroom's protocol the plugins
+// use (docs/PROTOCOL.md §4.7 and §5.1), with its field names. They are a
+// client's copy, as llm-d's latencypredictorclient has its own: this
+// module builds against the router alone.
+
+// pairsRequest is a POST /predict/pairs body asking for the matrix answer.
+type pairsRequest struct {
+	InputTokenLength int64           `json:"input_token_length"`
+	KVBytesPerToken  float64         `json:"kv_bytes_per_token,omitempty"`
+	TTFTSLOMs        float64         `json:"ttft_slo_ms,omitempty"`
+	TPOTSLOMs        float64         `json:"tpot_slo_ms,omitempty"`
+	Matrix           bool            `json:"matrix"`
+	Prefill          []pairCandidate `json:"prefill"`
+	Decode           []pairCandidate `json:"decode"`
+}
+
+// pairCandidate is one pod of a pairs request: a bulk row's pod fields,
+// its name and topology, and the KV transfers already on its link.
+type pairCandidate struct {
+	Pod                   string   `json:"pod"`
+	Topology              topology `json:"topology"`
+	KVCachePercentage     float64  `json:"kv_cache_percentage"`
+	NumRequestWaiting     int64    `json:"num_request_waiting"`
+	NumRequestRunning     int64    `json:"num_request_running"`
+	PrefixCacheScore      float64  `json:"prefix_cache_score"`
+	PodType               string   `json:"pod_type,omitempty"`
+	PrefillTokensInFlight int64    `json:"prefill_tokens_in_flight"`
+	KVTransfersInFlight   int64    `json:"kv_transfers_in_flight"`
+}
+
+// topology is a pod's placement; empty labels are left out, as Headroom
+// requires of samples and pair candidates alike.
+type topology struct {
+	Node   string `json:"node"`
+	Rack   string `json:"rack,omitempty"`
+	Zone   string `json:"zone,omitempty"`
+	Region string `json:"region,omitempty"`
+}
+
+// pairsAnswer is the matrix answer: rows are decode candidates, columns
+// prefill candidates, a nil cell a pair without an estimate.
+type pairsAnswer struct {
+	Split  bool `json:"split"`
+	Matrix struct {
+		Rank                [][]*int     `json:"rank"`
+		TTFTMs              [][]*float64 `json:"ttft_ms"`
+		NoSplitRank         []int        `json:"no_split_rank"`
+		NoSplitTTFTMs       []float64    `json:"no_split_ttft_ms"`
+		TPOTMs              []float64    `json:"tpot_ms"`
+		PrefillExtrapolated []bool       `json:"prefill_extrapolated"`
+		DecodeExtrapolated  []bool       `json:"decode_extrapolated"`
+	} `json:"matrix"`
+	KVTransferModel bool `json:"kv_transfer_model"`
+}
+
+// trainingEntry is one entry of POST /add_training_data_bulk with
+// Headroom's P/D fields (§5.1): a split request's TTFT entry carries both
+// pods and their topology, and the transfer when the deployment measured it.
+type trainingEntry struct {
+	KVCachePercentage     float64   `json:"kv_cache_percentage"`
+	InputTokenLength      int64     `json:"input_token_length"`
+	NumRequestWaiting     int64     `json:"num_request_waiting"`
+	NumRequestRunning     int64     `json:"num_request_running"`
+	NumTokensGenerated    int64     `json:"num_tokens_generated"`
+	PrefixCacheScore      float64   `json:"prefix_cache_score"`
+	PodType               string    `json:"pod_type,omitempty"`
+	PrefillTokensInFlight int64     `json:"prefill_tokens_in_flight"`
+	ActualTTFTMs          float64   `json:"actual_ttft_ms"`
+	ActualTPOTMs          float64   `json:"actual_tpot_ms"`
+	PredictedTTFTMs       float64   `json:"predicted_ttft_ms,omitempty"`
+	Timestamp             time.Time `json:"timestamp"`
+	ActualKVTransferMs    float64   `json:"actual_kv_transfer_ms,omitempty"`
+	KVTransferTokens      int64     `json:"kv_transfer_tokens,omitempty"`
+	KVBytesPerToken       float64   `json:"kv_bytes_per_token,omitempty"`
+	PrefillPod            string    `json:"prefill_pod,omitempty"`
+	DecodePod             string    `json:"decode_pod,omitempty"`
+	PrefillTopology       *topology `json:"prefill_topology,omitempty"`
+	DecodeTopology        *topology `json:"decode_topology,omitempty"`
+	ConcurrentTransfers   int64     `json:"concurrent_transfers,omitempty"`
+}
+
+// errNoModel is the predictor's 503 before its bundle has the models a
+// pair ranking needs.
+var errNoModel = errors.New("headroom: no model yet")
+
+// client speaks to Headroom's servers. It is safe for concurrent use.
+type client struct {
+	predictors []string // base URLs, tried in turn per call
+	trainer    string
+	http       *http.Client
+	next       atomic.Uint64
+}
+
+func newClient(predictors []string, trainer string) *client {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	// One EPP sends every scheduling cycle's call to the same few
+	// predictors: keep enough idle connections that a burst does not
+	// open new ones.
+	t.MaxIdleConnsPerHost = 64
+	return &client{predictors: predictors, trainer: trainer, http: &http.Client{Transport: t}}
+}
+
+// rankPairs asks a predictor to rank req's pairs. ctx bounds the call.
+func (c *client) rankPairs(ctx context.Context, req *pairsRequest, out *pairsAnswer) error {
+	if len(c.predictors) == 0 {
+		return errors.New("headroom: no predictor URL configured")
+	}
+	body, err := json.Marshal(req)
+	if err != nil {
+		return fmt.Errorf("headroom: encode pairs request: %w", err)
+	}
+	base := c.predictors[int(c.next.Add(1)%uint64(len(c.predictors)))]
+	resp, err := c.post(ctx, base+"/predict/pairs", body)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return fmt.Errorf("headroom: read pairs answer from %s: %w", base, err)
+	}
+	switch resp.StatusCode {
+	case http.StatusOK:
+	case http.StatusServiceUnavailable:
+		return fmt.Errorf("%w (%s: %s)", errNoModel, base, bytes.TrimSpace(data))
+	default:
+		return fmt.Errorf("headroom: %s/predict/pairs answered %d: %s", base, resp.StatusCode, bytes.TrimSpace(data))
+	}
+	if err := json.Unmarshal(data, out); err != nil {
+		return fmt.Errorf("headroom: decode pairs answer from %s: %w", base, err)
+	}
+	return nil
+}
+
+// addTrainingData posts entries to the trainer; it succeeds only on 202,
+// when Headroom has them on disk.
+func (c *client) addTrainingData(ctx context.Context, entries []trainingEntry) error {
+	if c.trainer == "" {
+		return errors.New("headroom: no trainer URL configured")
+	}
+	body, err := json.Marshal(struct {
+		Entries []trainingEntry `json:"entries"`
+	}{entries})
+	if err != nil {
+		return fmt.Errorf("headroom: encode %d training entries: %w", len(entries), err)
+	}
+	resp, err := c.post(ctx, c.trainer+"/add_training_data_bulk", body)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+	if resp.StatusCode != http.StatusAccepted {
+		return fmt.Errorf("headroom: %s/add_training_data_bulk answered %d: %s", c.trainer, resp.StatusCode, bytes.TrimSpace(data))
+	}
+	return nil
+}
+
+func (c *client) post(ctx context.Context, url string, body []byte) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+	if err != nil {
+		return nil, fmt.Errorf("headroom: %w", err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("headroom: %w", err)
+	}
+	return resp, nil
+}
+
+// splitURLs reads a comma-separated list of base URLs, as llm-d's
+// PREDICTION_SERVER_URL holds them.
+func splitURLs(list string) []string {
+	var out []string
+	for _, u := range strings.Split(list, ",") {
+		if u = strings.TrimRight(strings.TrimSpace(u), "/"); u != "" {
+			out = append(out, u)
+		}
+	}
+	return out
+}

@@ -1,0 +1,29 @@
+// Package plugins puts Headroom's pair prediction (POST /predict/pairs,
+// docs/PROTOCOL.md §4.7) inside llm-d's endpoint picker as plugins of its
+// own framework, configured by an EndpointPickerConfig:
+//
+//   - headroom-pairs-producer, a data producer, asks the predictor once per
+//     request about every candidate (the prefill pods and the decode pods by
+//     llm-d's role label, each pod's metrics, in-flight load, prefix-cache
+//     match and topology, the request's SLO headers) and stores the ranking
+//     on the request; after the response it posts what the EPP observed to
+//     the trainer in batches, as llm-d's predicted-latency-producer does;
+//   - headroom-decode-scorer, in the decode profile, scores each decode pod
+//     by the best option through it;
+//   - headroom-prefill-scorer, in the prefill profile in place of
+//     topology-affinity-scorer, reads the decode pick the disagg profile
+//     handler publishes (its peer-endpoint attribute) and scores each
+//     prefill pod by the predicted TTFT of that pair;
+//   - headroom-split-filter, in the prefill profile, leaves no prefill pod
+//     when the pod picked for decode is better alone, so the request is not
+//     split (optional: by default llm-d's decider decides the split).
+//
+// The plugins fail open: when the predictor cannot be reached, answers
+// after the deadline, has no model yet, or an option the scorers would
+// choose among is extrapolated, the ranking says why and the Headroom
+// plugins score nothing, so the profile's stock scorers decide, and a
+// metric counts each reason.
+//
+// The package imports llm-d's framework and nothing of Headroom's module:
+// it is a client of Headroom's HTTP protocol.
+package plugins

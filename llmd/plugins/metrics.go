@@ -1,0 +1,64 @@
+package plugins
+
+import (
+	"errors"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// metrics are one producer's series, registered with the EPP's registry
+// (the handle's MetricsRecorder) and labelled by the producer's name, so
+// that two producers in one EPP do not collide.
+type metrics struct {
+	decisions *prometheus.CounterVec
+	call      prometheus.Observer
+	entries   *prometheus.CounterVec
+}
+
+func newMetrics(reg prometheus.Registerer, name string) (*metrics, error) {
+	labels := prometheus.Labels{"plugin": name}
+	m := &metrics{}
+	decisions := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name:        "headroom_epp_decisions_total",
+		Help:        "Requests the Headroom producer ranked, by outcome: scored, or the reason the Headroom plugins scored nothing and the profiles' stock scorers decided (predictor_unavailable, deadline, no_model, extrapolated, no_option, no_candidates, peer_unranked).",
+		ConstLabels: labels,
+	}, []string{"outcome"})
+	call := prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:        "headroom_epp_pairs_call_seconds",
+		Help:        "Wall time of the Headroom producer's /predict/pairs call, encoding and decoding included, when it answered.",
+		Buckets:     prometheus.ExponentialBuckets(0.0001, 2, 14),
+		ConstLabels: labels,
+	})
+	entries := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name:        "headroom_epp_training_entries_total",
+		Help:        "Training entries the Headroom producer built, by result: posted (the trainer acknowledged them), dropped_unavailable (the trainer could not be reached or refused the batch), dropped_full (the buffer was full).",
+		ConstLabels: labels,
+	}, []string{"result"})
+	for _, c := range []prometheus.Collector{decisions, call, entries} {
+		if err := reg.Register(c); err != nil {
+			var already prometheus.AlreadyRegisteredError
+			if !errors.As(err, &already) {
+				return nil, err
+			}
+		}
+	}
+	m.decisions, m.call, m.entries = decisions, call, entries
+	// Every outcome shows from the start, at zero.
+	for _, r := range []string{"scored", string(ReasonUnavailable), string(ReasonDeadline), string(ReasonNoModel),
+		string(ReasonExtrapolated), string(ReasonNoOption), string(ReasonNoCandidates), string(ReasonPeerUnranked)} {
+		m.decisions.WithLabelValues(r)
+	}
+	for _, r := range []string{"posted", "dropped_unavailable", "dropped_full"} {
+		m.entries.WithLabelValues(r)
+	}
+	return m, nil
+}
+
+// outcome counts one request's outcome.
+func (m *metrics) outcome(r Reason) {
+	if r == "" {
+		m.decisions.WithLabelValues("scored").Inc()
+		return
+	}
+	m.decisions.WithLabelValues(string(r)).Inc()
+}

@@ -1,0 +1,270 @@
+package plugins_test
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+
+	fwksched "github.com/llm-d/llm-d-router/pkg/epp/framework/interface/scheduling"
+
+	"github.com/headroomhq/headroom/llmd/inproc"
+)
+
+// stockConfig is llm-d's P/D sample without topology affinity: what the
+// shipped config is when the Headroom plugins score nothing.
+const stockConfig = "../../../shared/upstream/llm-d-router/deploy/config/pd-epp-config.yaml"
+
+// fleet has three prefill and three decode pods over two zones; the stock
+// scorers prefer p0 and d0 (idle queues).
+var fleet = []pod{
+	{name: "p0", role: "prefill", node: "n1", rack: "r1", zone: "za"},
+	{name: "p1", role: "prefill", node: "n2", rack: "r1", zone: "za", waiting: 1},
+	{name: "p2", role: "prefill", node: "n3", rack: "r2", zone: "zb", waiting: 2},
+	{name: "d0", role: "decode", node: "n4", rack: "r3", zone: "zb", running: 4},
+	{name: "d1", role: "decode", node: "n5", rack: "r2", zone: "zb", waiting: 1, running: 9},
+	{name: "d2", role: "decode", node: "n6", rack: "r1", zone: "za", waiting: 3, running: 12},
+}
+
+// preferring ranks pair (p2, d1) best, then the other pairs by name, then
+// the pods alone.
+func preferring(prefill, decode string) int {
+	switch {
+	case prefill == "p2" && decode == "d1":
+		return 0
+	case prefill == "":
+		return 20 + int(decode[1]-'0')
+	}
+	return 1 + 3*int(prefill[1]-'0') + int(decode[1]-'0')
+}
+
+func TestShippedConfigPicksTheRankedPair(t *testing.T) {
+	pred := newFakePredictor(t, func(w http.ResponseWriter, c pairsCall) { matrixAnswer(w, c, preferring, nil) })
+	r := newRouter(t, readConfig(t, shippedConfig), pred.URL, "")
+	ctx := context.Background()
+	req := request("r1", 400, 1, map[string]string{"x-llm-d-slo-ttft-ms": "800"})
+	res, err := r.Schedule(ctx, req, endpoints(fleet))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d, p := picks(t, res); d != "d1" || p != "p2" {
+		t.Errorf("picked (%s, %s), want the ranked best pair (p2, d1)", p, d)
+	}
+	// One call per request, with every candidate of its role, each pod's
+	// fields and topology, the SLO header.
+	if len(pred.calls) != 1 {
+		t.Fatalf("%d calls to /predict/pairs", len(pred.calls))
+	}
+	c := pred.calls[0]
+	if !c.Matrix || c.InputTokenLength != 400 || c.TTFTSLOMs != 800 || len(c.Prefill) != 3 || len(c.Decode) != 3 {
+		t.Fatalf("call %+v", c)
+	}
+	d1 := c.Decode[1]
+	if !strings.HasSuffix(d1.Pod, "/d1") || d1.Waiting != 1 || d1.Topology["node"] != "n5" || d1.Topology["zone"] != "zb" || d1.PodType != "decode" {
+		t.Errorf("decode candidate %+v", d1)
+	}
+
+	// llm-d's own config, with topology affinity, picks otherwise on the
+	// same endpoints: the ranking decided.
+	stock := newRouter(t, readConfig(t, topologyConfig), pred.URL, "")
+	res, err = stock.Schedule(ctx, request("r2", 400, 1, nil), endpoints(fleet))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d, p := picks(t, res); d == "d1" && p == "p2" {
+		t.Errorf("llm-d's topology config picks (%s, %s) too: the test does not tell the plugins from the stock scorers", p, d)
+	}
+}
+
+func TestShippedConfigSplitsAsTheDecider(t *testing.T) {
+	pred := newFakePredictor(t, func(w http.ResponseWriter, c pairsCall) { matrixAnswer(w, c, preferring, nil) })
+	r := newRouter(t, readConfig(t, shippedConfig), pred.URL, "")
+	// Fewer than nonCachedTokens (16) tokens: the decider does not split,
+	// so each decode pod competes alone, d0 the best of those.
+	res, err := r.Schedule(context.Background(), request("short", 8, 2, nil), endpoints(fleet))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d, p := picks(t, res); d != "d0" || p != "" {
+		t.Errorf("short prompt: picked (%q, %s), want d0 alone", p, d)
+	}
+}
+
+// splitConfig lets Headroom decide the split: decideSplit in the producer
+// and the split filter in the prefill profile.
+func splitConfig(t testing.TB) []byte {
+	c := string(readConfig(t, shippedConfig))
+	c = strings.Replace(c, "    nonCachedTokens: 16\n    timeout: 50ms\n", "    nonCachedTokens: 16\n    timeout: 50ms\n    decideSplit: true\n", 1)
+	c = strings.Replace(c, "- type: headroom-prefill-scorer\n", "- type: headroom-prefill-scorer\n- type: headroom-split-filter\n", 1)
+	c = strings.Replace(c, "  - pluginRef: prefill-filter\n", "  - pluginRef: prefill-filter\n  - pluginRef: headroom-split-filter\n", 1)
+	if !strings.Contains(c, "decideSplit") || strings.Count(c, "headroom-split-filter") != 2 {
+		t.Fatal("the shipped config's text changed: update splitConfig")
+	}
+	return []byte(c)
+}
+
+func TestSplitDecision(t *testing.T) {
+	for _, tt := range []struct {
+		name        string
+		rank        func(prefill, decode string) int
+		wantDecode  string
+		wantPrefill string
+	}{
+		{"a pair is best", preferring, "d1", "p2"},
+		{"d2 is best alone", func(prefill, decode string) int {
+			if prefill == "" && decode == "d2" {
+				return 0
+			}
+			return preferring(prefill, decode) + 1
+		}, "d2", ""},
+		{"a tie does not split", func(prefill, decode string) int {
+			if decode == "d0" && (prefill == "" || prefill == "p1") {
+				return 0
+			}
+			return preferring(prefill, decode) + 1
+		}, "d0", ""},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			pred := newFakePredictor(t, func(w http.ResponseWriter, c pairsCall) { matrixAnswer(w, c, tt.rank, nil) })
+			r := newRouter(t, splitConfig(t), pred.URL, "")
+			res, err := r.Schedule(context.Background(), request("r", 400, 3, nil), endpoints(fleet))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d, p := picks(t, res); d != tt.wantDecode || p != tt.wantPrefill {
+				t.Errorf("picked (%q, %s), want (%q, %s)", p, d, tt.wantPrefill, tt.wantDecode)
+			}
+		})
+	}
+}
+
+// counter is the value of a producer series with the given label value.
+func counter(t testing.TB, reg prometheus.Gatherer, name, label, value string) float64 {
+	t.Helper()
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			if labelIs(m, label, value) {
+				return m.GetCounter().GetValue()
+			}
+		}
+	}
+	return 0
+}
+
+func labelIs(m *dto.Metric, name, value string) bool {
+	for _, l := range m.GetLabel() {
+		if l.GetName() == name && l.GetValue() == value {
+			return true
+		}
+	}
+	return false
+}
+
+// scores is a profile's candidates' total scores by pod name.
+func scores(res *fwksched.SchedulingResult, profile string) map[string]float64 {
+	out := map[string]float64{}
+	if pr := res.ProfileResults[profile]; pr != nil {
+		for _, c := range pr.ScoredCandidates {
+			out[c.GetMetadata().ID.Name] = c.Score
+		}
+	}
+	return out
+}
+
+func TestFailOpen(t *testing.T) {
+	closed := newFakePredictor(t, func(http.ResponseWriter, pairsCall) {})
+	closedURL := closed.URL
+	closed.Close()
+	for _, tt := range []struct {
+		reason string
+		answer func(w http.ResponseWriter, c pairsCall)
+		url    string
+	}{
+		{reason: "predictor_unavailable", url: closedURL},
+		{reason: "predictor_unavailable", answer: func(w http.ResponseWriter, _ pairsCall) {
+			http.Error(w, `{"detail":"boom"}`, http.StatusInternalServerError)
+		}},
+		{reason: "no_model", answer: func(w http.ResponseWriter, _ pairsCall) {
+			http.Error(w, `{"detail":"Models not ready"}`, http.StatusServiceUnavailable)
+		}},
+		{reason: "deadline", answer: func(w http.ResponseWriter, c pairsCall) {
+			time.Sleep(2 * time.Second) // past the 50 ms deadline
+			matrixAnswer(w, c, preferring, nil)
+		}},
+		{reason: "extrapolated", answer: func(w http.ResponseWriter, c pairsCall) {
+			// p1's pairs compete (the decider splits everywhere), and p1
+			// is loaded beyond the model's training range.
+			matrixAnswer(w, c, preferring, map[string]bool{"p1": true})
+		}},
+		{reason: "no_option", answer: func(w http.ResponseWriter, c pairsCall) {
+			// No transfer estimate for any pair: nothing to rank where the
+			// decider splits.
+			matrixAnswer(w, c, func(prefill, decode string) int {
+				if prefill != "" {
+					return -1
+				}
+				return preferring(prefill, decode)
+			}, nil)
+		}},
+	} {
+		t.Run(tt.reason, func(t *testing.T) {
+			url := tt.url
+			if tt.answer != nil {
+				url = newFakePredictor(t, tt.answer).URL
+			}
+			t.Setenv("PREDICTION_SERVER_URL", url)
+			reg := prometheus.NewRegistry()
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			r, err := inproc.New(ctx, readConfig(t, shippedConfig), reg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			start := time.Now()
+			res, err := r.Schedule(ctx, request("r", 400, 4, nil), endpoints(fleet))
+			elapsed := time.Since(start)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// The stock scorers decide, as in llm-d's P/D config without
+			// the Headroom plugins: the same picks and the same scores.
+			stock := newRouter(t, readConfig(t, stockConfig), url, "")
+			want, err := stock.Schedule(ctx, request("r", 400, 4, nil), endpoints(fleet))
+			if err != nil {
+				t.Fatal(err)
+			}
+			gd, gp := picks(t, res)
+			wd, wp := picks(t, want)
+			if gd != wd || gp != wp {
+				t.Errorf("picked (%s, %s), llm-d's P/D config (%s, %s)", gp, gd, wp, wd)
+			}
+			for _, profile := range []string{"decode", "prefill"} {
+				got, want := scores(res, profile), scores(want, profile)
+				for pod, s := range want {
+					if got[pod] != s {
+						t.Errorf("%s profile: %s scored %v, llm-d's P/D config %v", profile, pod, got[pod], s)
+					}
+				}
+			}
+			if n := counter(t, reg, "headroom_epp_decisions_total", "outcome", tt.reason); n != 1 {
+				t.Errorf("headroom_epp_decisions_total{outcome=%q} = %v, want 1", tt.reason, n)
+			}
+			// The deadline holds: the producer gave up on the slow
+			// predictor at 50 ms, not at its 2 s answer.
+			if tt.reason == "deadline" && elapsed > time.Second {
+				t.Errorf("scheduling took %v past a 50 ms deadline", elapsed)
+			}
+		})
+	}
+}
