@@ -1,5 +1,7 @@
 # One image for both roles: `headroom trainer`, `headroom predictor` or
-# `headroom serve` (both in one process, the default).
+# `headroom serve` (both in one process, the default; with
+# SERVER_TYPE=training, as llm-d's chart sets it, the trainer alone). The
+# custom EPP's image is llmd/Dockerfile.
 
 # Build stage: a static Go binary. The Go version matches go.mod's go line,
 # so the build never fetches another toolchain; override with
@@ -24,6 +26,11 @@ RUN apt-get update && apt-get install -y --no-install-recommends xgboost ca-cert
     && useradd --uid 10001 --gid 10001 --no-create-home --home-dir /data --shell /usr/sbin/nologin headroom \
     && mkdir -p /data && chown headroom:headroom /data
 COPY --from=build /out/headroom /usr/local/bin/headroom
+# llm-d's router chart starts its prediction-server sidecars as `uvicorn
+# APP --host H --port P`: headroom answers to that name as the predictor
+# (cmd/headroom/sidecar.go), so this image stands in through the chart's
+# image values alone (deploy/llm-d).
+RUN ln -s headroom /usr/local/bin/uvicorn
 USER 10001:10001
 VOLUME /data
 ENV HEADROOM_DATA_DIR=/data \

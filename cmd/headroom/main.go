@@ -35,8 +35,13 @@ func commands() []command {
 }
 
 func main() {
+	args, err := sidecarArgs(os.Args[0], os.Args[1:], os.LookupEnv)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "headroom: %v\n", err)
+		os.Exit(2)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	code := run(ctx, args, os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)
 }

@@ -67,12 +67,20 @@ func freePort(t testing.TB) string {
 
 // startHeadroom starts an empty Headroom that fits linear models only, so
 // its models are a function of its samples and every retrain is quick.
-func startHeadroom(t testing.TB) *headroom {
+func startHeadroom(t testing.TB) *headroom { return startHeadroomWith(t, false) }
+
+// startHeadroomWith starts an empty Headroom, fitting trees (its default
+// model, with the xgboost CLI) or lines only, without choosing among
+// configurations.
+func startHeadroomWith(t testing.TB, trees bool) *headroom {
 	t.Helper()
 	tAddr, pAddr := freePort(t), freePort(t)
-	cmd := exec.Command(headroomBinary(t), "serve", "--data-dir", t.TempDir(), "--trainer-listen", tAddr,
-		"--predictor-listen", pAddr, "--no-xgboost", "--model-kind", "linear", "--self-tune=false",
-		"--kv-bytes-per-token", "131072", "--log-level", "warn")
+	args := []string{"serve", "--data-dir", t.TempDir(), "--trainer-listen", tAddr, "--predictor-listen", pAddr,
+		"--kv-bytes-per-token", "131072", "--log-level", "warn", "--self-tune=false"}
+	if !trees {
+		args = append(args, "--no-xgboost", "--model-kind", "linear")
+	}
+	cmd := exec.Command(headroomBinary(t), args...)
 	cmd.Stdout, cmd.Stderr = io.Discard, os.Stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -199,6 +207,26 @@ func (h *headroom) train(t testing.TB, samples []sample) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+}
+
+// waitForTrees waits until the bundle in service has trees for both
+// targets.
+func (h *headroom) waitForTrees(t testing.TB) {
+	t.Helper()
+	deadline := time.Now().Add(2 * time.Minute)
+	for time.Now().Before(deadline) {
+		post(t, h.predictor+"/reload", nil)
+		resp, err := http.Get(h.predictor + "/model/info")
+		if err == nil {
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if bytes.Count(b, []byte(`"kind":"linear+log-trees"`)) >= 2 {
+				return
+			}
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	t.Fatal("no trees in service after 2 minutes")
 }
 
 // recordingProxy forwards to target and keeps every POST body and the
