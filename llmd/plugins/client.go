@@ -52,20 +52,21 @@ type topology struct {
 	Region string `json:"region,omitempty"`
 }
 
-// pairsAnswer is the matrix answer: rows are decode candidates, columns
-// prefill candidates, a nil cell a pair without an estimate.
+// pairsAnswer is the matrix answer (decodeAnswer): rows are decode
+// candidates, columns prefill candidates; a pair without an estimate (null)
+// has rank -1 and TTFT 0.
 type pairsAnswer struct {
-	Split  bool `json:"split"`
+	Split  bool
 	Matrix struct {
-		Rank                [][]*int     `json:"rank"`
-		TTFTMs              [][]*float64 `json:"ttft_ms"`
-		NoSplitRank         []int        `json:"no_split_rank"`
-		NoSplitTTFTMs       []float64    `json:"no_split_ttft_ms"`
-		TPOTMs              []float64    `json:"tpot_ms"`
-		PrefillExtrapolated []bool       `json:"prefill_extrapolated"`
-		DecodeExtrapolated  []bool       `json:"decode_extrapolated"`
-	} `json:"matrix"`
-	KVTransferModel bool `json:"kv_transfer_model"`
+		Rank                [][]int
+		TTFTMs              [][]float64
+		NoSplitRank         []int
+		NoSplitTTFTMs       []float64
+		TPOTMs              []float64
+		PrefillExtrapolated []bool
+		DecodeExtrapolated  []bool
+	}
+	KVTransferModel bool
 }
 
 // trainingEntry is one entry of POST /add_training_data_bulk with
@@ -141,8 +142,8 @@ func (c *client) rankPairs(ctx context.Context, req *pairsRequest, out *pairsAns
 	default:
 		return fmt.Errorf("headroom: %s/predict/pairs answered %d: %s", base, resp.StatusCode, bytes.TrimSpace(data))
 	}
-	if err := json.Unmarshal(data, out); err != nil {
-		return fmt.Errorf("headroom: decode pairs answer from %s: %w", base, err)
+	if err := decodeAnswer(data, out); err != nil {
+		return fmt.Errorf("headroom: decode the answer of %s: %w", base, err)
 	}
 	return nil
 }

@@ -39,6 +39,18 @@ func readConfig(t testing.TB, path string) []byte {
 	return b
 }
 
+// shipped is the shipped config with a deadline a loaded CI machine
+// cannot miss, for the tests of what the plugins decide; the deadline
+// itself is TestFailOpen's.
+func shipped(t testing.TB) []byte {
+	t.Helper()
+	c := string(readConfig(t, shippedConfig))
+	if !strings.Contains(c, "    timeout: 50ms\n") {
+		t.Fatal("the shipped config's deadline changed: update shipped")
+	}
+	return []byte(strings.Replace(c, "    timeout: 50ms\n", "    timeout: 10s\n", 1))
+}
+
 // pod is a candidate endpoint as the EPP's data layer would hand it: its
 // role label, scraped metrics and the topology-extractor's attribute.
 type pod struct {

@@ -84,7 +84,7 @@ func TestAgainstHeadroom(t *testing.T) {
 	for _, tt := range []struct {
 		name   string
 		config []byte
-	}{{"the decider splits", readConfig(t, shippedConfig)}, {"headroom decides the split", splitConfig(t)}} {
+	}{{"the decider splits", shipped(t)}, {"headroom decides the split", splitConfig(t)}} {
 		t.Run(tt.name, func(t *testing.T) {
 			r := newRouter(t, tt.config, predictor.URL, trainer.URL)
 			clock := &manualClock{now: time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)}

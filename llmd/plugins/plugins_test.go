@@ -44,7 +44,7 @@ func preferring(prefill, decode string) int {
 
 func TestShippedConfigPicksTheRankedPair(t *testing.T) {
 	pred := newFakePredictor(t, func(w http.ResponseWriter, c pairsCall) { matrixAnswer(w, c, preferring, nil) })
-	r := newRouter(t, readConfig(t, shippedConfig), pred.URL, "")
+	r := newRouter(t, shipped(t), pred.URL, "")
 	ctx := context.Background()
 	req := request("r1", 400, 1, map[string]string{"x-llm-d-slo-ttft-ms": "800"})
 	res, err := r.Schedule(ctx, req, endpoints(fleet))
@@ -82,7 +82,7 @@ func TestShippedConfigPicksTheRankedPair(t *testing.T) {
 
 func TestShippedConfigSplitsAsTheDecider(t *testing.T) {
 	pred := newFakePredictor(t, func(w http.ResponseWriter, c pairsCall) { matrixAnswer(w, c, preferring, nil) })
-	r := newRouter(t, readConfig(t, shippedConfig), pred.URL, "")
+	r := newRouter(t, shipped(t), pred.URL, "")
 	// Fewer than nonCachedTokens (16) tokens: the decider does not split,
 	// so each decode pod competes alone, d0 the best of those.
 	res, err := r.Schedule(context.Background(), request("short", 8, 2, nil), endpoints(fleet))
@@ -97,8 +97,8 @@ func TestShippedConfigSplitsAsTheDecider(t *testing.T) {
 // splitConfig lets Headroom decide the split: decideSplit in the producer
 // and the split filter in the prefill profile.
 func splitConfig(t testing.TB) []byte {
-	c := string(readConfig(t, shippedConfig))
-	c = strings.Replace(c, "    nonCachedTokens: 16\n    timeout: 50ms\n", "    nonCachedTokens: 16\n    timeout: 50ms\n    decideSplit: true\n", 1)
+	c := string(shipped(t))
+	c = strings.Replace(c, "    nonCachedTokens: 16\n    timeout: 10s\n", "    nonCachedTokens: 16\n    timeout: 10s\n    decideSplit: true\n", 1)
 	c = strings.Replace(c, "- type: headroom-prefill-scorer\n", "- type: headroom-prefill-scorer\n- type: headroom-split-filter\n", 1)
 	c = strings.Replace(c, "  - pluginRef: prefill-filter\n", "  - pluginRef: prefill-filter\n  - pluginRef: headroom-split-filter\n", 1)
 	if !strings.Contains(c, "decideSplit") || strings.Count(c, "headroom-split-filter") != 2 {
@@ -227,7 +227,11 @@ func TestFailOpen(t *testing.T) {
 			reg := prometheus.NewRegistry()
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
-			r, err := inproc.New(ctx, readConfig(t, shippedConfig), reg)
+			config := shipped(t)
+			if tt.reason == "deadline" {
+				config = readConfig(t, shippedConfig) // its 50 ms
+			}
+			r, err := inproc.New(ctx, config, reg)
 			if err != nil {
 				t.Fatal(err)
 			}

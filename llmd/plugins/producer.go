@@ -386,28 +386,20 @@ func (p *Producer) rank(ctx context.Context, request *fwksched.InferenceRequest,
 	return r
 }
 
-// read fills r from a matrix answer for nP prefill and nD decode
-// candidates; false when the answer does not have their shape.
+// read adopts a matrix answer for nP prefill and nD decode candidates;
+// false when the answer does not have their shape.
 func (r *Ranking) read(a *pairsAnswer, nP, nD int) bool {
 	m := &a.Matrix
 	if len(m.Rank) != nD || len(m.TTFTMs) != nD || len(m.NoSplitRank) != nD || len(m.NoSplitTTFTMs) != nD ||
 		len(m.PrefillExtrapolated) != nP || len(m.DecodeExtrapolated) != nD {
 		return false
 	}
-	r.rank, r.ttft = make([][]int, nD), make([][]float64, nD)
-	r.alone, r.aloneTTFT = m.NoSplitRank, m.NoSplitTTFTMs
 	for j := range nD {
 		if len(m.Rank[j]) != nP || len(m.TTFTMs[j]) != nP {
 			return false
 		}
-		r.rank[j], r.ttft[j] = make([]int, nP), make([]float64, nP)
-		for i := range nP {
-			r.rank[j][i] = -1
-			if rank, ttft := m.Rank[j][i], m.TTFTMs[j][i]; rank != nil && ttft != nil {
-				r.rank[j][i], r.ttft[j][i] = *rank, *ttft
-			}
-		}
 	}
+	r.rank, r.ttft, r.alone, r.aloneTTFT = m.Rank, m.TTFTMs, m.NoSplitRank, m.NoSplitTTFTMs
 	return true
 }
 
