@@ -261,6 +261,14 @@ func TestTokens(t *testing.T) {
 		{"predict with wrong token", s.predictH, "POST", "/predict/bulk/strict", row, "Bearer r-tokeN", 401},
 		{"predict with read token", s.predictH, "POST", "/predict/bulk/strict", row, "Bearer r-token", 503},
 		{"predict with write token", s.predictH, "POST", "/predict/bulk/strict", row, "Bearer w-token", 503},
+		// RFC 9110 §11.1: the scheme is case-insensitive, and a credential
+		// without one is not a bearer token.
+		{"lower-case scheme", s.predictH, "POST", "/predict/bulk/strict", row, "bearer r-token", 503},
+		{"upper-case scheme", s.predictH, "POST", "/predict/bulk/strict", row, "BEARER r-token", 503},
+		{"bare token", s.predictH, "POST", "/predict/bulk/strict", row, "r-token", 401},
+		{"bare write token", s.trainerH, "POST", "/samples", entry(1, 0, 1), "w-token", 401},
+		{"another scheme", s.predictH, "POST", "/predict/bulk/strict", row, "Basic r-token", 401},
+		{"scheme without a space", s.predictH, "POST", "/predict/bulk/strict", row, "Bearerr-token", 401},
 		{"bundle with read token", s.trainerH, "GET", "/model/bundle", "", "Bearer r-token", 404},
 		{"reload needs write", s.predictH, "POST", "/reload", "", "Bearer r-token", 401},
 	}

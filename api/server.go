@@ -89,9 +89,9 @@ func requireToken(tokens Tokens, a access) gin.HandlerFunc {
 		if a == open || want == "" {
 			return
 		}
-		got := strings.TrimPrefix(c.GetHeader("Authorization"), "Bearer ")
-		ok := subtle.ConstantTimeCompare([]byte(got), []byte(want)) == 1
-		if !ok && a == readAccess && tokens.Write != "" {
+		got, bearer := bearerToken(c.GetHeader("Authorization"))
+		ok := bearer && subtle.ConstantTimeCompare([]byte(got), []byte(want)) == 1
+		if !ok && bearer && a == readAccess && tokens.Write != "" {
 			ok = subtle.ConstantTimeCompare([]byte(got), []byte(tokens.Write)) == 1
 		}
 		if !ok {
@@ -100,6 +100,18 @@ func requireToken(tokens Tokens, a access) gin.HandlerFunc {
 			c.Abort()
 		}
 	}
+}
+
+// bearerToken is the credential of an Authorization header of the Bearer
+// scheme, whose name is case-insensitive (RFC 9110 §11.1, RFC 6750 §2.1);
+// ok is false for any other header, a bare token included, which no client
+// following the scheme sends and which must not pass for one.
+func bearerToken(header string) (token string, ok bool) {
+	scheme, token, found := strings.Cut(header, " ")
+	if !found || !strings.EqualFold(scheme, "Bearer") {
+		return "", false
+	}
+	return strings.TrimLeft(token, " "), true
 }
 
 // newEngine returns a gin engine with the reference's 404 and 405 bodies,
