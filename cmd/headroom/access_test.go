@@ -28,6 +28,8 @@ func TestTokenSources(t *testing.T) {
 	good := file("tokens", "# tokens for the test\n\nread = file-r\nwrite=file-w\n")
 	writeOnly := file("write-only", "write=file-w\n")
 	bad := file("bad", "read=x\ntoken=y\n")
+	emptyWrite := file("empty-write", "read=file-r\nwrite=\n")
+	emptyRead := file("empty-read", "read =  \n")
 	tests := []struct {
 		name    string
 		args    []string
@@ -49,6 +51,9 @@ func TestTokenSources(t *testing.T) {
 		{"file sets only what it names", []string{"--token-file", writeOnly, "--read-token", "r"}, nil,
 			api.Tokens{Read: "r", Write: "file-w"}, ""},
 		{"bad line", []string{"--token-file", bad}, nil, api.Tokens{}, "line 2"},
+		// An empty value would silently open what the line meant to guard.
+		{"empty write token", []string{"--token-file", emptyWrite, "--write-token", "w"}, nil, api.Tokens{}, "line 2: empty write token"},
+		{"empty read token", []string{"--token-file", emptyRead}, nil, api.Tokens{}, "line 1: empty read token"},
 		{"missing file", []string{"--token-file", filepath.Join(dir, "nope")}, nil, api.Tokens{}, "no such file"},
 	}
 	for _, tt := range tests {

@@ -105,14 +105,23 @@ func (f *commonFlags) tokens() (api.Tokens, error) {
 			continue
 		}
 		k, v, ok := strings.Cut(line, "=")
+		k, v = strings.TrimSpace(k), strings.TrimSpace(v)
+		var dst *string
 		switch {
-		case ok && strings.TrimSpace(k) == "read":
-			t.Read = strings.TrimSpace(v)
-		case ok && strings.TrimSpace(k) == "write":
-			t.Write = strings.TrimSpace(v)
+		case ok && k == "read":
+			dst = &t.Read
+		case ok && k == "write":
+			dst = &t.Write
 		default:
 			return t, fmt.Errorf("--token-file %s line %d: want read=TOKEN or write=TOKEN", f.tokenFile, i+1)
 		}
+		// An empty token means "open": a line that names a token and
+		// gives none is a mistake (a variable that expanded to nothing),
+		// and taking it would open what the line was written to guard.
+		if v == "" {
+			return t, fmt.Errorf("--token-file %s line %d: empty %s token; remove the line to leave those routes open", f.tokenFile, i+1, k)
+		}
+		*dst = v
 	}
 	return t, nil
 }
