@@ -28,7 +28,7 @@ type PredictorOptions struct {
 	Tokens Tokens
 	// AllowedHosts: see TrainerOptions.AllowedHosts.
 	AllowedHosts []string
-	TrainerURL   string // reported in /status and /
+	TrainerURL   string // reported, without its credentials, in /status and /
 	SyncEvery    time.Duration
 	// Reload syncs with the trainer now (POST /reload); nil when the bundle
 	// comes from a trainer in the same process.
@@ -65,6 +65,10 @@ func NewPredictorHandler(p *predictor.Predictor, opts PredictorOptions) http.Han
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now
+	}
+	// The URL may carry credentials; the open root shows it.
+	if opts.TrainerURL != "" {
+		opts.TrainerURL = predictor.RedactedURL(opts.TrainerURL)
 	}
 	s := &predictorServer{p: p, opts: opts}
 	// Large means more than a router caller's 100 rows several times over;

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
+	"net/url"
 	"os"
 	"strings"
 	"sync"
@@ -65,7 +66,7 @@ func (s *Syncer) Run(ctx context.Context) {
 	defer watching.Wait()
 	for first := true; ; first = false {
 		if _, err := s.SyncOnce(ctx); err != nil && ctx.Err() == nil {
-			s.logger().Warn("bundle sync failed; serving the bundle in hand", "trainer", s.TrainerURL, "error", err)
+			s.logger().Warn("bundle sync failed; serving the bundle in hand", "trainer", s.trainer(), "error", err)
 		}
 		if first && s.Watch >= 0 {
 			watching.Go(func() { s.watch(ctx, interval) })
@@ -117,7 +118,7 @@ func (s *Syncer) watch(ctx context.Context, interval time.Duration) {
 		}
 		switch {
 		case err != nil:
-			s.logger().Debug("bundle long poll failed; the periodic poll continues", "trainer", s.TrainerURL, "error", err)
+			s.logger().Debug("bundle long poll failed; the periodic poll continues", "trainer", s.trainer(), "error", err)
 			backoff = min(max(2*backoff, errorBackoffMin), errorBackoffMax)
 		case !swapped && time.Since(start) < wait/2:
 			backoff = min(max(2*backoff, quietBackoffMin), max(interval, quietBackoffMin))
@@ -169,7 +170,7 @@ func (s *Syncer) sync(ctx context.Context, client *http.Client, wait time.Durati
 	resp, err := client.Do(req)
 	if err != nil {
 		s.Metrics.syncResult("unreachable")
-		return false, fmt.Errorf("sync bundle from %s: %w", s.TrainerURL, err)
+		return false, fmt.Errorf("sync bundle from %s: %w", s.trainer(), err)
 	}
 	defer resp.Body.Close()
 	switch resp.StatusCode {
@@ -183,7 +184,7 @@ func (s *Syncer) sync(ctx context.Context, client *http.Client, wait time.Durati
 	default:
 		s.Metrics.syncResult("http_error")
 		body, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
-		return false, fmt.Errorf("sync bundle from %s: status %d: %s", s.TrainerURL, resp.StatusCode, strings.TrimSpace(string(body)))
+		return false, fmt.Errorf("sync bundle from %s: status %d: %s", s.trainer(), resp.StatusCode, strings.TrimSpace(string(body)))
 	}
 	var (
 		swapped bool
@@ -206,16 +207,16 @@ func (s *Syncer) load(body io.Reader) (bool, error) {
 	data, err := io.ReadAll(io.LimitReader(body, maxBundleBytes+1))
 	if err != nil {
 		s.Metrics.syncResult("unreachable")
-		return false, fmt.Errorf("sync bundle from %s: read: %w", s.TrainerURL, err)
+		return false, fmt.Errorf("sync bundle from %s: read: %w", s.trainer(), err)
 	}
 	if len(data) > maxBundleBytes {
 		s.Metrics.syncResult("refused")
-		return false, fmt.Errorf("sync bundle from %s: larger than %d bytes", s.TrainerURL, maxBundleBytes)
+		return false, fmt.Errorf("sync bundle from %s: larger than %d bytes", s.trainer(), maxBundleBytes)
 	}
 	b, err := model.Decode(data, s.SigningKey)
 	if err != nil {
 		s.Metrics.syncResult("refused")
-		return false, fmt.Errorf("sync bundle from %s: refused: %w", s.TrainerURL, err)
+		return false, fmt.Errorf("sync bundle from %s: refused: %w", s.trainer(), err)
 	}
 	pub := &model.Published{Bundle: b, Encoded: data}
 	prev, swapped := s.Predictor.swap(pub, time.Now().UTC())
@@ -223,7 +224,7 @@ func (s *Syncer) load(body io.Reader) (bool, error) {
 		if prev != nil && prev.Bundle.Checksum != b.Checksum {
 			s.Metrics.syncResult("stale")
 			s.logger().Warn("the trainer serves an older bundle of the lineage in service; keeping the newer",
-				"trainer", s.TrainerURL, "epoch", b.Epoch, "version", b.Version, "serving", prev.Bundle.Version)
+				"trainer", s.trainer(), "epoch", b.Epoch, "version", b.Version, "serving", prev.Bundle.Version)
 		} else {
 			s.Metrics.syncResult("ok")
 		}
@@ -238,7 +239,7 @@ func (s *Syncer) load(body io.Reader) (bool, error) {
 	if newLineage {
 		s.Metrics.epochChanged()
 		s.logger().Warn("the trainer started a new bundle lineage (its bundles were wiped, or it is another trainer); following it",
-			"trainer", s.TrainerURL, "epoch", b.Epoch, "version", b.Version,
+			"trainer", s.trainer(), "epoch", b.Epoch, "version", b.Version,
 			"previous_epoch", prev.Bundle.Epoch, "previous_version", prev.Bundle.Version)
 	}
 	s.logger().Info("serving new bundle", "epoch", b.Epoch, "version", b.Version, "checksum", b.Checksum[:12])
@@ -263,6 +264,25 @@ func (s *Syncer) keep(v uint64, data []byte, newLineage bool) {
 	if err := prune(); err != nil {
 		s.logger().Warn("pruning local bundles failed", "error", err)
 	}
+}
+
+// trainer is TrainerURL as logs and errors may show it.
+func (s *Syncer) trainer() string { return RedactedURL(s.TrainerURL) }
+
+// RedactedURL is raw as a status page or a log may show it: with the user
+// information (a password, or a token given as the user name) replaced
+// by "redacted", which the HTTP client still sends as basic-auth
+// credentials. A URL that does not parse is shown as "(unparsable URL)":
+// where its credentials end cannot be known.
+func RedactedURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "(unparsable URL)"
+	}
+	if u.User != nil {
+		u.User = url.User("redacted")
+	}
+	return u.String()
 }
 
 func (s *Syncer) logger() *slog.Logger {

@@ -4,11 +4,13 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -342,4 +344,59 @@ func TestRunAnswersLongPollsWhenDraining(t *testing.T) {
 	if d := time.Since(start); d > 10*time.Second {
 		t.Errorf("shutdown took %v", d)
 	}
+}
+
+// A trainer URL's user information (basic-auth credentials, or a token
+// given as the user name) is sent to the trainer and never shown: not by
+// the open root, not by /status, not by the dashboard page, not in the
+// log, whether the trainer answers or not.
+func TestTrainerURLCredentialsNotShown(t *testing.T) {
+	var log strings.Builder
+	cfg := testConfig(t, false, true)
+	cfg.Predictor.TrainerURL = "http://sync-user:s3cret-pass@" + freeAddr(t)
+	cfg.Logger = slog.New(slog.NewTextHandler(&syncWriter{w: &log}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	svc, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	run(t, svc)
+	if _, err := svc.Sync(context.Background()); err == nil || strings.Contains(err.Error(), "s3cret") {
+		t.Errorf("sync with no trainer: %v, want an error without the password", err)
+	}
+	pages := map[string]string{}
+	for _, path := range []string{"/", "/status"} {
+		_, pages[path] = get(t, svc.PredictorURL()+path)
+	}
+	req, _ := http.NewRequest("GET", svc.PredictorURL()+"/", nil)
+	req.Header.Set("Accept", "text/html")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	pages["dashboard"] = string(page)
+	if !strings.Contains(pages["/"], "127.0.0.1") {
+		t.Errorf("root does not name the trainer at all: %s", pages["/"])
+	}
+	for name, body := range pages {
+		if strings.Contains(body, "s3cret") || strings.Contains(body, "sync-user") {
+			t.Errorf("%s shows the trainer URL's credentials: %s", name, body)
+		}
+	}
+	if strings.Contains(log.String(), "s3cret") {
+		t.Errorf("the log shows the trainer URL's password:\n%s", log.String())
+	}
+}
+
+// syncWriter serialises writes from the service's goroutines.
+type syncWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (s *syncWriter) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.Write(p)
 }
