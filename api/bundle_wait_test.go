@@ -23,6 +23,12 @@ type waitService struct {
 }
 
 func newWaitService(t *testing.T) *waitService {
+	return newWaitServiceWith(t, TrainerOptions{})
+}
+
+// newWaitServiceWith is newWaitService with opts; its Registry and
+// Draining are the service's own.
+func newWaitServiceWith(t *testing.T, opts TrainerOptions) *waitService {
 	t.Helper()
 	dir := t.TempDir()
 	db, err := store.Open(filepath.Join(dir, "samples.db"), store.Options{NoSync: true})
@@ -35,7 +41,8 @@ func newWaitService(t *testing.T) *waitService {
 		t.Fatal(err)
 	}
 	s := &waitService{service: &service{db: db, trainer: tr}, reg: prometheus.NewRegistry(), drain: make(chan struct{})}
-	s.trainerH = NewTrainerHandler(tr, db, TrainerOptions{Registry: s.reg, Draining: s.drain})
+	opts.Registry, opts.Draining = s.reg, s.drain
+	s.trainerH = NewTrainerHandler(tr, db, opts)
 	return s
 }
 
@@ -67,13 +74,21 @@ func (s *waitService) publish(t *testing.T) {
 // longPoll starts GET /model/bundle?wait=... and returns its recorder when
 // it completes.
 func (s *waitService) longPoll(wait, etag string) <-chan *httptest.ResponseRecorder {
+	return s.longPollFrom("192.0.2.1:1234", wait, etag)
+}
+
+// longPollFrom is longPoll from the client address addr (host:port).
+func (s *waitService) longPollFrom(addr, wait, etag string) <-chan *httptest.ResponseRecorder {
 	done := make(chan *httptest.ResponseRecorder, 1)
 	go func() {
-		header := []string{}
+		req := httptest.NewRequest("GET", "http://localhost:8000/model/bundle?wait="+wait, nil)
+		req.RemoteAddr = addr
 		if etag != "" {
-			header = []string{"If-None-Match", etag}
+			req.Header.Set("If-None-Match", etag)
 		}
-		done <- do(s.trainerH, "GET", "/model/bundle?wait="+wait, "", header...)
+		w := httptest.NewRecorder()
+		s.trainerH.ServeHTTP(w, req)
+		done <- w
 	}()
 	return done
 }
@@ -198,5 +213,48 @@ func TestBundleLongPollWakesForANewLineage(t *testing.T) {
 	}
 	if got := decode(t, do(wiped.trainerH, "GET", "/status", ""))["bundle_epoch"]; got != epoch {
 		t.Errorf("/status bundle_epoch %v, want %q", got, epoch)
+	}
+}
+
+// Held long polls are bounded per client address (whatever its port) and
+// in all. Past either bound a long poll is answered at once, 429 or 503,
+// with a detail naming the bound, a Retry-After and the connection closed,
+// so that refused clients hold no descriptor; a plain GET is never
+// refused, and room frees as held polls end.
+func TestBundleLongPollsAreBounded(t *testing.T) {
+	s := newWaitServiceWith(t, TrainerOptions{MaxBundleWatchers: 3, MaxBundleWatchersPerClient: 2})
+	s.publish(t)
+	etag := do(s.trainerH, "GET", "/model/bundle", "").Header().Get("ETag")
+	held := []<-chan *httptest.ResponseRecorder{
+		s.longPollFrom("10.0.0.1:1001", "50s", etag),
+		s.longPollFrom("10.0.0.1:1002", "50s", etag),
+	}
+	s.waitWatching(t, 2)
+	refused := func(w *httptest.ResponseRecorder, code int, says string) {
+		t.Helper()
+		if w.Code != code || !strings.Contains(w.Body.String(), says) || w.Header().Get("Retry-After") == "" ||
+			w.Header().Get("Connection") != "close" {
+			t.Errorf("refused long poll: %d %s, Retry-After %q, Connection %q; want %d saying %q, a Retry-After and close",
+				w.Code, w.Body, w.Header().Get("Retry-After"), w.Header().Get("Connection"), code, says)
+		}
+	}
+	refused(result(t, s.longPollFrom("10.0.0.1:1003", "50s", etag)), 429, "2 long polls from 10.0.0.1")
+	if w := do(s.trainerH, "GET", "/model/bundle", "", "If-None-Match", etag); w.Code != 304 {
+		t.Errorf("a plain GET beside the held polls: %d, want 304", w.Code)
+	}
+	held = append(held, s.longPollFrom("10.0.0.2:1001", "50s", etag))
+	s.waitWatching(t, 3)
+	refused(result(t, s.longPollFrom("10.0.0.3:1001", "50s", etag)), 503, "3 long polls held")
+
+	s.publish(t) // every held poll gets the new bundle; their places are free
+	for _, h := range held {
+		if w := result(t, h); w.Code != 200 {
+			t.Errorf("held poll at publication: %d", w.Code)
+		}
+	}
+	etag = do(s.trainerH, "GET", "/model/bundle", "").Header().Get("ETag")
+	again := s.longPollFrom("10.0.0.1:1003", "20ms", etag)
+	if w := result(t, again); w.Code != 304 {
+		t.Errorf("a long poll once the others ended: %d, want 304 after its wait", w.Code)
 	}
 }

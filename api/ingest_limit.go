@@ -123,7 +123,7 @@ func clientAddress(c *gin.Context) string {
 // false when the address has its maximum; leave must follow a true return.
 func (l *clientLimiter) enter(c *gin.Context) bool {
 	addr := clientAddress(c)
-	if l.Enter(addr) {
+	if l.Enter(addr) == nil {
 		return true
 	}
 	c.Header("Retry-After", "1")

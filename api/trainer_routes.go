@@ -13,6 +13,7 @@ import (
 
 	"github.com/headroomhq/headroom/dashboard"
 	"github.com/headroomhq/headroom/features"
+	"github.com/headroomhq/headroom/internal/admission"
 	"github.com/headroomhq/headroom/internal/httpmetrics"
 	"github.com/headroomhq/headroom/model"
 	"github.com/headroomhq/headroom/predictor"
@@ -47,6 +48,11 @@ type TrainerOptions struct {
 	// MaxIngestPerClient (default 32) bounds the uploads one client
 	// address may have whose bodies are still arriving.
 	MaxIngestPerClient int
+	// MaxBundleWatchers (default DefaultMaxBundleWatchers) bounds the long
+	// polls for a new bundle (GET /model/bundle?wait=) held at once, and
+	// MaxBundleWatchersPerClient (default DefaultMaxBundleWatchersPerClient)
+	// those of one client address.
+	MaxBundleWatchers, MaxBundleWatchersPerClient int
 }
 
 type trainerServer struct {
@@ -55,10 +61,13 @@ type trainerServer struct {
 	opts    TrainerOptions
 	uploads *ingestLimiter
 	clients *clientLimiter
+	watches *admission.Clients // long polls held
 
 	ingested *prometheus.CounterVec
 	rejected prometheus.Counter
 	watchers prometheus.Gauge
+	// watchRefusals counts long polls refused by the watcher bounds.
+	watchRefusals prometheus.Counter
 }
 
 // NewTrainerHandler returns the training server's routes.
@@ -94,7 +103,18 @@ func newTrainerServer(t *trainer.Trainer, db *store.DB, opts TrainerOptions) (*t
 		Name: "headroom_bundle_watchers",
 		Help: "Bundle requests held open until a new version is published (GET /model/bundle?wait=): about one per predictor.",
 	})
-	opts.Registry.MustRegister(s.ingested, s.rejected, s.watchers)
+	s.watchRefusals = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "headroom_bundle_watchers_refused_total",
+		Help: "Bundle long polls answered at once with 429 or 503 because the bounds on held long polls (per client address, in all) were reached.",
+	})
+	opts.Registry.MustRegister(s.ingested, s.rejected, s.watchers, s.watchRefusals)
+	if opts.MaxBundleWatchers <= 0 {
+		opts.MaxBundleWatchers = DefaultMaxBundleWatchers
+	}
+	if opts.MaxBundleWatchersPerClient <= 0 {
+		opts.MaxBundleWatchersPerClient = DefaultMaxBundleWatchersPerClient
+	}
+	s.watches = admission.NewClients(opts.MaxBundleWatchersPerClient, opts.MaxBundleWatchers)
 	s.uploads = newIngestLimiter(opts.MaxConcurrentIngest, opts.MaxIngestBytes, opts.IngestWait, opts.Registry)
 	s.clients = newClientLimiter(opts.MaxIngestPerClient, opts.MaxIngestBytes)
 
@@ -239,7 +259,10 @@ func (s *trainerServer) bundle(c *gin.Context) {
 		return
 	}
 	inm := c.GetHeader("If-None-Match")
-	pub := s.awaitBundle(c.Request.Context(), inm, wait)
+	pub, ok := s.awaitBundle(c, inm, wait)
+	if !ok {
+		return
+	}
 	if pub == nil {
 		writeDetail(c, http.StatusNotFound, "no bundle published yet")
 		return

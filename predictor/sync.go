@@ -2,6 +2,7 @@ package predictor
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -9,6 +10,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -116,7 +118,13 @@ func (s *Syncer) watch(ctx context.Context, interval time.Duration) {
 		if ctx.Err() != nil {
 			return
 		}
+		var busy *busyError
 		switch {
+		case errors.As(err, &busy):
+			// The trainer holds as many long polls as it will: ask again
+			// when it says, never later than the next poll would.
+			s.logger().Debug("the trainer refused a long poll; the periodic poll continues", "trainer", s.trainer(), "error", err)
+			backoff = min(max(busy.retryAfter, errorBackoffMax), max(interval, errorBackoffMax))
 		case err != nil:
 			s.logger().Debug("bundle long poll failed; the periodic poll continues", "trainer", s.trainer(), "error", err)
 			backoff = min(max(2*backoff, errorBackoffMin), errorBackoffMax)
@@ -132,6 +140,29 @@ func (s *Syncer) watch(ctx context.Context, interval time.Duration) {
 		case <-time.After(jitter(backoff, 0.2)):
 		}
 	}
+}
+
+// busyError is a trainer's 429 or 503: it holds as many long polls (or
+// requests) as it will, and says when to ask again.
+type busyError struct {
+	status     int
+	detail     string
+	retryAfter time.Duration // 0 when the trainer did not say
+	trainer    string
+}
+
+func (e *busyError) Error() string {
+	return fmt.Sprintf("sync bundle from %s: status %d (busy, retry after %s): %s", e.trainer, e.status, e.retryAfter, e.detail)
+}
+
+// retryAfter reads a Retry-After header's delay in seconds; 0 when absent
+// or an HTTP date (which a trainer never sends).
+func retryAfter(v string) time.Duration {
+	n, err := strconv.Atoi(strings.TrimSpace(v))
+	if err != nil || n < 0 {
+		return 0
+	}
+	return time.Duration(min(n, 3600)) * time.Second
 }
 
 // jitter returns d scaled by a random factor in [1-f, 1+f).
@@ -181,6 +212,11 @@ func (s *Syncer) sync(ctx context.Context, client *http.Client, wait time.Durati
 		s.Metrics.syncResult("no_bundle")
 		return false, nil // the trainer has not published yet
 	case http.StatusOK:
+	case http.StatusTooManyRequests, http.StatusServiceUnavailable:
+		s.Metrics.syncResult("busy")
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+		return false, &busyError{status: resp.StatusCode, detail: strings.TrimSpace(string(body)),
+			retryAfter: retryAfter(resp.Header.Get("Retry-After")), trainer: s.trainer()}
 	default:
 		s.Metrics.syncResult("http_error")
 		body, _ := io.ReadAll(io.LimitReader(resp.Body, 512))

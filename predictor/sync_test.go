@@ -315,6 +315,42 @@ func TestSyncLongPollBacksOffFromATrainerThatDoesNotHold(t *testing.T) {
 	}
 }
 
+// A trainer that refuses long polls for its bounds (429 or 503 with a
+// Retry-After) is asked again when it says, not in the error backoff's
+// second: a refused fleet of predictors must not hammer it. Each refusal
+// is counted as busy.
+func TestSyncLongPollWaitsWhenTheTrainerIsBusy(t *testing.T) {
+	var longPolls atomic.Int32
+	pub := testPublished(t, 1, 100)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Query().Get("wait") != "" {
+			longPolls.Add(1)
+			w.Header().Set("Retry-After", "3")
+			http.Error(w, `{"detail":"16 long polls from 127.0.0.1 are held"}`, http.StatusTooManyRequests)
+			return
+		}
+		if r.Header.Get("If-None-Match") == pub.ETag() {
+			w.WriteHeader(http.StatusNotModified)
+			return
+		}
+		w.Header().Set("ETag", pub.ETag())
+		w.Write(pub.Encoded)
+	}))
+	defer srv.Close()
+	s, m, _ := newSyncer(t, srv.URL)
+	s.Interval = time.Hour
+	runSyncer(t, s)
+	polltest.Until(t, "the first bundle, by the periodic poll", 20*time.Second, func() bool { return serving(s.Predictor) == 1 })
+	polltest.Until(t, "a refused long poll", 20*time.Second, func() bool { return longPolls.Load() >= 1 })
+	time.Sleep(1500 * time.Millisecond)
+	if n := longPolls.Load(); n > 1 {
+		t.Errorf("%d long polls within 1.5 s of a refusal saying Retry-After: 3; want 1", n)
+	}
+	if got := testutil.ToFloat64(m.syncs.WithLabelValues("busy")); got < 1 {
+		t.Errorf("busy syncs counted: %v, want at least 1", got)
+	}
+}
+
 // A trainer whose bundles were wiped comes back on the same address and
 // publishes version 1 of a new lineage. The predictor, serving version 3 of
 // the old one, gets it through the long poll it holds (the periodic poll is

@@ -84,6 +84,11 @@ type TrainerConfig struct {
 	// are handled at once.
 	MaxConcurrentIngest int
 	MaxIngestBytes      int64
+	// MaxBundleWatchers long polls for a new bundle are held at once, at
+	// most MaxBundleWatchersPerClient of one client address
+	// (api.TrainerOptions).
+	MaxBundleWatchers          int
+	MaxBundleWatchersPerClient int
 	// Kind is the model composition, Params the boosting parameters.
 	// XGBoost runs the trees' fits (nil: linear models only). With
 	// SelfTune, Kind and Params are the first of the candidates each
@@ -151,11 +156,13 @@ func DefaultTrainerConfig() TrainerConfig {
 			HoldoutCapacity: 1000,
 			Scheme:          store.DefaultScheme(),
 		},
-		MaxConcurrentIngest: api.DefaultMaxConcurrentIngest,
-		MaxIngestBytes:      api.DefaultMaxIngestBytes,
-		SelfTune:            true,
-		Kind:                model.KindResidual,
-		Params:              xgboost.DefaultParams(),
+		MaxConcurrentIngest:        api.DefaultMaxConcurrentIngest,
+		MaxIngestBytes:             api.DefaultMaxIngestBytes,
+		MaxBundleWatchers:          api.DefaultMaxBundleWatchers,
+		MaxBundleWatchersPerClient: api.DefaultMaxBundleWatchersPerClient,
+		SelfTune:                   true,
+		Kind:                       model.KindResidual,
+		Params:                     xgboost.DefaultParams(),
 		XGBoost: &xgboost.CLI{Binary: "xgboost", Timeout: xgboost.DefaultTimeout, Nice: 10,
 			Idle: true, IdleGrace: xgboost.DefaultIdleGrace},
 		Nice: 10,
@@ -274,6 +281,12 @@ func (t *TrainerConfig) validate(dataDir string) []error {
 	}
 	if t.MaxIngestBytes < 1 {
 		bad("MaxIngestBytes", "%d: want at least 1", t.MaxIngestBytes)
+	}
+	if t.MaxBundleWatchers < 1 {
+		bad("MaxBundleWatchers", "%d: want at least 1", t.MaxBundleWatchers)
+	}
+	if t.MaxBundleWatchersPerClient < 1 {
+		bad("MaxBundleWatchersPerClient", "%d: want at least 1", t.MaxBundleWatchersPerClient)
 	}
 	switch t.Kind {
 	case model.KindLinear, model.KindLogTrees, model.KindResidual:

@@ -119,6 +119,7 @@ func (s *Service) buildTrainer() error {
 	handler := api.NewTrainerHandler(s.trainer, s.db, api.TrainerOptions{
 		Limits: c.Limits, Tokens: c.Tokens, Objective: c.Objective, Quantile: c.Quantile, Registry: reg,
 		AllowedHosts: c.AllowedHosts, MaxConcurrentIngest: t.MaxConcurrentIngest, MaxIngestBytes: t.MaxIngestBytes,
+		MaxBundleWatchers: t.MaxBundleWatchers, MaxBundleWatchersPerClient: t.MaxBundleWatchersPerClient,
 		Draining: s.draining,
 	})
 	if s.trainerSrv, err = listen("trainer", t.Listen, handler); err != nil {

@@ -164,6 +164,8 @@ func (f *trainerFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&f.cfg.StoreReset, "store-reset", false, "if the store file is corrupt or incompatible, move it aside and start empty")
 	fs.IntVar(&f.cfg.MaxConcurrentIngest, "max-concurrent-ingest", def.MaxConcurrentIngest, "training uploads handled at once (those waiting for the store share one commit); more wait briefly, then get 503")
 	fs.Int64Var(&f.cfg.MaxIngestBytes, "max-ingest-bytes", def.MaxIngestBytes, "request-body bytes of the training uploads handled at once (an upload without Content-Length counts as --max-body-bytes)")
+	fs.IntVar(&f.cfg.MaxBundleWatchers, "max-bundle-watchers", def.MaxBundleWatchers, "long polls for a new bundle (GET /model/bundle?wait=, one per predictor) held at once; more get 503 at once and poll instead")
+	fs.IntVar(&f.cfg.MaxBundleWatchersPerClient, "max-bundle-watchers-per-client", def.MaxBundleWatchersPerClient, "long polls for a new bundle one client address may hold; more get 429 at once")
 	fs.StringVar(&f.xgb.Binary, "xgboost-bin", def.XGBoost.Binary, "xgboost CLI binary")
 	fs.DurationVar(&f.xgb.Timeout, "xgboost-timeout", def.XGBoost.Timeout, "longest one xgboost training run may take")
 	fs.BoolVar(&f.xgb.Idle, "train-idle", def.XGBoost.Idle, "run xgboost in Linux's idle scheduling class, on CPU time nothing else wants, once the target has a model; a run starved for --train-idle-grace runs again at --train-nice")
@@ -258,36 +260,38 @@ func parseFlags(fs *flag.FlagSet, args []string) error {
 // flagNames are the flags behind service.Config's settings, for errors
 // the operator can act on.
 var flagNames = map[string]string{
-	"DataDir":                       "--data-dir",
-	"Objective":                     "--objective",
-	"Quantile":                      "--quantile",
-	"SigningKey":                    "--signing-key-file",
-	"Limits.MaxBodyBytes":           "--max-body-bytes",
-	"Limits.MaxRows":                "--max-rows",
-	"Limits.MaxPairCandidates":      "--max-pair-candidates",
-	"ShutdownGrace":                 "--shutdown-grace",
-	"Trainer.Listen":                "--trainer-listen",
-	"Trainer.RetrainInterval":       "--retrain-interval",
-	"Trainer.MinSamples":            "--min-samples",
-	"Trainer.MinSamplesFresh":       "--min-samples-fresh",
-	"Trainer.MaxTrainRows":          "--max-train-rows",
-	"Trainer.KVBytesPerToken":       "--kv-bytes-per-token",
-	"Trainer.Store.BucketCapacity":  "--bucket-capacity",
-	"Trainer.Store.HoldoutFraction": "--holdout-fraction",
-	"Trainer.Store.HoldoutCapacity": "--holdout-capacity",
-	"Trainer.MaxConcurrentIngest":   "--max-concurrent-ingest",
-	"Trainer.MaxIngestBytes":        "--max-ingest-bytes",
-	"Trainer.Kind":                  "--model-kind",
-	"Trainer.Params":                "", // the problem names the parameter
-	"Trainer.Nice":                  "--train-nice",
-	"Trainer.XGBoost.Timeout":       "--xgboost-timeout",
-	"Trainer.XGBoost.Nice":          "--train-nice",
-	"Trainer.XGBoost.IdleGrace":     "--train-idle-grace",
-	"Predictor.Listen":              "--predictor-listen",
-	"Predictor.TrainerURL":          "--trainer-url",
-	"Predictor.SyncInterval":        "--sync-interval",
-	"Predictor.SyncNice":            "--sync-nice",
-	"Predictor.BundleFile":          "--bundle-file",
+	"DataDir":                            "--data-dir",
+	"Objective":                          "--objective",
+	"Quantile":                           "--quantile",
+	"SigningKey":                         "--signing-key-file",
+	"Limits.MaxBodyBytes":                "--max-body-bytes",
+	"Limits.MaxRows":                     "--max-rows",
+	"Limits.MaxPairCandidates":           "--max-pair-candidates",
+	"ShutdownGrace":                      "--shutdown-grace",
+	"Trainer.Listen":                     "--trainer-listen",
+	"Trainer.RetrainInterval":            "--retrain-interval",
+	"Trainer.MinSamples":                 "--min-samples",
+	"Trainer.MinSamplesFresh":            "--min-samples-fresh",
+	"Trainer.MaxTrainRows":               "--max-train-rows",
+	"Trainer.KVBytesPerToken":            "--kv-bytes-per-token",
+	"Trainer.Store.BucketCapacity":       "--bucket-capacity",
+	"Trainer.Store.HoldoutFraction":      "--holdout-fraction",
+	"Trainer.Store.HoldoutCapacity":      "--holdout-capacity",
+	"Trainer.MaxConcurrentIngest":        "--max-concurrent-ingest",
+	"Trainer.MaxIngestBytes":             "--max-ingest-bytes",
+	"Trainer.MaxBundleWatchers":          "--max-bundle-watchers",
+	"Trainer.MaxBundleWatchersPerClient": "--max-bundle-watchers-per-client",
+	"Trainer.Kind":                       "--model-kind",
+	"Trainer.Params":                     "", // the problem names the parameter
+	"Trainer.Nice":                       "--train-nice",
+	"Trainer.XGBoost.Timeout":            "--xgboost-timeout",
+	"Trainer.XGBoost.Nice":               "--train-nice",
+	"Trainer.XGBoost.IdleGrace":          "--train-idle-grace",
+	"Predictor.Listen":                   "--predictor-listen",
+	"Predictor.TrainerURL":               "--trainer-url",
+	"Predictor.SyncInterval":             "--sync-interval",
+	"Predictor.SyncNice":                 "--sync-nice",
+	"Predictor.BundleFile":               "--bundle-file",
 }
 
 // runService starts the service cfg describes and serves until ctx ends.

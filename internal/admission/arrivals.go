@@ -3,7 +3,6 @@ package admission
 import (
 	"errors"
 	"io"
-	"sync"
 	"sync/atomic"
 )
 
@@ -17,19 +16,17 @@ var ErrArrivingFull = errors.New("the uploads arriving at once hold the most bod
 // sending large bodies at full speed would hold gigabytes before a Queue
 // admitted any of them (maxBytes, in total). A body that would pass the
 // byte bound fails at once; a slow one holds only what it has sent.
+// Enter and Leave count the bodies per address (Clients).
 type Arrivals struct {
-	maxPerClient int
-	maxBytes     int64
-	arriving     atomic.Int64 // bytes received by bodies still arriving
-
-	mu sync.Mutex
-	n  map[string]int // only addresses with bodies arriving
+	*Clients
+	maxBytes int64
+	arriving atomic.Int64 // bytes received by bodies still arriving
 }
 
 // NewArrivals returns a bound of maxPerClient bodies arriving from one
 // address and maxBytes arriving in all. Both must be positive.
 func NewArrivals(maxPerClient int, maxBytes int64) *Arrivals {
-	return &Arrivals{maxPerClient: maxPerClient, maxBytes: maxBytes, n: map[string]int{}}
+	return &Arrivals{Clients: NewClients(maxPerClient, 0), maxBytes: maxBytes}
 }
 
 // MaxPerClient returns the per-address bound.
@@ -37,27 +34,6 @@ func (a *Arrivals) MaxPerClient() int { return a.maxPerClient }
 
 // Arriving returns the bytes that bodies still arriving hold.
 func (a *Arrivals) Arriving() int64 { return a.arriving.Load() }
-
-// Enter counts one more body arriving from addr, or returns false when addr
-// has its maximum. Leave must follow a true return.
-func (a *Arrivals) Enter(addr string) bool {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.n[addr] >= a.maxPerClient {
-		return false
-	}
-	a.n[addr]++
-	return true
-}
-
-// Leave ends a body's count against addr.
-func (a *Arrivals) Leave(addr string) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.n[addr]--; a.n[addr] <= 0 {
-		delete(a.n, addr)
-	}
-}
 
 // Meter returns body charging the bytes read from it to the arriving
 // total, and the function that gives them back once the body is done with.

@@ -10,18 +10,18 @@ import (
 func TestArrivalsPerClient(t *testing.T) {
 	a := NewArrivals(2, 100)
 	for i := range 2 {
-		if !a.Enter("10.0.0.1") {
+		if a.Enter("10.0.0.1") != nil {
 			t.Fatalf("body %d of 2 from one address refused", i+1)
 		}
 	}
-	if a.Enter("10.0.0.1") {
+	if a.Enter("10.0.0.1") == nil {
 		t.Fatal("a third body from one address admitted; the bound is 2")
 	}
-	if !a.Enter("10.0.0.2") {
+	if a.Enter("10.0.0.2") != nil {
 		t.Fatal("another address refused while the first had its maximum")
 	}
 	a.Leave("10.0.0.1")
-	if !a.Enter("10.0.0.1") {
+	if a.Enter("10.0.0.1") != nil {
 		t.Fatal("the address refused after one of its bodies left")
 	}
 	a.Leave("10.0.0.1")
