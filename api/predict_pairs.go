@@ -40,16 +40,29 @@ func (s *predictorServer) predictPairs(c *gin.Context) {
 	if !checkContentType(c) {
 		return
 	}
-	body, release, ok := readBodyOrFail(c, s.opts.Limits)
+	buf, arrived, ok := s.limit.receive(c, s.opts.Limits)
 	if !ok {
 		return
 	}
-	req, errs := wire.DecodePairsRequest(body, s.opts.Limits.MaxPairCandidates)
-	release()
+	req, errs := wire.DecodePairsRequest(*buf, s.opts.Limits.MaxPairCandidates)
+	bodyLen := len(*buf)
+	putBody(buf)
 	if len(errs) > 0 {
+		arrived.done()
 		writeValidation(c, errs)
 		return
 	}
+	if !checkPairs(c, &req, s.opts.Limits.MaxPairs, s.opts.PairsK) {
+		arrived.done()
+		return
+	}
+	nPairs := len(req.Prefill) * len(req.Decode)
+	t, ok := s.limit.admit(c, pairsCost(bodyLen, nPairs, len(req.Decode), req.K), nPairs)
+	arrived.done()
+	if !ok {
+		return
+	}
+	defer t.release()
 	pub, loadedAt := s.p.Current()
 	if pub == nil {
 		s.pairsNotReady(c)
@@ -86,7 +99,8 @@ func (s *predictorServer) predictPairs(c *gin.Context) {
 	var tsBuf, qBuf [40]byte
 	meta := s.meta(loadedAt, now, tsBuf[:0], qBuf[:0])
 	*op = wire.AppendPairsResponse(*op, &req, &res.PairsRanking, &meta, msSince(start, now))
-	writeJSONBody(c, *op)
+	t.computed()
+	s.writeJSONBody(c, *op)
 	s.outPool.Put(op)
 }
 

@@ -36,11 +36,25 @@ type PredictorOptions struct {
 	// Registry receives the server's metrics and is served on /metrics.
 	Registry *prometheus.Registry
 	Now      func() time.Time
+	// MaxConcurrentPredictions (default DefaultMaxConcurrentPredictions)
+	// and MaxPredictBytes (default DefaultMaxPredictBytes) bound the
+	// prediction requests in progress and the bytes they hold, by
+	// estimate; MaxLargePredictions (default: every core but one) those
+	// computing over largeWork rows or pairs. A request that finds no
+	// room within PredictWait (default DefaultPredictWait) gets 503.
+	MaxConcurrentPredictions int
+	MaxPredictBytes          int64
+	MaxLargePredictions      int
+	PredictWait              time.Duration
+	// PairsK (default DefaultPairsK) is the pairs /predict/pairs returns
+	// to a request that does not say.
+	PairsK int
 }
 
 type predictorServer struct {
-	p    *predictor.Predictor
-	opts PredictorOptions
+	p     *predictor.Predictor
+	opts  PredictorOptions
+	limit *predictLimiter
 
 	rowsPool  *bufpool.Pool[features.Row]
 	predsPool *bufpool.Pool[wire.Prediction]
@@ -70,7 +84,11 @@ func NewPredictorHandler(p *predictor.Predictor, opts PredictorOptions) http.Han
 	if opts.TrainerURL != "" {
 		opts.TrainerURL = predictor.RedactedURL(opts.TrainerURL)
 	}
-	s := &predictorServer{p: p, opts: opts}
+	if opts.PairsK <= 0 {
+		opts.PairsK = DefaultPairsK
+	}
+	limit := newPredictLimiter(&opts, opts.Registry)
+	s := &predictorServer{p: p, opts: opts, limit: limit}
 	// Large means more than a router caller's 100 rows several times over;
 	// the largest kept is a 20,000-row request's (~2, 2 and 8 MB).
 	s.rowsPool = bufpool.New[features.Row](1024, 20000)
@@ -111,19 +129,23 @@ func NewPredictorHandler(p *predictor.Predictor, opts PredictorOptions) http.Han
 	return r
 }
 
-// pooled holds one request's pooled slices; give it back with put.
+// pooled holds one request's pooled slices and its place under the
+// bounds; give them back with put, once the answer is written.
 type pooled struct {
 	rows  *[]features.Row
 	preds *[]wire.Prediction
+	// ticket is the request's place under the bounds (predictLimiter).
+	ticket ticket
 }
 
-func (s *predictorServer) put(p pooled) {
+func (s *predictorServer) put(p *pooled) {
 	if p.rows != nil {
 		s.rowsPool.Put(p.rows)
 	}
 	if p.preds != nil {
 		s.predsPool.Put(p.preds)
 	}
+	p.ticket.release()
 }
 
 // rowBytes is a little less than a router's row takes in JSON (~250 bytes;
@@ -133,25 +155,31 @@ func (s *predictorServer) put(p pooled) {
 const rowBytes = 192
 
 // predictRows decodes a bulk body and predicts it, returning pooled slices
-// the caller must give back with s.put(pool) when ok. preds is nil when no
+// the caller must give back with s.put(&pool) when ok. preds is nil when no
 // model is loaded. Nothing here allocates once the pools are warm.
 func (s *predictorServer) predictRows(c *gin.Context, clamp bool) (rows []features.Row, preds []wire.Prediction, loadedAt time.Time, pool pooled, ok bool) {
 	if !checkContentType(c) {
 		return nil, nil, time.Time{}, pooled{}, false
 	}
-	buf, err := readBodyBuffer(c, s.opts.Limits)
-	if err != nil {
-		putBody(buf)
-		writeBodyError(c, err, s.opts.Limits.MaxBodyBytes)
+	buf, arrived, ok := s.limit.receive(c, s.opts.Limits)
+	if !ok {
 		return nil, nil, time.Time{}, pooled{}, false
 	}
 	pool.rows = s.rowsPool.Get(min(len(*buf)/rowBytes+1, s.opts.Limits.MaxRows))
 	decoded, clamped, errs := wire.DecodeBulkPredictRequest(*buf, s.opts.Limits.MaxRows, clamp, *pool.rows)
+	bodyLen := len(*buf)
 	putBody(buf)
 	*pool.rows = decoded
 	if len(errs) > 0 {
-		s.put(pool)
+		arrived.done()
+		s.put(&pool)
 		writeValidation(c, errs)
+		return nil, nil, time.Time{}, pooled{}, false
+	}
+	pool.ticket, ok = s.limit.admit(c, bulkCost(bodyLen, len(decoded)), len(decoded))
+	arrived.done()
+	if !ok {
+		s.put(&pool)
 		return nil, nil, time.Time{}, pooled{}, false
 	}
 	if clamped > 0 {
@@ -161,7 +189,7 @@ func (s *predictorServer) predictRows(c *gin.Context, clamp bool) (rows []featur
 	pool.preds = s.predsPool.Get(len(decoded))
 	*pool.preds = (*pool.preds)[:len(decoded)]
 	preds = *pool.preds
-	loadedAt, err = s.p.Predict(decoded, preds)
+	loadedAt, err := s.p.Predict(decoded, preds)
 	if err != nil {
 		return decoded, nil, time.Time{}, pool, true
 	}
@@ -175,13 +203,13 @@ func (s *predictorServer) bulkStrict(c *gin.Context) {
 	if !ok {
 		return
 	}
-	defer s.put(pool)
+	defer s.put(&pool)
 	if preds == nil {
 		s.notReady.WithLabelValues("/predict/bulk/strict").Inc()
 		writeDetail(c, http.StatusServiceUnavailable, "Models not ready")
 		return
 	}
-	s.writeBulk(c, preds, loadedAt, start)
+	s.writeBulk(c, preds, loadedAt, start, &pool.ticket)
 }
 
 // bulk is the partial-failure flavour: always 200, nulls where a row failed.
@@ -191,7 +219,7 @@ func (s *predictorServer) bulk(c *gin.Context) {
 	if !ok {
 		return
 	}
-	defer s.put(pool)
+	defer s.put(&pool)
 	if preds == nil {
 		s.notReady.WithLabelValues("/predict/bulk").Inc()
 		type rowError struct {
@@ -211,14 +239,15 @@ func (s *predictorServer) bulk(c *gin.Context) {
 		})
 		return
 	}
-	s.writeBulk(c, preds, loadedAt, start)
+	s.writeBulk(c, preds, loadedAt, start, &pool.ticket)
 }
 
 // jsonContentType is shared by every response: net/http only reads header
 // values, and a fresh []string per response would be an allocation.
 var jsonContentType = []string{"application/json"}
 
-func (s *predictorServer) writeBulk(c *gin.Context, preds []wire.Prediction, loadedAt, start time.Time) {
+// writeBulk answers preds, giving back t's CPU slot once they are encoded.
+func (s *predictorServer) writeBulk(c *gin.Context, preds []wire.Prediction, loadedAt, start time.Time, t *ticket) {
 	// Room for the whole answer at once rather than a doubling series (a
 	// 10,000-row answer is ~4 MB; the copies showed in profiles).
 	op := s.outPool.Get(len(preds)*wire.BytesPerPrediction + 256)
@@ -226,14 +255,17 @@ func (s *predictorServer) writeBulk(c *gin.Context, preds []wire.Prediction, loa
 	var tsBuf, qBuf [40]byte
 	meta := s.meta(loadedAt, now, tsBuf[:0], qBuf[:0])
 	*op = wire.AppendBulkResponse(*op, preds, &meta, msSince(start, now))
-	writeJSONBody(c, *op)
+	t.computed()
+	s.writeJSONBody(c, *op)
 	s.outPool.Put(op)
 }
 
-// writeJSONBody answers 200 with body. Content-Length is set so the
-// response goes out in one piece: net/http otherwise switches to chunked
-// encoding past 2 KB (ten predictions).
-func writeJSONBody(c *gin.Context, body []byte) {
+// writeJSONBody answers 200 with body, a large one within the write
+// deadline of limitWrite. Content-Length is set so the response goes out
+// in one piece: net/http otherwise switches to chunked encoding past 2 KB
+// (ten predictions).
+func (s *predictorServer) writeJSONBody(c *gin.Context, body []byte) {
+	limitWrite(c, s.opts.Limits, len(body))
 	h := c.Writer.Header()
 	h["Content-Type"] = jsonContentType
 	h["Content-Length"] = []string{strconv.Itoa(len(body))}
@@ -245,16 +277,24 @@ func (s *predictorServer) single(c *gin.Context) {
 	if !checkContentType(c) {
 		return
 	}
-	body, release, ok := readBodyOrFail(c, s.opts.Limits)
+	buf, arrived, ok := s.limit.receive(c, s.opts.Limits)
 	if !ok {
 		return
 	}
-	row, errs := wire.DecodePredictRequest(body)
-	release()
+	row, errs := wire.DecodePredictRequest(*buf)
+	bodyLen := len(*buf)
+	putBody(buf)
 	if len(errs) > 0 {
+		arrived.done()
 		writeValidation(c, errs)
 		return
 	}
+	t, ok := s.limit.admit(c, bulkCost(bodyLen, 1), 1)
+	arrived.done()
+	if !ok {
+		return
+	}
+	defer t.release()
 	var pred [1]wire.Prediction
 	loadedAt, err := s.p.Predict([]features.Row{row}, pred[:])
 	if err != nil {
@@ -264,7 +304,7 @@ func (s *predictorServer) single(c *gin.Context) {
 	}
 	var tsBuf, qBuf [40]byte
 	meta := s.meta(loadedAt, s.opts.Now(), tsBuf[:0], qBuf[:0])
-	writeJSONBody(c, wire.AppendPrediction(nil, &pred[0], &meta))
+	s.writeJSONBody(c, wire.AppendPrediction(nil, &pred[0], &meta))
 }
 
 // meta is what every prediction object repeats, encoded into the two

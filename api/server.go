@@ -28,8 +28,10 @@ type Limits struct {
 	MaxEntries   int   // entries per ingest request, default 100,000
 	// MaxPairCandidates is the most prefill, and the most decode,
 	// candidates one /predict/pairs request may name; default
-	// wire.DefaultMaxPairCandidates.
+	// wire.DefaultMaxPairCandidates. MaxPairs (default DefaultMaxPairs)
+	// is the most pairs, prefill × decode, it may rank.
 	MaxPairCandidates int
+	MaxPairs          int
 	// A request body must arrive at MinBodyRate bytes a second on average
 	// once BodyGrace has passed since its reading began (defaults 64 KiB/s
 	// and 5 s): a 64 MiB body has 17 minutes, a 1 MB body 20 s, a body
@@ -57,6 +59,9 @@ func (l *Limits) setDefaults() {
 	}
 	if l.MaxPairCandidates <= 0 {
 		l.MaxPairCandidates = wire.DefaultMaxPairCandidates
+	}
+	if l.MaxPairs <= 0 {
+		l.MaxPairs = DefaultMaxPairs
 	}
 }
 
@@ -244,6 +249,7 @@ func writeBodyError(c *gin.Context, err error, limit int64) {
 		writeDetail(c, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body larger than %d bytes", limit))
 	case errors.Is(err, admission.ErrArrivingFull):
 		c.Header("Retry-After", "1")
+		c.Header("Connection", "close") // the body may be unread
 		writeDetail(c, http.StatusServiceUnavailable, err.Error()+"; nothing from this request was stored, retry later")
 	case errors.Is(err, errBodyTooSlow):
 		c.Header("Connection", "close")

@@ -51,6 +51,10 @@ type Config struct {
 	// Limits bound one request; both must be positive (MaxEntries 0 takes
 	// api's default).
 	Limits api.Limits
+	// MaxConnections is the connections each server keeps open at most
+	// (0: the process's descriptor limit, less a reserve, shared by its
+	// servers); past it, the oldest not serving a request is closed.
+	MaxConnections int
 	// ShutdownGrace bounds each step of Run's shutdown: draining in-flight
 	// requests, then stopping the retrain and sync loops.
 	ShutdownGrace time.Duration
@@ -127,16 +131,26 @@ type PredictorConfig struct {
 	BundleFile string
 	// Client fetches bundles (nil: a client with a 10 s timeout).
 	Client *http.Client
+	// MaxConcurrentPredictions requests, holding MaxPredictBytes bytes by
+	// estimate, are handled at once, MaxLargePredictions of them computing
+	// over 512 rows or pairs (0: every core but one); PairsK pairs are
+	// returned to a /predict/pairs request that does not say
+	// (api.PredictorOptions).
+	MaxConcurrentPredictions int
+	MaxPredictBytes          int64
+	MaxLargePredictions      int
+	PairsK                   int
 }
 
 // DefaultConfig is the service's configuration with neither role: add
 // DefaultTrainerConfig, DefaultPredictorConfig or both.
 func DefaultConfig() Config {
 	return Config{
-		DataDir:       "./data",
-		Objective:     predictor.Mean,
-		Quantile:      0.9,
-		Limits:        api.Limits{MaxBodyBytes: 64 << 20, MaxRows: 10000, MaxPairCandidates: wire.DefaultMaxPairCandidates},
+		DataDir:   "./data",
+		Objective: predictor.Mean,
+		Quantile:  0.9,
+		Limits: api.Limits{MaxBodyBytes: 64 << 20, MaxRows: 10000, MaxPairCandidates: wire.DefaultMaxPairCandidates,
+			MaxPairs: api.DefaultMaxPairs},
 		ShutdownGrace: 15 * time.Second,
 	}
 }
@@ -173,10 +187,13 @@ func DefaultTrainerConfig() TrainerConfig {
 // runs it without flags.
 func DefaultPredictorConfig() PredictorConfig {
 	return PredictorConfig{
-		Listen:       "127.0.0.1:8001",
-		TrainerURL:   "http://127.0.0.1:8000",
-		SyncInterval: 30 * time.Second,
-		SyncNice:     10,
+		Listen:                   "127.0.0.1:8001",
+		TrainerURL:               "http://127.0.0.1:8000",
+		SyncInterval:             30 * time.Second,
+		SyncNice:                 10,
+		MaxConcurrentPredictions: api.DefaultMaxConcurrentPredictions,
+		MaxPredictBytes:          api.DefaultMaxPredictBytes,
+		PairsK:                   api.DefaultPairsK,
 	}
 }
 
@@ -221,8 +238,14 @@ func (c *Config) Validate() error {
 	if c.Limits.MaxPairCandidates < 1 {
 		bad("Limits.MaxPairCandidates", "%d: want at least 1", c.Limits.MaxPairCandidates)
 	}
+	if c.Limits.MaxPairs < 1 {
+		bad("Limits.MaxPairs", "%d: want at least 1", c.Limits.MaxPairs)
+	}
 	if c.Limits.MaxEntries < 0 {
 		bad("Limits.MaxEntries", "%d: want 0 (default) or more", c.Limits.MaxEntries)
+	}
+	if c.MaxConnections < 0 {
+		bad("MaxConnections", "%d: want 0 (from the descriptor limit) or more", c.MaxConnections)
 	}
 	if c.ShutdownGrace <= 0 {
 		bad("ShutdownGrace", "%v: must be positive (in-flight requests would be cut off)", c.ShutdownGrace)
@@ -320,6 +343,18 @@ func (p *PredictorConfig) validate(withTrainer bool) []error {
 	}
 	if _, _, err := parseListen(p.Listen); err != nil {
 		bad("Listen", "%v", err)
+	}
+	if p.MaxConcurrentPredictions < 1 {
+		bad("MaxConcurrentPredictions", "%d: want at least 1", p.MaxConcurrentPredictions)
+	}
+	if p.MaxPredictBytes < 1<<20 {
+		bad("MaxPredictBytes", "%d: want at least 1 MiB (a 10-row request's answer is 5 KB, a 10,000-row one's 12 MB)", p.MaxPredictBytes)
+	}
+	if p.MaxLargePredictions < 0 {
+		bad("MaxLargePredictions", "%d: want 0 (every core but one) or more", p.MaxLargePredictions)
+	}
+	if p.PairsK < 1 {
+		bad("PairsK", "%d: want at least 1", p.PairsK)
 	}
 	if withTrainer {
 		// Settings that would be ignored are refused: whoever set them

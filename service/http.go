@@ -9,31 +9,37 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/headroomhq/headroom/api"
 )
 
 // server is one role's HTTP server on a listener bound by New.
 type server struct {
-	role string
-	ln   net.Listener
-	srv  *http.Server
+	role  string
+	ln    net.Listener
+	srv   *http.Server
+	conns *connLimit
 }
 
-// listen binds addr for role's handler. Timeouts are generous on idle
-// connections (the router's Go client keeps them 90 s) and strict on slow
-// request headers.
-func listen(role, addr string, handler http.Handler) (*server, error) {
+// listen binds addr for role's handler, keeping at most maxConns
+// connections open (connLimit), counted in reg. Timeouts are generous on
+// idle connections (the router's Go client keeps them 90 s) and strict on
+// slow request headers.
+func listen(role, addr string, handler http.Handler, maxConns int, reg prometheus.Registerer) (*server, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("%s listen %s: %w", role, addr, err)
 	}
-	return &server{role: role, ln: ln, srv: &http.Server{
+	conns := newConnLimit(maxConns, role, reg)
+	return &server{role: role, ln: ln, conns: conns, srv: &http.Server{
 		Handler:           handler,
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       60 * time.Second,
 		WriteTimeout:      60 * time.Second,
 		IdleTimeout:       120 * time.Second,
 		MaxHeaderBytes:    64 << 10,
+		ConnState:         conns.track,
 	}}, nil
 }
 

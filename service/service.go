@@ -122,7 +122,7 @@ func (s *Service) buildTrainer() error {
 		MaxBundleWatchers: t.MaxBundleWatchers, MaxBundleWatchersPerClient: t.MaxBundleWatchersPerClient,
 		Draining: s.draining,
 	})
-	if s.trainerSrv, err = listen("trainer", t.Listen, handler); err != nil {
+	if s.trainerSrv, err = listen("trainer", t.Listen, handler, s.maxConns(), reg); err != nil {
 		return err
 	}
 	s.log.Info("trainer ready", "data_dir", c.DataDir, "samples", s.db.Counts(), "retrain_interval", t.RetrainInterval)
@@ -139,7 +139,9 @@ func (s *Service) buildPredictor() error {
 	reg := newRegistry()
 	s.predMetrics = predictor.NewMetrics(reg)
 	s.predMetrics.WatchAge(s.pred)
-	opts := api.PredictorOptions{Limits: c.Limits, Tokens: c.Tokens, Registry: reg, AllowedHosts: c.AllowedHosts}
+	opts := api.PredictorOptions{Limits: c.Limits, Tokens: c.Tokens, Registry: reg, AllowedHosts: c.AllowedHosts,
+		MaxConcurrentPredictions: p.MaxConcurrentPredictions, MaxPredictBytes: p.MaxPredictBytes,
+		MaxLargePredictions: p.MaxLargePredictions, PairsK: p.PairsK}
 	if s.trainer != nil {
 		opts.TrainerURL = "in-process"
 		s.swapIn(s.trainer.Current()) // a bundle the trainer loaded from disk
@@ -158,10 +160,26 @@ func (s *Service) buildPredictor() error {
 		}
 		opts.TrainerURL, opts.SyncEvery, opts.Reload = p.TrainerURL, p.SyncInterval, s.syncer.SyncOnce
 	}
-	if s.predictorSrv, err = listen("predictor", p.Listen, api.NewPredictorHandler(s.pred, opts)); err != nil {
+	if s.predictorSrv, err = listen("predictor", p.Listen, api.NewPredictorHandler(s.pred, opts), s.maxConns(), reg); err != nil {
 		return err
 	}
 	return nil
+}
+
+// maxConns is the connections each server keeps open at most:
+// Config.MaxConnections, or the process's share of its descriptors.
+func (s *Service) maxConns() int {
+	if s.cfg.MaxConnections > 0 {
+		return s.cfg.MaxConnections
+	}
+	roles := 0
+	if s.cfg.Trainer != nil {
+		roles++
+	}
+	if s.cfg.Predictor != nil {
+		roles++
+	}
+	return defaultMaxConns(roles)
 }
 
 // openStore opens the sample store, moving a bad file aside when the

@@ -45,6 +45,7 @@ func (f *commonFlags) register(fs *flag.FlagSet) {
 	fs.Int64Var(&f.cfg.Limits.MaxBodyBytes, "max-body-bytes", def.Limits.MaxBodyBytes, "largest request body accepted")
 	fs.IntVar(&f.cfg.Limits.MaxRows, "max-rows", def.Limits.MaxRows, "most rows in one prediction request")
 	fs.IntVar(&f.cfg.Limits.MaxPairCandidates, "max-pair-candidates", def.Limits.MaxPairCandidates, "most prefill, and most decode, candidates in one /predict/pairs request")
+	fs.IntVar(&f.cfg.Limits.MaxPairs, "max-pairs", def.Limits.MaxPairs, "most pairs (prefill × decode candidates) one /predict/pairs request may rank; more get 422")
 	fs.Func("allowed-hosts", "comma-separated host names ingest, flush and reload may be addressed to when no write token is set, besides localhost and IP addresses (a DNS-rebinding page's name is refused)", func(v string) error {
 		for _, h := range strings.Split(v, ",") {
 			if h = strings.TrimSpace(h); h != "" {
@@ -53,6 +54,7 @@ func (f *commonFlags) register(fs *flag.FlagSet) {
 		}
 		return nil
 	})
+	fs.IntVar(&f.cfg.MaxConnections, "max-connections", 0, "connections each server keeps open; past it the oldest not serving a request is closed (0: the descriptor limit, less 64, shared by the servers)")
 	fs.DurationVar(&f.cfg.ShutdownGrace, "shutdown-grace", def.ShutdownGrace, "time to finish in-flight requests, then to stop retraining, on SIGTERM")
 }
 
@@ -215,6 +217,10 @@ type predictorFlags struct {
 func (f *predictorFlags) register(fs *flag.FlagSet, standalone bool) {
 	def := service.DefaultPredictorConfig()
 	fs.StringVar(&f.cfg.Listen, "predictor-listen", def.Listen, "address of the prediction server")
+	fs.IntVar(&f.cfg.MaxConcurrentPredictions, "max-concurrent-predictions", def.MaxConcurrentPredictions, "prediction requests handled at once (bodies arrived); more wait briefly, then get 503")
+	fs.Int64Var(&f.cfg.MaxPredictBytes, "max-predict-bytes", def.MaxPredictBytes, "bytes the prediction requests in progress may hold, by estimate (bodies, rows, answers until read); a quarter is kept for requests under 256 KiB, the router's; more wait briefly, then get 503")
+	fs.IntVar(&f.cfg.MaxLargePredictions, "max-large-predictions", def.MaxLargePredictions, "prediction requests over 512 rows or pairs computing at once (0: every core but one, so the router's small requests always find a core)")
+	fs.IntVar(&f.cfg.PairsK, "pairs-default-k", def.PairsK, "pairs, and no-split options, /predict/pairs returns when a request does not give k")
 	if standalone {
 		fs.StringVar(&f.cfg.TrainerURL, "trainer-url", def.TrainerURL, "training server to pull bundles from")
 		fs.DurationVar(&f.cfg.SyncInterval, "sync-interval", def.SyncInterval, "time between bundle polls")

@@ -32,8 +32,30 @@ func NewArrivals(maxPerClient int, maxBytes int64) *Arrivals {
 // MaxPerClient returns the per-address bound.
 func (a *Arrivals) MaxPerClient() int { return a.maxPerClient }
 
+// MaxBytes returns the bound on the bytes arriving.
+func (a *Arrivals) MaxBytes() int64 { return a.maxBytes }
+
 // Arriving returns the bytes that bodies still arriving hold.
 func (a *Arrivals) Arriving() int64 { return a.arriving.Load() }
+
+// Charge counts n bytes as arriving at once, for a body whose length is
+// known and small (so that metering it would cost more than it holds),
+// and reports whether they fit under the bound; Refund gives them back
+// after a true return.
+func (a *Arrivals) Charge(n int64) bool {
+	for {
+		cur := a.arriving.Load()
+		if cur+n > a.maxBytes {
+			return false
+		}
+		if a.arriving.CompareAndSwap(cur, cur+n) {
+			return true
+		}
+	}
+}
+
+// Refund gives back bytes Charge counted.
+func (a *Arrivals) Refund(n int64) { a.arriving.Add(-n) }
 
 // Meter returns body charging the bytes read from it to the arriving
 // total, and the function that gives them back once the body is done with.

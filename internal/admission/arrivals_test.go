@@ -58,3 +58,23 @@ func TestArrivalsByteBound(t *testing.T) {
 		t.Fatalf("a body of the whole bound once the others are done: %d bytes, %v", len(b), err)
 	}
 }
+
+// Charged bytes count against the bound as metered ones do.
+func TestArrivalsCharge(t *testing.T) {
+	a := NewArrivals(10, 100)
+	if !a.Charge(60) {
+		t.Fatal("60 of 100 bytes refused")
+	}
+	m, release := a.Meter(io.NopCloser(strings.NewReader(strings.Repeat("x", 50))))
+	if _, err := io.ReadAll(m); !errors.Is(err, ErrArrivingFull) {
+		t.Errorf("a metered body past the charged bytes: %v, want ErrArrivingFull", err)
+	}
+	release()
+	if a.Charge(41) {
+		t.Error("41 bytes charged beside 60 of 100")
+	}
+	a.Refund(60)
+	if a.Arriving() != 0 {
+		t.Errorf("arriving %d after the refund", a.Arriving())
+	}
+}

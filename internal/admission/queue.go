@@ -85,6 +85,20 @@ func (q *Queue) Reserve(ctx context.Context, n int64) (int64, bool) {
 	return 0, false
 }
 
+// TryReserve takes room for one unit of n bytes (clamped as Reserve
+// does) if it is free now and nobody waits for it, without waiting, and
+// without allocating.
+func (q *Queue) TryReserve(n int64) (int64, bool) {
+	n = min(max(n, 0), q.maxBytes)
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if len(q.queue) == 0 && q.fits(n) {
+		q.take(n)
+		return n, true
+	}
+	return 0, false
+}
+
 // Release gives back a reservation of n bytes and admits the waiters that
 // now fit.
 func (q *Queue) Release(n int64) {

@@ -110,3 +110,24 @@ func TestQueueReportsWaiters(t *testing.T) {
 		t.Error("an idle queue refused a unit whose context had ended; it needs no wait")
 	}
 }
+
+// TryReserve takes only free room, and not ahead of a waiter.
+func TestQueueTryReserve(t *testing.T) {
+	q := NewQueue(2, 10, nil)
+	if n, ok := q.TryReserve(6); !ok || n != 6 {
+		t.Fatalf("idle queue: %d, %v", n, ok)
+	}
+	if _, ok := q.TryReserve(6); ok {
+		t.Fatal("6 bytes beside 6 of 10 reserved")
+	}
+	done := make(chan bool)
+	go func() { _, ok := q.Reserve(context.Background(), 5); done <- ok }()
+	polltest.Until(t, "a waiter", 10*time.Second, func() bool { q.mu.Lock(); defer q.mu.Unlock(); return len(q.queue) == 1 })
+	if _, ok := q.TryReserve(1); ok {
+		t.Error("TryReserve overtook a waiter")
+	}
+	q.Release(6)
+	if !<-done {
+		t.Fatal("the waiter was refused")
+	}
+}

@@ -70,6 +70,9 @@ func (s *PairScorer) ScorePairs(req *sim.Request, prefill, decode []sim.PodState
 	s.req.KVBytesPerToken = s.KVBytesPerToken
 	s.req.Prefill = candidates(s.req.Prefill, req, "prefill", prefill)
 	s.req.Decode = candidates(s.req.Decode, req, "decode", decode)
+	// Every option: the router chooses among them all, by its own rule
+	// (the route returns DefaultPairsK of each unless asked).
+	s.req.K = max(len(prefill)*len(decode), len(decode))
 	s.body = wire.AppendPairsRequest(s.body[:0], &s.req)
 	ctx := s.ctx
 	if ctx == nil {
