@@ -9,5 +9,6 @@ func extraCommands() []command {
 		demoCommand(),
 		loadgenCommand(),
 		suiteCommand(),
+		abuseCommand(),
 	}
 }

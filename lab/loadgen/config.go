@@ -134,7 +134,7 @@ func (c Config) validate() error {
 	check(c.Timeout > 0, "timeout %v: want more than 0", c.Timeout)
 	check(c.Path == "/predict/bulk/strict" || c.Path == "/predict/bulk", "path %q: want /predict/bulk/strict or /predict/bulk", c.Path)
 	if c.Rate > 0 {
-		errs = append(errs, checkTarget("predictor URL", c.PredictorURL, c.AllowRemote))
+		errs = append(errs, CheckTarget("predictor URL", c.PredictorURL, c.AllowRemote))
 	}
 	if !c.GoClient {
 		for _, u := range []string{c.PredictorURL, c.TrainerURL} {
@@ -142,16 +142,16 @@ func (c Config) validate() error {
 		}
 	}
 	if c.IngestRate > 0 || c.TrainerURL != "" {
-		errs = append(errs, checkTarget("trainer URL", c.TrainerURL, c.AllowRemote))
+		errs = append(errs, CheckTarget("trainer URL", c.TrainerURL, c.AllowRemote))
 	}
 	return errors.Join(errs...)
 }
 
-// checkTarget accepts an http URL whose host is loopback: localhost or a
+// CheckTarget accepts an http URL whose host is loopback: localhost or a
 // loopback IP literal. Other names are refused even if they resolve to
 // loopback today, since what they resolve to can change between the check
 // and the run.
-func checkTarget(what, raw string, allowRemote bool) error {
+func CheckTarget(what, raw string, allowRemote bool) error {
 	if raw == "" {
 		return fmt.Errorf("%s: missing", what)
 	}
