@@ -20,7 +20,8 @@ import (
 // moment it is published instead of at their next poll; the poll stays as
 // the fallback (predictor.Syncer). "New" is by ETag, not by version: a
 // predictor holding v57 of a trainer whose bundles were since wiped is
-// answered with the new lineage's v1 (model.Supersedes takes it).
+// answered with the new lineage's v1 (model.CheckSuccessor takes it, since
+// the lineage began after v57 was made).
 
 // Defaults for TrainerOptions.MaxBundleWatchers and
 // MaxBundleWatchersPerClient. A predictor holds one long poll; a

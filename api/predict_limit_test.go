@@ -1,9 +1,11 @@
 package api
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -12,6 +14,8 @@ import (
 	"github.com/gin-gonic/gin"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/headroomhq/headroom/predictor"
 )
 
 // stalledWriter is a ResponseWriter whose Write blocks until released: a
@@ -206,4 +210,28 @@ func ginContext() (*gin.Context, *httptest.ResponseRecorder) {
 	c, _ := gin.CreateTestContext(w)
 	c.Request = httptest.NewRequest("POST", "http://localhost:8001/predict/pairs", nil)
 	return c, w
+}
+
+// POST /reload?accept_older=true is how an operator has a predictor take
+// a bundle older than the one it serves; anything else is a plain sync,
+// and a value that is not a boolean is refused.
+func TestReloadAcceptOlder(t *testing.T) {
+	var got []bool
+	p, _ := predictor.New(predictor.Mean, 0.9)
+	h := NewPredictorHandler(p, PredictorOptions{Reload: func(_ context.Context, acceptOlder bool) (bool, error) {
+		got = append(got, acceptOlder)
+		return false, nil
+	}})
+	for _, q := range []string{"", "?accept_older=true", "?accept_older=0"} {
+		if w := do(h, "POST", "/reload"+q, ""); w.Code != http.StatusOK {
+			t.Errorf("reload%s: %d %s", q, w.Code, w.Body)
+		}
+	}
+	if !slices.Equal(got, []bool{false, true, false}) {
+		t.Errorf("reloads asked %v, want [false true false]", got)
+	}
+	if w := do(h, "POST", "/reload?accept_older=please", ""); w.Code != http.StatusUnprocessableEntity ||
+		!strings.Contains(w.Body.String(), "accept_older") {
+		t.Errorf("accept_older=please: %d %s, want 422 naming it", w.Code, w.Body)
+	}
 }

@@ -30,9 +30,10 @@ type PredictorOptions struct {
 	AllowedHosts []string
 	TrainerURL   string // reported, without its credentials, in /status and /
 	SyncEvery    time.Duration
-	// Reload syncs with the trainer now (POST /reload); nil when the bundle
-	// comes from a trainer in the same process.
-	Reload func(ctx context.Context) (bool, error)
+	// Reload syncs with the trainer now (POST /reload), with acceptOlder
+	// (?accept_older=true) taking its bundle whatever its lineage and age;
+	// nil when the bundle comes from a trainer in the same process.
+	Reload func(ctx context.Context, acceptOlder bool) (bool, error)
 	// Registry receives the server's metrics and is served on /metrics.
 	Registry *prometheus.Registry
 	Now      func() time.Time
@@ -372,12 +373,17 @@ func (s *predictorServer) modelInfo(c *gin.Context) {
 }
 
 func (s *predictorServer) reload(c *gin.Context) {
+	acceptOlder, errs := wire.DecodeAcceptOlder(c.Query("accept_older"))
+	if len(errs) > 0 {
+		writeValidation(c, errs)
+		return
+	}
 	synced := false
 	if s.opts.Reload != nil {
 		ctx, cancel := context.WithTimeout(c.Request.Context(), 30*time.Second)
 		defer cancel()
 		var err error
-		if synced, err = s.opts.Reload(ctx); err != nil {
+		if synced, err = s.opts.Reload(ctx, acceptOlder); err != nil {
 			writeDetail(c, http.StatusInternalServerError, fmt.Sprintf("Error reloading models: %v", err))
 			return
 		}

@@ -2,6 +2,7 @@ package model
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -14,37 +15,69 @@ func TestNewEpoch(t *testing.T) {
 	if a == b {
 		t.Fatalf("two epochs of the same second are equal: %q", a)
 	}
-	if !strings.HasPrefix(a, "20261201T101538Z-") || len(a) != 33 {
-		t.Errorf("epoch %q: want the UTC start and 16 hex digits", a)
+	if !strings.HasPrefix(a, "20261201T101538.000Z-") || len(a) != 37 {
+		t.Errorf("epoch %q: want the UTC start to the millisecond and 16 hex digits", a)
 	}
 	if err := checkEpoch(a); err != nil {
 		t.Errorf("NewEpoch's %q refused: %v", a, err)
 	}
 }
 
-func TestSupersedes(t *testing.T) {
-	bundle := func(epoch string, v uint64, sum string) *Bundle {
-		return &Bundle{Epoch: epoch, Version: v, Checksum: sum}
+// A predictor moves only to a bundle that is current: never an older
+// version of its lineage, another lineage only once it shows it began
+// since the bundle in service was made, and nothing from the future.
+func TestCheckSuccessor(t *testing.T) {
+	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	hour := time.Hour
+	// A: a lineage begun at 10:00, its v57 made at 11:00. B: begun at 11:30
+	// (A's bundles wiped). O: begun at 09:00 (the lineage A replaced).
+	A, B, O := NewEpoch(now.Add(-2*hour)), NewEpoch(now.Add(-hour/2)), NewEpoch(now.Add(-3*hour))
+	bundle := func(epoch string, v uint64, made time.Time) *Bundle {
+		return &Bundle{Epoch: epoch, Version: v, CreatedAt: made, Checksum: fmt.Sprintf("%s/%d/%d", epoch, v, made.Unix())}
 	}
+	a57 := bundle(A, 57, now.Add(-hour))
+	legacy := bundle("", 57, now.Add(-hour))
 	for _, tt := range []struct {
 		name      string
 		next, cur *Bundle
-		want      bool
+		want      error
 	}{
-		{"first bundle", bundle("A", 1, "a1"), nil, true},
-		{"newer, same epoch", bundle("A", 58, "a58"), bundle("A", 57, "a57"), true},
-		{"same bundle", bundle("A", 57, "a57"), bundle("A", 57, "a57"), false},
-		{"older, same epoch", bundle("A", 56, "a56"), bundle("A", 57, "a57"), false},
-		{"same version, other content", bundle("A", 57, "a57b"), bundle("A", 57, "a57"), true},
-		{"new lineage at v1", bundle("B", 1, "b1"), bundle("A", 57, "a57"), true},
-		{"new lineage, higher", bundle("B", 60, "b60"), bundle("A", 57, "a57"), true},
-		{"older, no epochs", bundle("", 56, "x56"), bundle("", 57, "x57"), false},
-		{"newer, no epochs", bundle("", 58, "x58"), bundle("", 57, "x57"), true},
-		{"upgraded trainer stamps an epoch", bundle("A", 58, "a58"), bundle("", 57, "x57"), true},
-		{"wiped trainer of an older release", bundle("", 1, "x1"), bundle("A", 57, "a57"), true},
+		{"first bundle", bundle(A, 1, now.Add(-2*hour)), nil, nil},
+		{"newer, same epoch", bundle(A, 58, now), a57, nil},
+		{"same bundle", a57, a57, ErrSameBundle},
+		{"older, same epoch", bundle(A, 56, now.Add(-90*time.Minute)), a57, ErrStale},
+		{"same version, other content", bundle(A, 57, now.Add(-hour+time.Second)), a57, nil},
+		{"a new lineage at v1", bundle(B, 1, now), a57, nil},
+		{"a new lineage begun just after its predecessor's bundle was made", bundle(NewEpoch(a57.CreatedAt.Add(time.Millisecond)), 1, now), a57, nil},
+		{"a lineage begun just before the bundle in service was made", bundle(NewEpoch(a57.CreatedAt.Add(-time.Millisecond)), 1, now), a57, ErrOlderLineage},
+		{"a lineage of a release that kept seconds, begun in that second", bundle("20261201T110000Z-0123456789abcdef", 1, now), bundle(A, 58, a57.CreatedAt.Add(400*time.Millisecond)), nil},
+		{"a replay of the lineage A replaced, at a higher version", bundle(O, 900, now.Add(-150*time.Minute)), a57, ErrOlderLineage},
+		{"a replay of A while B serves", a57, bundle(B, 3, now), ErrOlderLineage},
+		{"another lineage whose epoch says nothing of its start", bundle("B", 1, now.Add(-hour/2)), a57, nil},
+		{"another lineage whose epoch says nothing, made before", bundle("B", 1, now.Add(-2*hour)), a57, ErrOlderLineage},
+		{"older, no epochs", bundle("", 56, now.Add(-2*hour)), legacy, ErrStale},
+		{"newer, no epochs", bundle("", 58, now), legacy, nil},
+		{"an upgraded trainer stamps its first epoch", bundle(B, 58, now), legacy, nil},
+		{"a wiped trainer of a release without epochs", bundle("", 1, now), a57, nil},
+		{"a replay of a bundle without an epoch", bundle("", 40, now.Add(-5*hour)), a57, ErrOlderLineage},
+		{"made in the future", bundle(A, 58, now.Add(MaxClockSkew+time.Second)), a57, ErrFromTheFuture},
+		{"a lineage begun in the future", bundle(NewEpoch(now.Add(hour)), 1, now), a57, ErrFromTheFuture},
+		{"a first bundle from the future", bundle(NewEpoch(now.Add(hour)), 1, now), nil, ErrFromTheFuture},
+		{"within the clock skew", bundle(NewEpoch(now.Add(MaxClockSkew/2)), 1, now.Add(MaxClockSkew/2)), a57, nil},
 	} {
-		if got := Supersedes(tt.next, tt.cur); got != tt.want {
-			t.Errorf("%s: Supersedes = %v, want %v", tt.name, got, tt.want)
+		if got := CheckSuccessor(tt.next, tt.cur, now); !errors.Is(got, tt.want) || (tt.want == nil) != (got == nil) {
+			t.Errorf("%s: %v, want %v", tt.name, got, tt.want)
+		}
+	}
+	if start, precision, ok := EpochStart(A); !ok || !start.Equal(now.Add(-2*hour)) || precision != time.Millisecond {
+		t.Errorf("EpochStart(%q) = %v, %v, %v", A, start, precision, ok)
+	}
+	if start, precision, ok := EpochStart("20261201T110000Z-00"); !ok || start.Hour() != 11 || precision != time.Second {
+		t.Errorf("EpochStart of a second-precision epoch = %v, %v, %v", start, precision, ok)
+	}
+	for _, e := range []string{"", "A", "yesterday-0123", "20261301T000000Z-00"} {
+		if _, _, ok := EpochStart(e); ok {
+			t.Errorf("EpochStart(%q) read a start", e)
 		}
 	}
 }

@@ -25,7 +25,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		reg: reg,
 		syncs: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "headroom_predictor_bundle_syncs_total",
-			Help: "Bundle sync attempts by result: ok, not_modified, no_bundle, unreachable, http_error, busy (429 or 503: a long poll past the trainer's bounds), refused (checksum, signature or schema check failed), stale (an older version of the lineage in service, kept out).",
+			Help: "Bundle sync attempts by result: ok, not_modified, no_bundle, unreachable, http_error, busy (429 or 503: a long poll past the trainer's bounds), refused (checksum, signature or schema check failed), stale (an older version of the lineage in service, kept out), older_lineage (a bundle of a lineage begun before the bundle in service was made: a replay, kept out), future (a bundle claiming a time beyond the clock skew allowed, kept out).",
 		}, []string{"result"}),
 		bundleVersion: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "headroom_predictor_bundle_version",

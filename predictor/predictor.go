@@ -77,28 +77,35 @@ func (p *Predictor) Quantile() float64    { return p.stat.Quantile }
 // Statistic is what every prediction of p reports.
 func (p *Predictor) Statistic() Statistic { return p.stat }
 
-// Swap puts pub in service if it differs from the current bundle and is not
-// an older version of the same lineage (model.Supersedes): a bundle of a
-// new lineage (a trainer whose bundles were wiped) is taken whatever its
-// version. It returns whether it swapped.
+// Swap puts pub in service if it is current (model.CheckSuccessor at
+// now): not the bundle in service, not an older version of its lineage,
+// not of another lineage that began before the bundle in service was
+// made. It returns whether it swapped.
 func (p *Predictor) Swap(pub *model.Published, now time.Time) bool {
-	_, swapped := p.swap(pub, now)
-	return swapped
+	_, err := p.swap(pub, now, false)
+	return err == nil
 }
 
-// swap is Swap, also returning the bundle it replaced (nil if none).
-func (p *Predictor) swap(pub *model.Published, now time.Time) (*model.Published, bool) {
+// swap is Swap, also returning the bundle it replaced (nil if none) and
+// why it did not swap. With anyAge, what an operator asks for, it takes
+// pub whatever its lineage and age, if it is not the bundle in service.
+func (p *Predictor) swap(pub *model.Published, now time.Time, anyAge bool) (*model.Published, error) {
 	for {
 		cur := p.cur.Load()
 		var prev *model.Published
+		var prevBundle *model.Bundle
 		if cur != nil {
-			prev = cur.pub
-			if !model.Supersedes(pub.Bundle, prev.Bundle) {
-				return prev, false
-			}
+			prev, prevBundle = cur.pub, cur.pub.Bundle
+		}
+		err := model.CheckSuccessor(pub.Bundle, prevBundle, now)
+		if anyAge && err != nil && !errors.Is(err, model.ErrSameBundle) {
+			err = nil
+		}
+		if err != nil {
+			return prev, err
 		}
 		if p.cur.CompareAndSwap(cur, &loaded{pub: pub, loadedAt: now}) {
-			return prev, true
+			return prev, nil
 		}
 	}
 }

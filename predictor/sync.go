@@ -113,7 +113,7 @@ func (s *Syncer) watch(ctx context.Context, interval time.Duration) {
 		wait := hold - time.Duration(rand.Int64N(int64(hold/5)+1))
 		start := time.Now()
 		rctx, cancel := context.WithTimeout(ctx, wait+watchSlack)
-		swapped, err := s.sync(rctx, client, wait)
+		swapped, err := s.sync(rctx, client, wait, false)
 		cancel()
 		if ctx.Err() != nil {
 			return
@@ -170,20 +170,29 @@ func jitter(d time.Duration, f float64) time.Duration {
 	return time.Duration(float64(d) * (1 - f + 2*f*rand.Float64()))
 }
 
-// SyncOnce fetches the trainer's bundle if it changed and swaps it in. It
-// returns whether a new bundle went into service.
+// SyncOnce fetches the trainer's bundle if it changed and swaps it in
+// when it is current (Predictor.Swap). It returns whether a new bundle
+// went into service.
 func (s *Syncer) SyncOnce(ctx context.Context) (bool, error) {
+	return s.Reload(ctx, false)
+}
+
+// Reload is SyncOnce; with acceptOlder, what only an operator may ask
+// (POST /reload?accept_older=true), it takes the trainer's bundle whatever
+// its lineage and age (a trainer restored from a backup, one whose clock
+// was wrong), and keeps only it on disk, so that a restart keeps it too.
+func (s *Syncer) Reload(ctx context.Context, acceptOlder bool) (bool, error) {
 	client := s.Client
 	if client == nil {
 		client = &http.Client{Timeout: 10 * time.Second}
 	}
-	return s.sync(ctx, client, 0)
+	return s.sync(ctx, client, 0, acceptOlder)
 }
 
 // sync is one request for the bundle; with wait > 0, a long poll the
 // trainer holds until it has a bundle other than the one in service, or
-// wait has passed.
-func (s *Syncer) sync(ctx context.Context, client *http.Client, wait time.Duration) (bool, error) {
+// wait has passed. anyAge is Reload's acceptOlder.
+func (s *Syncer) sync(ctx context.Context, client *http.Client, wait time.Duration, anyAge bool) (bool, error) {
 	url := strings.TrimSuffix(s.TrainerURL, "/") + BundlePath
 	if wait > 0 {
 		url += "?wait=" + wait.Round(time.Millisecond).String()
@@ -233,13 +242,14 @@ func (s *Syncer) sync(ctx context.Context, client *http.Client, wait time.Durati
 	priority.RunNiced(nice, func() {
 		s.loadMu.Lock()
 		defer s.loadMu.Unlock()
-		swapped, loadErr = s.load(resp.Body)
+		swapped, loadErr = s.load(resp.Body, anyAge)
 	})
 	return swapped, loadErr
 }
 
-// load reads a bundle from body, swaps it in and keeps a copy in SaveDir.
-func (s *Syncer) load(body io.Reader) (bool, error) {
+// load reads a bundle from body, swaps it in if it is current (or, with
+// anyAge, whatever it is) and keeps a copy in SaveDir.
+func (s *Syncer) load(body io.Reader, anyAge bool) (bool, error) {
 	data, err := io.ReadAll(io.LimitReader(body, maxBundleBytes+1))
 	if err != nil {
 		s.Metrics.syncResult("unreachable")
@@ -255,24 +265,22 @@ func (s *Syncer) load(body io.Reader) (bool, error) {
 		return false, fmt.Errorf("sync bundle from %s: refused: %w", s.trainer(), err)
 	}
 	pub := &model.Published{Bundle: b, Encoded: data}
-	prev, swapped := s.Predictor.swap(pub, time.Now().UTC())
-	if !swapped {
-		if prev != nil && prev.Bundle.Checksum != b.Checksum {
-			s.Metrics.syncResult("stale")
-			s.logger().Warn("the trainer serves an older bundle of the lineage in service; keeping the newer",
-				"trainer", s.trainer(), "epoch", b.Epoch, "version", b.Version, "serving", prev.Bundle.Version)
-		} else {
-			s.Metrics.syncResult("ok")
-		}
+	prev, err := s.Predictor.swap(pub, time.Now().UTC(), anyAge)
+	if err != nil {
+		s.refused(b, prev, err)
 		return false, nil
 	}
 	s.Metrics.syncResult("ok")
 	s.Metrics.observeBundle(pub)
-	// A trainer upgraded to a release that stamps epochs continues its
-	// numbering under its first epoch: that is the same lineage.
-	newLineage := prev != nil && prev.Bundle.Epoch != b.Epoch &&
-		(prev.Bundle.Epoch != "" || b.Version < prev.Bundle.Version)
-	if newLineage {
+	lineageChanged := prev != nil && prev.Bundle.Epoch != b.Epoch
+	older := prev != nil && model.CheckSuccessor(b, prev.Bundle, time.Now().UTC()) != nil
+	switch {
+	case older:
+		s.Metrics.epochChanged()
+		s.logger().Warn("taking an older bundle, as the operator asked (POST /reload?accept_older=true); the bundles kept on disk are only it now",
+			"trainer", s.trainer(), "epoch", b.Epoch, "version", b.Version,
+			"previous_epoch", prev.Bundle.Epoch, "previous_version", prev.Bundle.Version)
+	case lineageChanged:
 		s.Metrics.epochChanged()
 		s.logger().Warn("the trainer started a new bundle lineage (its bundles were wiped, or it is another trainer); following it",
 			"trainer", s.trainer(), "epoch", b.Epoch, "version", b.Version,
@@ -280,21 +288,47 @@ func (s *Syncer) load(body io.Reader) (bool, error) {
 	}
 	s.logger().Info("serving new bundle", "epoch", b.Epoch, "version", b.Version, "checksum", b.Checksum[:12])
 	if s.SaveDir != "" {
-		s.keep(b.Version, data, newLineage)
+		s.keep(b.Version, data, lineageChanged || older)
 	}
 	return true, nil
 }
 
+// refused counts and logs a bundle the trainer served that was not taken
+// (err from model.CheckSuccessor), beside prev, the bundle in service.
+// Nothing on disk changes: the bundles kept are the one in service's
+// lineage, which a replay must not erase.
+func (s *Syncer) refused(b *model.Bundle, prev *model.Published, err error) {
+	var result, why string
+	switch {
+	case errors.Is(err, model.ErrSameBundle):
+		s.Metrics.syncResult("ok")
+		return
+	case errors.Is(err, model.ErrStale):
+		result, why = "stale", "the trainer serves an older bundle of the lineage in service; keeping the newer"
+	case errors.Is(err, model.ErrOlderLineage):
+		result, why = "older_lineage", "the trainer serves a bundle of a lineage older than the bundle in service "+
+			"(a replay, or a trainer restored or replaced); keeping the newer: an operator may take it with POST /reload?accept_older=true"
+	default:
+		result, why = "future", "the trainer serves a bundle from the future (a clock ahead, or a forged time); refused"
+	}
+	s.Metrics.syncResult(result)
+	args := []any{"trainer", s.trainer(), "epoch", b.Epoch, "version", b.Version, "created_at", b.CreatedAt}
+	if prev != nil {
+		args = append(args, "serving_epoch", prev.Bundle.Epoch, "serving_version", prev.Bundle.Version, "serving_created_at", prev.Bundle.CreatedAt)
+	}
+	s.logger().Warn(why, args...)
+}
+
 // keep saves the bundle in service as version v in SaveDir, with the one
-// before it; on a new lineage, without the old lineage's, which would
-// otherwise outrank it by version.
-func (s *Syncer) keep(v uint64, data []byte, newLineage bool) {
+// before it; on a new lineage (or an older bundle an operator asked for),
+// alone: the others would outrank it when a restart chooses (LoadDir).
+func (s *Syncer) keep(v uint64, data []byte, alone bool) {
 	if _, err := model.WriteBundle(s.SaveDir, v, data); err != nil {
 		s.logger().Warn("could not keep a local copy of the bundle", "error", err)
 		return
 	}
 	prune := func() error { return model.PruneBundles(s.SaveDir, 2) }
-	if newLineage {
+	if alone {
 		prune = func() error { return model.RemoveBundlesExcept(s.SaveDir, v) }
 	}
 	if err := prune(); err != nil {
@@ -329,7 +363,8 @@ func (s *Syncer) logger() *slog.Logger {
 }
 
 // LoadFile puts a bundle file in service, for a predictor that must answer
-// before the trainer does.
+// before the trainer does. The operator named it: it is taken whatever its
+// age.
 func LoadFile(p *Predictor, path string, key []byte) (*model.Published, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -340,16 +375,43 @@ func LoadFile(p *Predictor, path string, key []byte) (*model.Published, error) {
 		return nil, fmt.Errorf("load bundle %s: %w", path, err)
 	}
 	pub := &model.Published{Bundle: b, Encoded: data}
-	p.Swap(pub, time.Now().UTC())
+	p.swap(pub, time.Now().UTC(), true)
 	return pub, nil
 }
 
-// LoadDir puts the newest valid bundle of dir in service, if there is one.
+// LoadDir puts the newest valid bundle of dir in service, if there is one:
+// newest by CheckSuccessor, not by version number, so that a crash between
+// saving a new lineage's v1 and removing the old lineage's v57 does not
+// bring the old one back.
 func LoadDir(p *Predictor, dir string, key []byte) (*model.Published, error) {
-	pub, err := model.LoadNewestBundle(dir, key, nil)
-	if err != nil || pub == nil {
+	vs, err := model.BundleVersions(dir)
+	if err != nil {
 		return nil, err
 	}
-	p.Swap(pub, time.Now().UTC())
-	return pub, nil
+	now := time.Now().UTC()
+	var best *model.Published
+	for _, v := range vs {
+		data, err := os.ReadFile(model.BundlePath(dir, v))
+		if err != nil {
+			continue
+		}
+		b, err := model.Decode(data, key)
+		if err != nil {
+			continue // a copy that no longer verifies (another key): the trainer will answer
+		}
+		var cur *model.Bundle
+		if best != nil {
+			cur = best.Bundle
+		}
+		if model.CheckSuccessor(b, cur, now) == nil {
+			best = &model.Published{Bundle: b, Encoded: data}
+		}
+	}
+	if best == nil {
+		return nil, nil
+	}
+	if !p.Swap(best, now) {
+		return nil, nil // something newer is in service already
+	}
+	return best, nil
 }

@@ -413,3 +413,107 @@ func TestSyncFollowsATrainerWhoseBundlesWereWiped(t *testing.T) {
 		t.Errorf("epoch changes counted: %v, want still 1", got)
 	}
 }
+
+// madePublished is a bundle of lineage epoch at version, made at made.
+func madePublished(t testing.TB, epoch string, version uint64, made time.Time) *model.Published {
+	t.Helper()
+	b := testPublished(t, version, float64(version)).Bundle
+	b.Epoch, b.CreatedAt = epoch, made
+	data, err := b.Encode(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &model.Published{Bundle: b, Encoded: data}
+}
+
+// Bundles are current, not only genuine. A predictor serving lineage B
+// refuses a replay of the lineage B replaced (genuine, of a higher
+// version) and a bundle from the future, counts each, and leaves the
+// copies of B on disk, so a restart serves B too. Only an operator's
+// reload with accept_older takes the older bundle, and then keeps only it.
+// Before: any other lineage was taken and the newer one's copies deleted,
+// so one replay rolled every predictor back across restarts (issue 26).
+func TestSyncRefusesAnOlderLineageUnlessTheOperatorSaysSo(t *testing.T) {
+	now := time.Now().UTC()
+	old := model.NewEpoch(now.Add(-3 * time.Hour))
+	current := model.NewEpoch(now.Add(-10 * time.Minute))
+	ft := &fakeTrainer{}
+	srv := httptest.NewServer(ft)
+	defer srv.Close()
+	s, m, _ := newSyncer(t, srv.URL)
+	sync := func() {
+		t.Helper()
+		if _, err := s.SyncOnce(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	serving := func(epoch string, v uint64) {
+		t.Helper()
+		if cur, _ := s.Predictor.Current(); cur == nil || cur.Bundle.Epoch != epoch || cur.Bundle.Version != v {
+			t.Fatalf("serving %v, want %s v%d", cur != nil, epoch, v)
+		}
+	}
+	saved := func(want ...uint64) {
+		t.Helper()
+		if vs, _ := model.BundleVersions(s.SaveDir); !slices.Equal(vs, want) {
+			t.Fatalf("saved versions %v, want %v", vs, want)
+		}
+	}
+	restartServes := func(epoch string, v uint64) {
+		t.Helper()
+		p, _ := New(Mean, 0.9)
+		pub, err := LoadDir(p, s.SaveDir, nil)
+		if err != nil || pub == nil || pub.Bundle.Epoch != epoch || pub.Bundle.Version != v {
+			t.Fatalf("a restarted predictor loads %+v, %v; want %s v%d", pub, err, epoch, v)
+		}
+	}
+
+	ft.set(madePublished(t, current, 2, now.Add(-5*time.Minute)), nil, false)
+	sync()
+	serving(current, 2)
+	saved(2)
+
+	ft.set(madePublished(t, old, 57, now.Add(-2*time.Hour)), nil, false) // the replay
+	sync()
+	serving(current, 2)
+	saved(2)
+	restartServes(current, 2)
+	if got := testutil.ToFloat64(m.syncs.WithLabelValues("older_lineage")); got != 1 {
+		t.Errorf("older_lineage syncs %v, want 1", got)
+	}
+
+	ft.set(madePublished(t, model.NewEpoch(now.Add(time.Hour)), 1, now.Add(time.Hour)), nil, false) // a forged future
+	sync()
+	serving(current, 2)
+	if got := testutil.ToFloat64(m.syncs.WithLabelValues("future")); got != 1 {
+		t.Errorf("future syncs %v, want 1", got)
+	}
+
+	ft.set(madePublished(t, old, 57, now.Add(-2*time.Hour)), nil, false)
+	if swapped, err := s.Reload(context.Background(), true); err != nil || !swapped {
+		t.Fatalf("reload accepting older: %v, %v", swapped, err)
+	}
+	serving(old, 57)
+	saved(57)
+	restartServes(old, 57)
+}
+
+// A restart chooses among the saved copies by succession, not by version
+// number: a crash between saving a new lineage's v1 and removing the old
+// lineage's v57 brings back the new lineage.
+func TestLoadDirChoosesTheNewestLineage(t *testing.T) {
+	now := time.Now().UTC()
+	dir := t.TempDir()
+	for _, pub := range []*model.Published{
+		madePublished(t, model.NewEpoch(now.Add(-3*time.Hour)), 57, now.Add(-2*time.Hour)),
+		madePublished(t, model.NewEpoch(now.Add(-time.Hour)), 1, now.Add(-50*time.Minute)),
+	} {
+		if _, err := model.WriteBundle(dir, pub.Bundle.Version, pub.Encoded); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p, _ := New(Mean, 0.9)
+	if pub, err := LoadDir(p, dir, nil); err != nil || pub == nil || pub.Bundle.Version != 1 {
+		t.Fatalf("loaded %+v, %v; want the newer lineage's v1", pub, err)
+	}
+}

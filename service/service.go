@@ -158,7 +158,7 @@ func (s *Service) buildPredictor() error {
 			AuthToken: c.Tokens.Read, SaveDir: saveDir, Nice: p.SyncNice, Predictor: s.pred, Logger: s.log,
 			Metrics: s.predMetrics,
 		}
-		opts.TrainerURL, opts.SyncEvery, opts.Reload = p.TrainerURL, p.SyncInterval, s.syncer.SyncOnce
+		opts.TrainerURL, opts.SyncEvery, opts.Reload = p.TrainerURL, p.SyncInterval, s.syncer.Reload
 	}
 	if s.predictorSrv, err = listen("predictor", p.Listen, api.NewPredictorHandler(s.pred, opts), s.maxConns(), reg); err != nil {
 		return err
@@ -388,6 +388,9 @@ func (s *Service) TrainerURL() string { return s.trainerSrv.url() }
 // PredictorURL is the prediction server's base URL ("" without a
 // predictor).
 func (s *Service) PredictorURL() string { return s.predictorSrv.url() }
+
+// Predictor is the prediction role's predictor, nil without that role.
+func (s *Service) Predictor() *predictor.Predictor { return s.pred }
 
 // Trainer is the trainer role's trainer, nil without that role: for status
 // pages.

@@ -34,3 +34,18 @@ func DecodeBundleWait(raw string) (time.Duration, []FieldError) {
 	}
 	return min(d, MaxBundleWait), nil
 }
+
+// DecodeAcceptOlder reads the ?accept_older= of POST /reload: empty means
+// false; otherwise what strconv.ParseBool takes (true, false, 1, 0, t, f in
+// either case). A refused value is one error at ["query", "accept_older"].
+func DecodeAcceptOlder(raw string) (bool, []FieldError) {
+	if raw == "" {
+		return false, nil
+	}
+	v, err := strconv.ParseBool(raw)
+	if err != nil {
+		return false, []FieldError{{Type: "bool_parsing", Loc: []any{"query", "accept_older"},
+			Msg: "Input should be a valid boolean, unable to interpret input", Input: raw}}
+	}
+	return v, nil
+}
