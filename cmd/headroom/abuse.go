@@ -35,7 +35,7 @@ func runAbuse(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.Float64Var(&c.ProbeRate, "probe-rate", 0, "10-row hot-path requests a second beside the hostile clients (0: 50)")
 	fs.StringVar(&c.Token, "token", "", "bearer token sent with every request")
 	asJSON := fs.Bool("json", false, "print the result as JSON")
-	seed := fs.Int("seed-samples", 0, "first post this many generated samples (a quarter with KV transfers) and wait for a bundle with every model")
+	seed := fs.Int64("seed-samples", 0, "first post this many generated samples (a quarter with KV transfers) and wait for a bundle with every model")
 	var names []string
 	for _, s := range abuse.Scenarios {
 		names = append(names, s.Name)

@@ -117,6 +117,7 @@ var Scenarios = []Scenario{
 	{"pairs-flood", "32 clients post 64 x 64 /predict/pairs in a loop; the 10-row hot path's latency beside them", pairsFlood},
 	{"bulk-flood", "32 clients post 10,000-row /predict/bulk/strict in a loop; the 10-row hot path's latency beside them", bulkFlood},
 	{"idle-conns", "3,200 connections to the trainer that send nothing, reopened when closed; ingest latency beside them", idleConns},
+	{"replay", "a trainer's address serves genuine bundles that are not current (an older lineage, version, a restamp, the future); bundles taken", replay},
 	{"slowloris", "clients trickle large prediction and ingest bodies a few bytes at a time; hot path and ingest beside them", slowloris},
 }
 

@@ -57,13 +57,16 @@ func TestScenariosRun(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if len(r.Figures) == 0 {
-				t.Fatal("no figures")
+			held := 0
+			for _, f := range r.Figures {
+				if f.Met != nil {
+					held++
+				}
 			}
-			var b strings.Builder
-			r.WriteText(&b)
-			if !strings.Contains(b.String(), "RSS peak") {
-				t.Errorf("no RSS figure:\n%s", b.String())
+			if held == 0 {
+				var b strings.Builder
+				r.WriteText(&b)
+				t.Errorf("no figure held to a target:\n%s", b.String())
 			}
 		})
 	}
@@ -72,6 +75,9 @@ func TestScenariosRun(t *testing.T) {
 // Nothing goes beyond loopback.
 func TestScenariosRefuseRemoteTargets(t *testing.T) {
 	for _, s := range Scenarios {
+		if s.Name == "replay" {
+			continue // it runs its own trainers and predictor
+		}
 		_, err := Run(context.Background(), s.Name, Config{PredictorURL: "http://192.0.2.1:8001", TrainerURL: "http://192.0.2.1:8000", Duration: time.Second})
 		if err == nil || !strings.Contains(err.Error(), "loopback") {
 			t.Errorf("%s against 192.0.2.1: %v, want a refusal naming loopback", s.Name, err)

@@ -17,7 +17,7 @@ import (
 // split request's with a KV transfer between the pods of pairsRequest's
 // fleet, and waits until the predictor serves a bundle with a TTFT, a TPOT
 // and a transfer model: what the scenarios need to be answered in full.
-func Seed(ctx context.Context, c Config, n int) error {
+func Seed(ctx context.Context, c Config, n int64) error {
 	if _, err := loopback("trainer URL", c.TrainerURL); err != nil {
 		return err
 	}
@@ -28,21 +28,8 @@ func Seed(ctx context.Context, c Config, n int) error {
 		c.Log = io.Discard
 	}
 	hc := client()
-	gen := loadgen.Generator{Seed: 11}
-	const batch = 1000
-	for first := 0; first < n; first += batch {
-		samples := make([]features.Sample, 0, batch)
-		for i := first; i < min(first+batch, n); i++ {
-			samples = append(samples, seedSample(gen, int64(i)))
-		}
-		body := wire.AppendTrainingRequest(nil, samples)
-		status, _, err := post(ctx, hc, c.TrainerURL+"/add_training_data_bulk", c.Token, body)
-		if err != nil {
-			return fmt.Errorf("seed: %w", err)
-		}
-		if status != http.StatusAccepted {
-			return fmt.Errorf("seed: ingest answered %d", status)
-		}
+	if err := postGenerated(ctx, hc, c.TrainerURL, c.Token, 0, n); err != nil {
+		return err
 	}
 	fmt.Fprintf(c.Log, "seeded %d samples; waiting for a bundle with every model\n", n)
 	deadline := time.Now().Add(2 * time.Minute)
@@ -59,6 +46,28 @@ func Seed(ctx context.Context, c Config, n int) error {
 			return ctx.Err()
 		}
 	}
+}
+
+// postGenerated posts samples first .. first+n-1 of seedSample to the
+// trainer, a thousand a request.
+func postGenerated(ctx context.Context, hc *http.Client, trainerURL, token string, first, n int64) error {
+	gen := loadgen.Generator{Seed: 11}
+	const batch = 1000
+	for lo := first; lo < first+n; lo += batch {
+		samples := make([]features.Sample, 0, batch)
+		for i := lo; i < min(lo+batch, first+n); i++ {
+			samples = append(samples, seedSample(gen, i))
+		}
+		body := wire.AppendTrainingRequest(nil, samples)
+		status, _, err := post(ctx, hc, trainerURL+"/add_training_data_bulk", token, body)
+		if err != nil {
+			return fmt.Errorf("seed: %w", err)
+		}
+		if status != http.StatusAccepted {
+			return fmt.Errorf("seed: ingest answered %d", status)
+		}
+	}
+	return nil
 }
 
 // seedSample is sample i of gen, every fourth with a KV transfer whose
