@@ -257,11 +257,16 @@ func (l *predictLimiter) refuse(c *gin.Context, bound, why string) {
 // was bodyLen bytes, holds.
 func bulkCost(bodyLen, rows int) int64 { return int64(bodyLen) + int64(rows)*bytesPerRow }
 
-// pairsCost is the estimated bytes a pair ranking of pairs pairs among
-// decode decode pods, returning k of each, holds.
-func pairsCost(bodyLen, pairs, decode, k int) int64 {
-	returned := min(k, pairs) + min(k, decode) + 1
-	return int64(bodyLen) + int64(pairs+decode)*bytesPerRankedPair + int64(returned)*wire.BytesPerPairOption
+// pairsCost is the estimated bytes a pair request, whose body was bodyLen
+// bytes, holds: every pair ranked, and the answer, k options of each list
+// or the matrix of every pair.
+func pairsCost(bodyLen int, req *wire.PairsRequest) int64 {
+	p, d := len(req.Prefill), len(req.Decode)
+	out := int64(min(req.K, p*d)+min(req.K, d)+1) * wire.BytesPerPairOption
+	if req.Matrix {
+		out = wire.BytesPerPairOption + int64(p+2)*int64(d)*wire.BytesPerMatrixCell
+	}
+	return int64(bodyLen) + int64(p*d+d)*bytesPerRankedPair + out
 }
 
 // checkPairs applies the cost cap and the default k to a decoded pair

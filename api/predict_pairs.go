@@ -57,7 +57,7 @@ func (s *predictorServer) predictPairs(c *gin.Context) {
 		return
 	}
 	nPairs := len(req.Prefill) * len(req.Decode)
-	t, ok := s.limit.admit(c, pairsCost(bodyLen, nPairs, len(req.Decode), req.K), nPairs)
+	t, ok := s.limit.admit(c, pairsCost(bodyLen, &req), nPairs)
 	arrived.done()
 	if !ok {
 		return
