@@ -33,6 +33,7 @@ func runAbuse(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.IntVar(&c.Candidates, "candidates", 0, "prefill and decode candidates per pair request (0: 64)")
 	fs.IntVar(&c.K, "k", 0, "pairs a pair request asks for (0: none said)")
 	fs.Float64Var(&c.ProbeRate, "probe-rate", 0, "10-row hot-path requests a second beside the hostile clients (0: 50)")
+	fs.IntVar(&c.HostileAddrs, "hostile-addrs", 0, "loopback addresses the hostile clients connect from, 127.0.0.2 onwards (0: one); the router's calls come from 127.0.0.1")
 	fs.StringVar(&c.Token, "token", "", "bearer token sent with every request")
 	asJSON := fs.Bool("json", false, "print the result as JSON")
 	seed := fs.Int64("seed-samples", 0, "first post this many generated samples (a quarter with KV transfers) and wait for a bundle with every model")

@@ -14,6 +14,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"slices"
@@ -40,6 +41,12 @@ type Config struct {
 	Candidates, K int
 	// ProbeRate is the router's hot path beside: 10-row requests a second.
 	ProbeRate float64
+	// HostileAddrs is the number of loopback addresses the hostile clients
+	// connect from, 127.0.0.2 onwards (default 1): an attacker's pod has an
+	// address of its own, while the router's calls, the probes, come from
+	// 127.0.0.1. Bounds per client address then apply to the attacker, and
+	// more addresses test the bounds in all.
+	HostileAddrs int
 	// Token is sent as a bearer token with every request, when set.
 	Token string
 	// Log receives progress lines; nil discards them.
@@ -154,6 +161,19 @@ func loopback(what, raw string) (string, error) {
 		return u.Hostname() + ":80", nil
 	}
 	return u.Host, nil
+}
+
+// hostileDialer is the dialer of hostile client i: from the i-th of
+// HostileAddrs loopback addresses when target (host:port) is on IPv4
+// loopback, else from wherever the system chooses.
+func hostileDialer(c Config, target string, i int) *net.Dialer {
+	host, _, err := net.SplitHostPort(target)
+	ip := net.ParseIP(host)
+	if err != nil || ip == nil || ip.To4() == nil || !ip.IsLoopback() {
+		return &net.Dialer{}
+	}
+	n := min(orDefault(c.HostileAddrs, 1), 250)
+	return &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, byte(2+i%n))}}
 }
 
 // orDefault is v, or def when v is not positive.

@@ -65,9 +65,14 @@ func flood(ctx context.Context, c Config, name, url string, body []byte, what st
 	}
 	start := time.Now()
 	err := alongside(ctx, c, c.PredictorURL, 0, func(ctx context.Context) {
-		hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: clients}}
+		target, err := loopback("predictor URL", c.PredictorURL)
+		if err != nil {
+			return
+		}
 		var wg sync.WaitGroup
-		for range clients {
+		for i := range clients {
+			hc := &http.Client{Timeout: 10 * time.Second,
+				Transport: &http.Transport{DialContext: hostileDialer(c, target, i).DialContext}}
 			wg.Go(func() {
 				for ctx.Err() == nil {
 					status, n, err := post(ctx, hc, url, c.Token, body)

@@ -54,12 +54,13 @@ func heldPolls(ctx context.Context, c Config) (*Result, error) {
 	err = alongside(ctx, c, c.TrainerURL, 0, func(ctx context.Context) {
 		var wg sync.WaitGroup
 		for i := range clients {
+			d := hostileDialer(c, addr, i)
 			wg.Go(func() {
 				// Spread the first connections over a second, as clients
 				// starting together do.
 				sleep(ctx, time.Duration(i)*time.Second/time.Duration(clients))
 				for ctx.Err() == nil {
-					status, newTag, err := longPoll(ctx, addr, request(), &waiting, &peak)
+					status, newTag, err := longPoll(ctx, d, addr, request(), &waiting, &peak)
 					if newTag != "" {
 						tag.Store(&newTag)
 					}
@@ -87,8 +88,7 @@ func heldPolls(ctx context.Context, c Config) (*Result, error) {
 // longPoll sends req on a new connection and waits for its answer,
 // counting itself in waiting meanwhile; it returns the answer's status and
 // ETag.
-func longPoll(ctx context.Context, addr string, req []byte, waiting, peak *atomic.Int64) (int, string, error) {
-	var d net.Dialer
+func longPoll(ctx context.Context, d *net.Dialer, addr string, req []byte, waiting, peak *atomic.Int64) (int, string, error) {
 	conn, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
 		return 0, "", err

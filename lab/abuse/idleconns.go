@@ -28,11 +28,12 @@ func idleConns(ctx context.Context, c Config) (*Result, error) {
 	err = alongside(ctx, c, c.TrainerURL, 0, func(ctx context.Context) {
 		var wg sync.WaitGroup
 		for i := range clients {
+			d := hostileDialer(c, addr, i)
 			wg.Go(func() {
 				sleep(ctx, time.Duration(i)*time.Second/time.Duration(clients))
 				for ctx.Err() == nil {
 					start := time.Now()
-					err := silent(ctx, addr)
+					err := silent(ctx, d, addr)
 					switch {
 					case ctx.Err() != nil:
 					case err != nil:
@@ -52,8 +53,7 @@ func idleConns(ctx context.Context, c Config) (*Result, error) {
 
 // silent opens a connection to addr and waits, sending nothing, until the
 // server closes it.
-func silent(ctx context.Context, addr string) error {
-	var d net.Dialer
+func silent(ctx context.Context, d *net.Dialer, addr string) error {
 	conn, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
 		return err

@@ -41,9 +41,10 @@ func slowloris(ctx context.Context, c Config) (*Result, error) {
 		var wg sync.WaitGroup
 		for i := range clients {
 			t := targets[i%2]
+			d := hostileDialer(c, t.addr, i/2)
 			wg.Go(func() {
 				for ctx.Err() == nil {
-					status, err := trickle(ctx, t.addr, t.head)
+					status, err := trickle(ctx, d, t.addr, t.head)
 					switch {
 					case ctx.Err() != nil:
 					case err != nil:
@@ -63,8 +64,7 @@ func slowloris(ctx context.Context, c Config) (*Result, error) {
 
 // trickle sends head, then the body a byte every 100 ms until the server
 // answers (or ctx ends), and returns the answer's status.
-func trickle(ctx context.Context, addr, head string) (int, error) {
-	var d net.Dialer
+func trickle(ctx context.Context, d *net.Dialer, addr, head string) (int, error) {
 	conn, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
 		return 0, err

@@ -37,10 +37,11 @@ func slowReaders(ctx context.Context, c Config) (*Result, error) {
 	count := func(k string) { mu.Lock(); r.Counts[k]++; mu.Unlock() }
 	err = alongside(ctx, c, c.PredictorURL, 128, func(ctx context.Context) {
 		var wg sync.WaitGroup
-		for range clients {
+		for i := range clients {
+			d := hostileDialer(c, addr, i)
 			wg.Go(func() {
 				for ctx.Err() == nil {
-					status, err := slowRead(ctx, addr, req, rate)
+					status, err := slowRead(ctx, d, addr, req, rate)
 					switch {
 					case err != nil && ctx.Err() != nil:
 					case err != nil:
@@ -121,8 +122,7 @@ func requestHead(method, path, host, token string, contentLength int) string {
 
 // slowRead sends req on a new connection with a small receive buffer and
 // reads the answer at rate bytes a second, returning its status.
-func slowRead(ctx context.Context, addr string, req []byte, rate int) (int, error) {
-	var d net.Dialer
+func slowRead(ctx context.Context, d *net.Dialer, addr string, req []byte, rate int) (int, error) {
 	conn, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
 		return 0, err
