@@ -351,10 +351,10 @@ func TestRunAnswersLongPollsWhenDraining(t *testing.T) {
 // the open root, not by /status, not by the dashboard page, not in the
 // log, whether the trainer answers or not.
 func TestTrainerURLCredentialsNotShown(t *testing.T) {
-	var log strings.Builder
+	log := &syncWriter{}
 	cfg := testConfig(t, false, true)
 	cfg.Predictor.TrainerURL = "http://sync-user:s3cret-pass@" + freeAddr(t)
-	cfg.Logger = slog.New(slog.NewTextHandler(&syncWriter{w: &log}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	cfg.Logger = slog.New(slog.NewTextHandler(log, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	svc, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -389,14 +389,20 @@ func TestTrainerURLCredentialsNotShown(t *testing.T) {
 	}
 }
 
-// syncWriter serialises writes from the service's goroutines.
+// syncWriter keeps what the service's goroutines write, one at a time.
 type syncWriter struct {
 	mu sync.Mutex
-	w  io.Writer
+	b  strings.Builder
 }
 
 func (s *syncWriter) Write(p []byte) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.w.Write(p)
+	return s.b.Write(p)
+}
+
+func (s *syncWriter) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
