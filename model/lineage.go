@@ -96,7 +96,8 @@ const (
 )
 
 // CheckSuccessor returns nil when next may replace cur (nil: nothing in
-// service) in service, judged at now; else why not. Bundles are current,
+// service) in service, judged at now (zero: by no clock, as a replay in a
+// time of its own does); else why not. Bundles are current,
 // not only genuine: a predictor never moves to an older bundle, in its
 // lineage or another, unless an operator says so (it takes such a bundle
 // without asking this). So
@@ -115,7 +116,7 @@ func CheckSuccessor(next, cur *Bundle, now time.Time) error {
 	if !ok {
 		start, precision = next.CreatedAt, 0
 	}
-	if limit := now.Add(MaxClockSkew); next.CreatedAt.After(limit) || start.After(limit) {
+	if limit := now.Add(MaxClockSkew); !now.IsZero() && (next.CreatedAt.After(limit) || start.After(limit)) {
 		return ErrFromTheFuture
 	}
 	switch {

@@ -69,6 +69,9 @@ func TestCheckSuccessor(t *testing.T) {
 			t.Errorf("%s: %v, want %v", tt.name, got, tt.want)
 		}
 	}
+	if err := CheckSuccessor(bundle(NewEpoch(now.Add(hour)), 1, now.Add(hour)), a57, time.Time{}); err != nil {
+		t.Errorf("judged by no clock, a bundle from the future: %v, want it taken", err)
+	}
 	if start, precision, ok := EpochStart(A); !ok || !start.Equal(now.Add(-2*hour)) || precision != time.Millisecond {
 		t.Errorf("EpochStart(%q) = %v, %v, %v", A, start, precision, ok)
 	}
