@@ -92,11 +92,14 @@ func TestTrainerSnapshotIsTheModelInService(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s.Bundle == nil || len(s.Targets) != 2 || len(s.Retrains) != 4 {
-		t.Fatalf("bundle %v, %d targets, %d runs; want a bundle, 2 targets, 2 runs each", s.Bundle != nil, len(s.Targets), len(s.Retrains))
+	if s.Bundle == nil || len(s.Targets) != len(features.Targets) || len(s.Retrains) != 4 {
+		t.Fatalf("bundle %v, %d targets, %d runs; want a bundle, every target, 2 runs of each per-pod one", s.Bundle != nil, len(s.Targets), len(s.Retrains))
 	}
 	counts := f.db.Counts()
 	for _, tv := range s.Targets {
+		if !tv.Target.PerPod() {
+			continue // no transfers among the fixture's samples
+		}
 		m := tv.Model
 		if m == nil {
 			t.Fatalf("%s: no model", tv.Target)
@@ -189,7 +192,10 @@ func TestPageIsSelfContained(t *testing.T) {
 		}
 	}
 	for _, tv := range s.Targets {
-		n := strings.Count(page, "<td>"+strings.ToUpper(tv.Target.String())+"</td>")
+		if !tv.Target.PerPod() {
+			continue // no transfers among the fixture's samples
+		}
+		n := strings.Count(page, "<td>"+tv.Target.Title()+"</td>")
 		if n != 3 {
 			t.Errorf("recent runs list %d %s runs, want 3", n, tv.Target)
 		}
@@ -315,6 +321,88 @@ func TestPageShowsGateRefusals(t *testing.T) {
 	} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("page lacks %q", want)
+		}
+	}
+}
+
+// transferSamples makes n disaggregated samples: a TTFT and a measured KV
+// transfer, same-rack at 40 GB/s or cross-zone at 3 GB/s.
+func transferSamples(rng *rand.Rand, n int, start time.Time) []features.Sample {
+	out := samples(rng, n, start)
+	for i := range out {
+		tokens := int64(64 + rng.IntN(4000))
+		zone, bw := "a", 40e9
+		if i%2 == 1 {
+			zone, bw = "b", 3e9
+		}
+		ms := 0.05 + 1000*float64(tokens)*131072/bw*(1+0.05*rng.NormFloat64())
+		out[i].ActualTTFTMs += ms
+		out[i].Transfer = &features.Transfer{Ms: ms, Tokens: tokens, BytesPerToken: 131072, Concurrent: 1,
+			PrefillPod: "p-0", DecodePod: "d-0",
+			Prefill: features.Topology{Node: "n0", Rack: "r0", Zone: "a", Region: "eu"},
+			Decode:  features.Topology{Node: "n1", Rack: "r0", Zone: zone, Region: "eu"}}
+		if zone == "b" {
+			out[i].Transfer.Decode.Rack = "r9"
+		}
+	}
+	return out
+}
+
+// Every target has its part of the page, the KV transfer's as the
+// per-pod ones': its law per link class, its holdout predicted against
+// measured, its runs in the history and on the plots over time.
+func TestPageShowsEveryTarget(t *testing.T) {
+	f := newFixture(t, 0)
+	rng := rand.New(rand.NewPCG(5, 6))
+	for i := range 2 {
+		batch := transferSamples(rng, 400, time.Unix(1_800_000_000, 0).Add(time.Duration(i)*time.Minute))
+		if _, err := f.db.Add(batch); err != nil {
+			t.Fatal(err)
+		}
+		f.tr.ObserveServed(batch)
+		if _, err := f.tr.Retrain(context.Background()); err != nil && f.tr.Current() == nil {
+			t.Fatal(err)
+		}
+	}
+	s, err := FromTrainer(context.Background(), f.tr, f.db, f.now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(s.Targets) != len(features.Targets) {
+		t.Fatalf("%d target views, want one per target", len(s.Targets))
+	}
+	for i, tv := range s.Targets {
+		if tv.Target != features.Targets[i] || tv.Status == nil {
+			t.Errorf("view %d: %s with status %v, want %s's", i, tv.Target, tv.Status, features.Targets[i])
+		}
+	}
+	kv := s.Targets[features.KVTransfer]
+	if kv.Transfer == nil || kv.Transfer != s.Bundle.Transfer || len(kv.Holdout) == 0 || kv.Fill != nil {
+		t.Fatalf("kv_transfer view: model %v, %d holdout points, fill %v", kv.Transfer != nil, len(kv.Holdout), kv.Fill)
+	}
+	pred, actual := make([]float64, len(kv.Holdout)), make([]float64, len(kv.Holdout))
+	for i, p := range kv.Holdout {
+		pred[i], actual[i] = p.Predicted, p.Actual
+	}
+	if got := model.Measure(pred, actual); got.Rows != kv.Transfer.Holdout.Rows || math.Abs(got.MAPE-kv.Transfer.Holdout.MAPE) > 1e-6*kv.Transfer.Holdout.MAPE {
+		t.Errorf("kv_transfer: plotted points %+v, the model's holdout %+v", got, kv.Transfer.Holdout)
+	}
+	var b bytes.Buffer
+	if err := Render(&b, s); err != nil {
+		t.Fatal(err)
+	}
+	page := b.String()
+	for _, want := range []string{
+		"KV-transfer — bandwidth law per link class", "<td>same-rack</td>", "<td>cross-zone</td>",
+		"KV-transfer on the holdout: predicted vs measured (", "<td>KV-transfer</td>",
+	} {
+		if !strings.Contains(page, want) {
+			t.Errorf("page lacks %q", want)
+		}
+	}
+	for _, tg := range features.Targets {
+		if legend := tg.Title() + " holdout"; !strings.Contains(page, legend) {
+			t.Errorf("the MAPE plot has no series %q", legend)
 		}
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"html/template"
 	"io"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/headroomhq/headroom/model"
@@ -32,6 +31,8 @@ type page struct {
 type card struct {
 	Name         string
 	Model        *model.TargetModel
+	Transfer     *model.TransferModel
+	PerPod       bool // Coefficients and Gain apply
 	Status       *trainer.TargetStatus
 	TrainedAge   string
 	Holdout      plotOrNote
@@ -59,14 +60,18 @@ func Render(w io.Writer, s Snapshot) error {
 	}
 	for _, tv := range s.Targets {
 		c := card{
-			Name: strings.ToUpper(tv.Target.String()), Model: tv.Model, Status: tv.Status,
+			Name: tv.Target.Title(), Model: tv.Model, Transfer: tv.Transfer, Status: tv.Status,
+			PerPod:       tv.Target.PerPod(),
 			Coefficients: render(func() (template.HTML, error) { return coefficientPlot(tv) }),
 			Gain:         render(func() (template.HTML, error) { return gainPlot(tv) }),
 			HasHoldout:   s.Role == "trainer",
 			HasFill:      tv.Fill != nil,
 		}
-		if tv.Model != nil {
+		switch {
+		case tv.Model != nil:
 			c.TrainedAge = age(s.Now, tv.Model.TrainedAt)
+		case tv.Transfer != nil:
+			c.TrainedAge = age(s.Now, tv.Transfer.TrainedAt)
 		}
 		if c.HasHoldout {
 			c.Holdout = render(func() (template.HTML, error) { return holdoutPlot(tv) })
@@ -89,11 +94,11 @@ func Render(w io.Writer, s Snapshot) error {
 	recent := s.Retrains[max(0, len(s.Retrains)-RecentRetrains):]
 	for _, r := range slices.Backward(recent) {
 		row := retrainRow{
-			When: r.Start.Format("15:04:05"), Target: strings.ToUpper(r.Target.String()),
+			When: r.Start.Format("15:04:05"), Target: r.Target.Title(),
 			Duration: fmt.Sprintf("%.2f s", r.Duration.Seconds()), Kind: string(r.Kind),
 			Error: r.Err, Failed: r.Err != "",
 		}
-		if r.Kind != "" {
+		if r.Fitted {
 			row.Rows = fmt.Sprint(r.TrainRows)
 			row.HoldoutMAPE = fmt.Sprintf("%.1f%%", r.HoldoutMAPE)
 		}
@@ -109,9 +114,10 @@ func Render(w io.Writer, s Snapshot) error {
 }
 
 var pageTemplate = template.Must(template.New("page").Funcs(template.FuncMap{
-	"pct": func(v float64) string { return fmt.Sprintf("%.1f%%", v) },
-	"ms":  func(v float64) string { return fmt.Sprintf("%.2f ms", v) },
-	"utc": func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05 UTC") },
+	"pct":  func(v float64) string { return fmt.Sprintf("%.1f%%", v) },
+	"ms":   func(v float64) string { return fmt.Sprintf("%.2f ms", v) },
+	"utc":  func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05 UTC") },
+	"gbps": func(bytesPerSec float64) float64 { return bytesPerSec / 1e9 },
 }).Parse(`<!DOCTYPE html>
 <html lang="en">
 <head>
@@ -156,19 +162,29 @@ code{font-size:12px}
 {{if not .Bundle}}<div class="warn">No model yet. The {{if eq .Role "trainer"}}trainer publishes its first bundle once a target has enough samples{{else}}predictor answers 503 until it has pulled a bundle from the trainer{{end}}.</div>{{end}}
 {{range .Cards}}
 <section>
-<h2>{{.Name}}{{with .Model}} — {{.Kind}} model{{end}}{{if .TrainedAge}}, trained {{.TrainedAge}}{{end}}</h2>
+<h2>{{.Name}}{{with .Model}} — {{.Kind}} model{{end}}{{if .Transfer}} — bandwidth law per link class{{end}}{{if .TrainedAge}}, trained {{.TrainedAge}}{{end}}</h2>
+{{with .Transfer}}
+<table>
+<tr><th>holdout MAPE</th><th>median APE</th><th>p90 APE</th><th>MAE</th><th>bias</th><th>quantile coverage</th><th>train samples</th><th>held-out samples</th><th>trained at</th><th>fit time</th></tr>
+<tr><td class="num">{{pct .Holdout.MAPE}}</td><td class="num">{{pct .Holdout.MedianAPE}}</td><td class="num">{{pct .Holdout.P90APE}}</td><td class="num">{{ms .Holdout.MAE}}</td><td class="num">{{pct .Holdout.Bias}}</td><td class="num">{{with .HoldoutCoverage}}{{pct .Percent}} at q={{.Quantile}}{{else}}—{{end}}</td><td class="num">{{.TrainSamples}}</td><td class="num">{{.Holdout.Rows}}</td><td>{{utc .TrainedAt}}</td><td class="num">{{printf "%.3f s" .TrainSeconds}}</td></tr>
+</table>
+<table>
+<tr><th>link class</th><th>bandwidth alone</th><th>latency</th><th>contention</th><th>tokens fitted</th><th>train samples</th><th>holdout MAPE</th></tr>
+{{range .Classes}}<tr><td>{{.Class}}</td><td class="num">{{printf "%.3g GB/s" (gbps .BytesPerSec)}}</td><td class="num">{{ms .LatencyMs}}</td><td class="num">{{printf "%.2f" .Contention}}</td><td class="num">{{printf "%.0f–%.0f" .Tokens.Min .Tokens.Max}}</td><td class="num">{{.Samples}}</td><td class="num">{{if .Holdout.Rows}}{{pct .Holdout.MAPE}}{{else}}—{{end}}</td></tr>
+{{end}}</table>
+{{end}}
 {{with .Model}}
 <table>
 <tr><th>holdout MAPE</th><th>median APE</th><th>p90 APE</th><th>MAE</th><th>bias</th><th>linear part alone</th><th>quantile coverage</th><th>train samples</th><th>held-out samples</th><th>trained at</th><th>fit time</th></tr>
 <tr><td class="num">{{pct .Holdout.MAPE}}</td><td class="num">{{pct .Holdout.MedianAPE}}</td><td class="num">{{pct .Holdout.P90APE}}</td><td class="num">{{ms .Holdout.MAE}}</td><td class="num">{{pct .Holdout.Bias}}</td><td class="num">{{pct .HoldoutLinear.MAPE}} MAPE</td><td class="num">{{with .HoldoutCoverage}}{{pct .Percent}} at q={{.Quantile}}{{else}}—{{end}}</td><td class="num">{{.TrainSamples}}</td><td class="num">{{.Holdout.Rows}}</td><td>{{utc .TrainedAt}}</td><td class="num">{{printf "%.2f s" .TrainSeconds}}</td></tr>
 </table>
-{{else}}<p class="note">No model for this target yet.</p>{{end}}
+{{else}}{{if not .Transfer}}<p class="note">No model for this target yet.</p>{{end}}{{end}}
 {{with .Status}}{{with .Rejected}}<p class="note bad">The publication gate refused a candidate at {{utc .At}}: {{.Reason}}{{if .Detail}} ({{.Detail}}){{end}}; {{if .Published}}it was published anyway (forced){{else}}the model in service stayed{{end}}.</p>{{end}}{{if .GateRejections}}<p class="note">Candidates refused by the publication gate so far: {{.GateRejections}}.</p>{{end}}{{if .LastError}}<p class="note bad">Last training error ({{utc .LastErrorAt}}): {{.LastError}}</p>{{end}}{{if .LastSkipReason}}<p class="note">Waiting: {{.LastSkipReason}}.</p>{{end}}{{end}}
 <div class="grid">
 {{if .HasHoldout}}<div>{{with .Holdout}}{{if .SVG}}{{.SVG}}{{else}}<p class="note">Predicted vs measured: {{.Note}}</p>{{end}}{{end}}</div>{{end}}
 {{if .HasFill}}<div>{{with .Fill}}{{if .SVG}}{{.SVG}}{{else}}<p class="note">Store fill: {{.Note}}</p>{{end}}{{end}}</div>{{end}}
-<div>{{with .Coefficients}}{{if .SVG}}{{.SVG}}{{else}}<p class="note">Linear coefficients: {{.Note}}</p>{{end}}{{end}}</div>
-<div>{{with .Gain}}{{if .SVG}}{{.SVG}}{{else}}<p class="note">Tree gain: {{.Note}}</p>{{end}}{{end}}</div>
+{{if .PerPod}}<div>{{with .Coefficients}}{{if .SVG}}{{.SVG}}{{else}}<p class="note">Linear coefficients: {{.Note}}</p>{{end}}{{end}}</div>
+<div>{{with .Gain}}{{if .SVG}}{{.SVG}}{{else}}<p class="note">Tree gain: {{.Note}}</p>{{end}}{{end}}</div>{{end}}
 </div>
 </section>
 {{end}}

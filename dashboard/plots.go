@@ -23,22 +23,22 @@ import (
 	"github.com/headroomhq/headroom/trainer"
 )
 
-// Colours, one per series kind, the same on every plot of the page.
+// Colours, one per series kind, the same on every plot of the page: each
+// target its own, in the order of features.Targets.
 var (
-	colorTTFT   = color.RGBA{R: 0x1f, G: 0x77, B: 0xb4, A: 0xff}
-	colorTPOT   = color.RGBA{R: 0xff, G: 0x7f, B: 0x0e, A: 0xff}
+	targetColors = []color.Color{
+		color.RGBA{R: 0x1f, G: 0x77, B: 0xb4, A: 0xff},
+		color.RGBA{R: 0xff, G: 0x7f, B: 0x0e, A: 0xff},
+		color.RGBA{R: 0x17, G: 0xbe, B: 0xcf, A: 0xff},
+		color.RGBA{R: 0x8c, G: 0x56, B: 0x4b, A: 0xff},
+	}
 	colorFailed = color.RGBA{R: 0xd6, G: 0x27, B: 0x28, A: 0xff}
 	colorGuide  = color.RGBA{R: 0x88, G: 0x88, B: 0x88, A: 0xff}
 	colorUp     = color.RGBA{R: 0x2c, G: 0xa0, B: 0x2c, A: 0xff}
 	colorDown   = color.RGBA{R: 0x94, G: 0x67, B: 0xbd, A: 0xff}
 )
 
-func targetColor(t features.Target) color.Color {
-	if t == features.TPOT {
-		return colorTPOT
-	}
-	return colorTTFT
-}
+func targetColor(t features.Target) color.Color { return targetColors[int(t)%len(targetColors)] }
 
 // plotWidth is every plot's width: the page shows SVGs at their natural
 // size (or smaller on a narrow screen), so equal widths keep every plot's
@@ -164,7 +164,7 @@ func holdoutPlot(tv Target) (template.HTML, error) {
 	if hi <= lo*1.01 {
 		lo, hi = lo/1.5, hi*1.5
 	}
-	name := strings.ToUpper(tv.Target.String())
+	name := tv.Target.Title()
 	p := newPlot(fmt.Sprintf("%s on the holdout: predicted vs measured (%d samples)", name, len(xys)),
 		"measured "+name+" (ms)", "predicted "+name+" (ms)")
 	for _, a := range []*plot.Axis{&p.X, &p.Y} {
@@ -217,7 +217,7 @@ func mapePlot(runs []trainer.RetrainRecord) (template.HTML, error) {
 				continue
 			}
 			x := float64(r.Start.Unix())
-			if r.Kind != "" {
+			if r.Fitted {
 				holdout = append(holdout, plotter.XY{X: x, Y: r.HoldoutMAPE})
 			}
 			if r.HasLive {
@@ -242,7 +242,7 @@ func mapePlot(runs []trainer.RetrainRecord) (template.HTML, error) {
 				l.Dashes = []vg.Length{vg.Points(5), vg.Points(3)}
 			}
 			p.Add(l, s)
-			p.Legend.Add(strings.ToUpper(tg.String())+" "+series.label, l, s)
+			p.Legend.Add(tg.Title()+" "+series.label, l, s)
 			drawn++
 		}
 	}
@@ -269,10 +269,15 @@ func durationPlot(runs []trainer.RetrainRecord) (template.HTML, error) {
 		}
 		groups[key] = append(groups[key], plotter.XY{X: float64(r.Start.Unix()), Y: r.Duration.Seconds()})
 	}
-	for _, g := range []struct {
-		key string
-		c   color.Color
-	}{{"ttft", colorTTFT}, {"tpot", colorTPOT}, {"failed", colorFailed}} {
+	type series struct {
+		key, name string
+		c         color.Color
+	}
+	var all []series
+	for _, tg := range features.Targets {
+		all = append(all, series{tg.String(), tg.Title(), targetColor(tg)})
+	}
+	for _, g := range append(all, series{"failed", "FAILED", colorFailed}) {
 		xys := groups[g.key]
 		if len(xys) == 0 {
 			continue
@@ -285,7 +290,7 @@ func durationPlot(runs []trainer.RetrainRecord) (template.HTML, error) {
 		sc.GlyphStyle.Radius = vg.Points(2.2)
 		sc.GlyphStyle.Shape = draw.CircleGlyph{}
 		p.Add(sc)
-		p.Legend.Add(strings.ToUpper(g.key), sc)
+		p.Legend.Add(g.name, sc)
 	}
 	roomForLegend(p)
 	return svg(p, plotWidth, 3.6*vg.Inch)
@@ -332,7 +337,7 @@ func fillPlot(t features.Target, f *Fill) (template.HTML, error) {
 	}
 	// Darker is fuller; a cell holds at most PerCell samples, beyond which
 	// it forgets its oldest.
-	p := newPlot(fmt.Sprintf("%s store: %d training samples (at most %d a cell)", strings.ToUpper(t.String()), total, f.PerCell),
+	p := newPlot(fmt.Sprintf("%s store: %d training samples (at most %d a cell)", t.Title(), total, f.PerCell),
 		"prefix-cache score", "KV-cache use")
 	grid := fillGrid{f: f, largest: largest}
 	p.Add(plotter.NewHeatMap(grid, blues(32)))
@@ -413,7 +418,7 @@ func coefficientPlot(tv Target) (template.HTML, error) {
 	if m == nil || m.Linear == nil {
 		return "", errNoData
 	}
-	return barPlot(strings.ToUpper(tv.Target.String())+" linear model: coefficient per feature",
+	return barPlot(tv.Target.Title()+" linear model: coefficient per feature",
 		"ms per standard deviation of the feature", m.Columns, m.Linear.Coef)
 }
 
@@ -435,7 +440,7 @@ func gainPlot(tv Target) (template.HTML, error) {
 	for i, g := range gain {
 		share[i] = 100 * max(g, 0) / total
 	}
-	return barPlot(fmt.Sprintf("%s trees: share of split gain per feature (%d trees)", strings.ToUpper(tv.Target.String()), m.Trees.NumTrees()),
+	return barPlot(fmt.Sprintf("%s trees: share of split gain per feature (%d trees)", tv.Target.Title(), m.Trees.NumTrees()),
 		"% of total gain", m.Columns, share)
 }
 

@@ -40,17 +40,23 @@ type Snapshot struct {
 	BucketCapacity   int
 }
 
-// Target is one target's part of the page.
+// Target is one target's part of the page: one for each of
+// features.Targets.
 type Target struct {
 	Target features.Target
-	Model  *model.TargetModel // nil before the target's first model
+	// Model is a per-pod target's model, Transfer the KV-transfer model;
+	// both nil before the target's first model.
+	Model    *model.TargetModel
+	Transfer *model.TransferModel
 	// Holdout pairs the model's predictions with measured values on the
 	// store's held-out samples (trainer only).
 	Holdout []Point
 	Status  *trainer.TargetStatus // trainer only
 	// Fill is the training samples stored per KV-cache level (rows) and
 	// prefix-cache level (columns), summed over the store's other
-	// dimensions; nil when the scheme does not stratify by both.
+	// dimensions; nil when the scheme does not stratify by both, and for
+	// a stream of another scheme (the KV transfers', by link class and
+	// size).
 	Fill *Fill
 }
 
@@ -79,12 +85,13 @@ func FromTrainer(ctx context.Context, t *trainer.Trainer, db *store.DB, now time
 	status := t.Status()
 	s.XGBoostAvailable, s.XGBoostError = status.XGBoostAvailable, status.XGBoostError
 	for _, tg := range features.Targets {
-		view := Target{Target: tg, Model: s.Bundle.Target(tg), Fill: fill(db, tg)}
+		view := modelView(s.Bundle, tg)
+		view.Fill = fill(db, tg)
 		if st, ok := status.Targets[tg.String()]; ok {
 			view.Status = &st
 		}
-		if view.Model != nil {
-			points, err := holdoutPoints(ctx, db, tg, view.Model)
+		if view.hasModel() {
+			points, err := view.holdoutPoints(ctx, db)
 			if err != nil {
 				return s, err
 			}
@@ -95,6 +102,17 @@ func FromTrainer(ctx context.Context, t *trainer.Trainer, db *store.DB, now time
 	return s, nil
 }
 
+// modelView is target tg's view with b's model (b may be nil).
+func modelView(b *model.Bundle, tg features.Target) Target {
+	v := Target{Target: tg, Model: b.Target(tg)}
+	if tg == features.KVTransfer && b != nil {
+		v.Transfer = b.Transfer
+	}
+	return v
+}
+
+func (v Target) hasModel() bool { return v.Model != nil || v.Transfer != nil }
+
 // FromPredictor takes a snapshot of a predictor: the bundle in service and
 // where it came from. A predictor keeps no samples, so its page has no
 // holdout plot, store or training history.
@@ -104,25 +122,40 @@ func FromPredictor(p *predictor.Predictor, trainerURL string, now time.Time) Sna
 		s.Bundle, s.LoadedAt = pub.Bundle, loaded
 	}
 	for _, tg := range features.Targets {
-		s.Targets = append(s.Targets, Target{Target: tg, Model: s.Bundle.Target(tg)})
+		s.Targets = append(s.Targets, modelView(s.Bundle, tg))
 	}
 	return s
 }
 
-// holdoutPoints predicts the newest held-out samples with m, building each
-// feature row with the one feature builder training and serving use.
-func holdoutPoints(ctx context.Context, db *store.DB, tg features.Target, m *model.TargetModel) ([]Point, error) {
-	samples, err := db.SnapshotHoldout(ctx, tg)
+// holdoutPoints predicts the newest held-out samples with the view's
+// model: a per-pod model builds each feature row with the one feature
+// builder training and serving use; the KV-transfer model predicts each
+// sample's transfer as /predict/pairs does.
+func (v Target) holdoutPoints(ctx context.Context, db *store.DB) ([]Point, error) {
+	samples, err := db.SnapshotHoldout(ctx, v.Target)
 	if err != nil {
 		return nil, fmt.Errorf("dashboard: %w", err)
 	}
 	if len(samples) > MaxHoldoutPoints {
 		samples = samples[len(samples)-MaxHoldoutPoints:]
 	}
-	d := trainer.BuildDataset(m.Schema(), tg, samples)
-	points := make([]Point, len(d.Y))
-	for i, x := range d.X {
-		points[i] = Point{Predicted: m.Predict(x), Actual: d.Y[i]}
+	if m := v.Model; m != nil {
+		d := trainer.BuildDataset(m.Schema(), v.Target, samples)
+		points := make([]Point, len(d.Y))
+		for i, x := range d.X {
+			points[i] = Point{Predicted: m.Predict(x), Actual: d.Y[i]}
+		}
+		return points, nil
+	}
+	var points []Point
+	for i := range samples {
+		tr := samples[i].Transfer
+		if tr == nil || !(tr.Ms > 0) {
+			continue
+		}
+		if y, ok := v.Transfer.Predict(tr.Class(), tr.Tokens, tr.BytesPerToken, tr.Concurrent); ok {
+			points = append(points, Point{Predicted: y, Actual: tr.Ms})
+		}
 	}
 	return points, nil
 }
@@ -131,6 +164,9 @@ func holdoutPoints(ctx context.Context, db *store.DB, tg features.Target, m *mod
 // levels are the digits of i in the mixed radix of the scheme's
 // dimensions, the first most significant (store.Scheme).
 func fill(db *store.DB, tg features.Target) *Fill {
+	if !tg.PerPod() {
+		return nil
+	}
 	scheme := db.Scheme()
 	dims := scheme.Dims()
 	kv, prefix := -1, -1

@@ -8,7 +8,10 @@
 // columns it was trained on.
 package features
 
-import "strings"
+import (
+	"slices"
+	"strings"
+)
 
 // Row is one prediction request for one candidate endpoint: the fields of
 // llm-d's PredictionRequest after validation and defaulting.
@@ -33,14 +36,28 @@ const (
 	TTFT Target = iota // time to first token
 	TPOT               // time per output token
 	// KVTransfer is the KV-cache transfer of a disaggregated request
-	// (Sample.Transfer). It is not in Targets: it is predicted per pair of
-	// pods by a bandwidth law (model.TransferModel), not per pod from a row,
-	// and the loops over Targets are the per-pod models'.
+	// (Sample.Transfer). It is predicted per pair of pods by a bandwidth
+	// law (model.TransferModel), not per pod from a Row.
 	KVTransfer
 )
 
-// Targets lists every per-pod target in a fixed order, for loops.
-var Targets = [...]Target{TTFT, TPOT}
+// Targets lists every target in a fixed order, and is the one list of
+// them: each is one stream of the store, one model of a bundle, one
+// lifecycle of the trainer, and every route, metric and dashboard panel
+// that reports per target, and /flush, goes through this list. A new
+// target is a new constant here, with its Label (sample.go).
+var Targets = [...]Target{TTFT, TPOT, KVTransfer}
+
+// NumTargets is len(Targets), for arrays indexed by Target.
+const NumTargets = len(Targets)
+
+// PodTargets are the Targets predicted per pod from a Row
+// (Schema.Build, with DefaultColumns), in the order of Targets; the others
+// are predicted per pair of pods.
+var PodTargets = [...]Target{TTFT, TPOT}
+
+// PerPod reports whether t is one of PodTargets.
+func (t Target) PerPod() bool { return slices.Contains(PodTargets[:], t) }
 
 func (t Target) String() string {
 	switch t {
@@ -52,6 +69,15 @@ func (t Target) String() string {
 		return "kv_transfer"
 	}
 	return "unknown"
+}
+
+// Title is the target's name in prose and on pages: "TTFT", "TPOT",
+// "KV-transfer".
+func (t Target) Title() string {
+	if t == KVTransfer {
+		return "KV-transfer"
+	}
+	return strings.ToUpper(t.String())
 }
 
 // ParseTarget is the inverse of Target.String.

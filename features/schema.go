@@ -283,3 +283,16 @@ var (
 		"prefill_tokens_in_flight", "decode_tokens_in_flight", "pod_type", "batch_load",
 	}
 )
+
+// DefaultColumns is a per-pod target's default feature columns
+// (DefaultTTFTColumns, DefaultTPOTColumns); nil for a target not predicted
+// per pod.
+func DefaultColumns(t Target) []string {
+	switch t {
+	case TTFT:
+		return DefaultTTFTColumns
+	case TPOT:
+		return DefaultTPOTColumns
+	}
+	return nil
+}

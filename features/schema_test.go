@@ -1,6 +1,7 @@
 package features
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -70,7 +71,7 @@ func TestBuildEdgeValues(t *testing.T) {
 // sample; no default column may read it, or the model would learn on one
 // value and serve on the other.
 func TestDefaultSchemasIgnoreTokensGenerated(t *testing.T) {
-	for _, tg := range Targets {
+	for _, tg := range PodTargets {
 		s := defaultSchema(tg)
 		a, b := Row{NumTokensGenerated: 0, InputTokenLength: 10}, Row{NumTokensGenerated: 1, InputTokenLength: 10}
 		xa, xb := s.Build(&a, nil), s.Build(&b, nil)
@@ -165,9 +166,27 @@ func TestHinges(t *testing.T) {
 }
 
 // defaultSchema is the compiled schema of a target's default columns.
-func defaultSchema(t Target) Schema {
-	if t == TPOT {
-		return MustSchema(DefaultTPOTColumns...)
+func defaultSchema(t Target) Schema { return MustSchema(DefaultColumns(t)...) }
+
+// Targets is the one list of targets: the per-pod ones are among them, in
+// its order, and are exactly those with default columns.
+func TestTargetsListEveryTarget(t *testing.T) {
+	var pod []Target
+	for i, tg := range Targets {
+		if int(tg) != i {
+			t.Errorf("Targets[%d] is %s (%d): a target's value is its index", i, tg, tg)
+		}
+		if got, ok := ParseTarget(tg.String()); !ok || got != tg {
+			t.Errorf("%s does not parse back", tg)
+		}
+		if tg.PerPod() {
+			pod = append(pod, tg)
+		}
+		if tg.PerPod() != (DefaultColumns(tg) != nil) {
+			t.Errorf("%s: per pod %v, default columns %v", tg, tg.PerPod(), DefaultColumns(tg))
+		}
 	}
-	return MustSchema(DefaultTTFTColumns...)
+	if fmt.Sprint(pod) != fmt.Sprint(PodTargets[:]) {
+		t.Errorf("per-pod targets in Targets' order %v, PodTargets %v", pod, PodTargets)
+	}
 }

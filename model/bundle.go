@@ -44,7 +44,7 @@ type Bundle struct {
 // were trained and held out on.
 func (b *Bundle) SamplesSeen() int {
 	n := 0
-	for _, t := range features.Targets {
+	for _, t := range features.PodTargets {
 		if m := b.Target(t); m != nil {
 			n += m.TrainSamples + m.HoldoutSamples
 		}
@@ -65,6 +65,26 @@ func (b *Bundle) Target(t features.Target) *TargetModel {
 		return b.TPOT
 	}
 	return nil
+}
+
+// Has reports whether b holds a model of target t, of whatever kind.
+func (b *Bundle) Has(t features.Target) bool {
+	if t == features.KVTransfer {
+		return b != nil && b.Transfer != nil
+	}
+	return b.Target(t) != nil
+}
+
+// SetTarget makes m the per-pod model of t (TTFT or TPOT).
+func (b *Bundle) SetTarget(t features.Target, m *TargetModel) {
+	switch t {
+	case features.TTFT:
+		b.TTFT = m
+	case features.TPOT:
+		b.TPOT = m
+	default:
+		panic(fmt.Sprintf("model: %s has no per-pod model", t))
+	}
 }
 
 // envelope is the serialised bundle. The checksum and signature cover the
@@ -145,7 +165,7 @@ func Decode(data []byte, key []byte) (*Bundle, error) {
 	if err := checkEpoch(b.Epoch); err != nil {
 		return nil, fmt.Errorf("decode bundle %d: %w", b.Version, err)
 	}
-	for _, t := range features.Targets {
+	for _, t := range features.PodTargets {
 		if m := b.Target(t); m != nil {
 			if err := m.Prepare(); err != nil {
 				return nil, fmt.Errorf("decode bundle %d: %s model: %w", b.Version, t, err)

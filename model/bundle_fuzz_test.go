@@ -40,7 +40,7 @@ func checkAccepted(t *testing.T, b *Bundle, payloadSum string) {
 	}
 	pub := &Published{Bundle: b}
 	preds := map[features.Target][]float64{}
-	for _, tg := range features.Targets {
+	for _, tg := range features.PodTargets {
 		m := b.Target(tg)
 		if m == nil {
 			continue
@@ -83,7 +83,7 @@ func checkAccepted(t *testing.T, b *Bundle, payloadSum string) {
 	if err != nil {
 		t.Fatalf("re-encoded bundle refused: %v", err)
 	}
-	for _, tg := range features.Targets {
+	for _, tg := range features.PodTargets {
 		m := again.Target(tg)
 		if (m == nil) != (b.Target(tg) == nil) {
 			t.Fatalf("%s: model lost or gained in re-encoding", tg)

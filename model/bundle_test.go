@@ -72,7 +72,7 @@ func TestBundleRoundTrip(t *testing.T) {
 		t.Fatalf("decoded version %d checksum %q, want 7 and %q", got.Version, got.Checksum, b.Checksum)
 	}
 	row := features.Row{NumRequestRunning: 6, InputTokenLength: 300, KVCachePercentage: 0.2}
-	for _, tg := range features.Targets {
+	for _, tg := range features.PodTargets {
 		want, have := b.Target(tg), got.Target(tg)
 		x := want.Schema().Build(&row, nil)
 		if w, h := want.Predict(x), have.Predict(x); w != h {

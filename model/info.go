@@ -111,7 +111,7 @@ func NewInfo(pub *Published, loadedAt, now time.Time, counts func(t features.Tar
 	if counts != nil {
 		info.KVTransfer.TrainSamples, info.KVTransfer.HoldoutSamples = counts(features.KVTransfer)
 	}
-	for _, t := range features.Targets {
+	for _, t := range features.PodTargets {
 		ti := targetInfo(pub, t)
 		if counts != nil {
 			ti.TrainSamples, ti.HoldoutSamples = counts(t)

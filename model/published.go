@@ -19,7 +19,7 @@ type Published struct {
 	Bundle  *Bundle
 	Encoded []byte
 
-	dumps [2]struct {
+	dumps [features.NumTargets]struct { // by target: the per-pod ones have trees
 		once sync.Once
 		data []byte
 		err  error

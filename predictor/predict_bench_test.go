@@ -97,7 +97,7 @@ func BenchmarkPredictRow(b *testing.B) {
 // for 200 complete trees of depth 6.
 func BenchmarkTargetPredict(b *testing.B) {
 	rows := benchRows(1024)
-	for _, t := range features.Targets {
+	for _, t := range features.PodTargets {
 		m := treeModel(b, t, 200, 6)
 		s := m.Schema()
 		x := make([]float64, 0, 64)

@@ -333,14 +333,15 @@ const (
 	fnvPrime  = 1099511628211
 )
 
-// holdoutSeed is FNV-64a's state after each target's salt. The salts are
-// part of the file format: changing them moves future samples of a known
-// content to the other side.
-var holdoutSeed = [numStreams]uint64{
-	features.TTFT:       fnvString("headroom/holdout/ttft"),
-	features.TPOT:       fnvString("headroom/holdout/tpot"),
-	features.KVTransfer: fnvString("headroom/holdout/kv_transfer"),
-}
+// holdoutSeed is FNV-64a's state after each target's salt,
+// "headroom/holdout/" and its name. The salts are part of the file format:
+// changing them moves future samples of a known content to the other side.
+var holdoutSeed = func() (seeds [numStreams]uint64) {
+	for _, t := range streams {
+		seeds[t] = fnvString("headroom/holdout/" + t.String())
+	}
+	return seeds
+}()
 
 func fnvString(s string) uint64 {
 	h := uint64(fnvOffset)

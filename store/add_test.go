@@ -39,7 +39,7 @@ func TestAddRoutesByLabel(t *testing.T) {
 			if res != want {
 				t.Errorf("Add = %+v, want %+v", res, want)
 			}
-			for _, tg := range features.Targets {
+			for _, tg := range features.PodTargets {
 				n := map[features.Target]int{features.TTFT: tc.ttft, features.TPOT: tc.tpot}[tg]
 				if got := db.Counts().Train(tg); got != n {
 					t.Errorf("%s: %d training samples, want %d", tg, got, n)
@@ -165,7 +165,7 @@ func TestHoldoutSplit(t *testing.T) {
 		return m
 	}
 	var sets [numStreams]map[time.Time]bool
-	for _, tg := range features.Targets {
+	for _, tg := range features.PodTargets {
 		labelled := res.Train[tg] + res.Holdout[tg]
 		if labelled != n*4/5 {
 			t.Fatalf("%s: %d labelled samples stored, want %d", tg, labelled, n*4/5)
@@ -195,7 +195,7 @@ func TestHoldoutSplit(t *testing.T) {
 	// Deterministic: another store puts the same samples on the same side.
 	other := openTest(t, tempPath(t), o)
 	mustAdd(t, other, samples)
-	for _, tg := range features.Targets {
+	for _, tg := range features.PodTargets {
 		if !mapsEqualTime(held(other, tg), sets[tg]) {
 			t.Errorf("%s: a second store held out different samples", tg)
 		}
@@ -324,7 +324,7 @@ func TestConcurrentAddSnapshotCounts(t *testing.T) {
 					return
 				}
 				mu.Lock()
-				for _, tg := range features.Targets {
+				for _, tg := range features.PodTargets {
 					total.Train[tg] += res.Train[tg]
 					total.Holdout[tg] += res.Holdout[tg]
 				}
@@ -364,7 +364,7 @@ func TestConcurrentAddSnapshotCounts(t *testing.T) {
 	wg.Wait()
 	close(done)
 	readers.Wait()
-	for _, tg := range features.Targets {
+	for _, tg := range features.PodTargets {
 		c := db.Counts()
 		if c.Train(tg) != total.Train[tg] || c.Holdout(tg) != total.Holdout[tg] {
 			t.Errorf("%s: counts %d/%d, Adds reported %d/%d", tg, c.Train(tg), c.Holdout(tg), total.Train[tg], total.Holdout[tg])

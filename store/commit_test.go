@@ -64,7 +64,7 @@ func TestGroupCommitEqualsSequentialAdds(t *testing.T) {
 	if grouped.Counts() != seq.Counts() {
 		t.Errorf("counts %+v, sequential %+v", grouped.Counts(), seq.Counts())
 	}
-	for _, tg := range features.Targets {
+	for _, tg := range features.PodTargets {
 		if grouped.Generation(tg) != seq.Generation(tg) {
 			t.Errorf("%s: generation %d, sequential %d", tg, grouped.Generation(tg), seq.Generation(tg))
 		}

@@ -77,14 +77,11 @@ const formatVersion = 2
 // minFormatVersion is the oldest layout Open upgrades.
 const minFormatVersion = 1
 
-// The store keeps one stream of samples per target: the per-pod targets,
-// then KV transfer. streams lists them in file order.
-const (
-	numTargets = len(features.Targets)
-	numStreams = numTargets + 1
-)
+// The store keeps one stream of samples per target, in the order of
+// features.Targets, the one list of them.
+const numStreams = features.NumTargets
 
-var streams = [numStreams]features.Target{features.TTFT, features.TPOT, features.KVTransfer}
+var streams = features.Targets
 
 // Defaults for zero Options fields.
 const (

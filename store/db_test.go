@@ -95,7 +95,7 @@ func TestOpenNew(t *testing.T) {
 		o.HoldoutFraction != DefaultHoldoutFraction || o.Scheme.String() != DefaultSchemeName {
 		t.Errorf("defaults not applied: %+v", o)
 	}
-	for _, tg := range features.Targets {
+	for _, tg := range features.PodTargets {
 		if c := db.Counts(); c.Train(tg) != 0 || c.Holdout(tg) != 0 || db.Generation(tg) != 0 {
 			t.Errorf("%s: new store not empty", tg)
 		}
@@ -197,7 +197,7 @@ func TestRestartKeepsEverything(t *testing.T) {
 	var gens [numStreams]uint64
 	var buckets [numStreams]map[string]int
 	var trains, holdouts [numStreams][]features.Sample
-	for _, tg := range features.Targets {
+	for _, tg := range features.PodTargets {
 		gens[tg] = db.Generation(tg)
 		buckets[tg] = db.BucketCounts(tg)
 		if trains[tg], holdouts[tg], err = db.Snapshot(tg); err != nil {
@@ -215,7 +215,7 @@ func TestRestartKeepsEverything(t *testing.T) {
 	if db.Counts() != counts {
 		t.Errorf("counts after reopen %+v, before %+v", db.Counts(), counts)
 	}
-	for _, tg := range features.Targets {
+	for _, tg := range features.PodTargets {
 		if db.Generation(tg) != gens[tg] {
 			t.Errorf("%s: generation %d after reopen, %d before", tg, db.Generation(tg), gens[tg])
 		}
@@ -234,7 +234,7 @@ func TestRestartKeepsEverything(t *testing.T) {
 	// Sequence numbers continue: a sample added now is the newest.
 	late := testSamples(5, 99, time.Hour)[2:3] // both labels
 	mustAdd(t, db, late)
-	for _, tg := range features.Targets {
+	for _, tg := range features.PodTargets {
 		if db.Generation(tg) != gens[tg]+1 {
 			t.Errorf("%s: generation %d after one more Add, want %d", tg, db.Generation(tg), gens[tg]+1)
 		}

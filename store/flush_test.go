@@ -29,14 +29,14 @@ func TestFlush(t *testing.T) {
 			mustAdd(t, db, testSamples(2000, 1, 0))
 			before := db.Counts()
 			var gens [numStreams]uint64
-			for _, tg := range features.Targets {
+			for _, tg := range features.PodTargets {
 				gens[tg] = db.Generation(tg)
 			}
 			res, err := db.Flush(tc.train, tc.holdout, tc.targets...)
 			if err != nil {
 				t.Fatal(err)
 			}
-			for _, tg := range features.Targets {
+			for _, tg := range features.PodTargets {
 				wantTrain, wantHoldout := 0, 0
 				if tc.emptied[tg][0] {
 					wantTrain = before.Train(tg)

@@ -38,7 +38,7 @@ func TestFreelistWrittenAtClose(t *testing.T) {
 		t.Error("Close left the file without its freelist")
 	}
 	again := openTest(t, crashPath, testOptions())
-	for _, tg := range features.Targets {
+	for _, tg := range features.PodTargets {
 		if again.Counts().Train(tg) != want.Train(tg) || again.Counts().Holdout(tg) != want.Holdout(tg) {
 			t.Errorf("%s after a crash: %+v, want %+v", tg, again.Counts(), want)
 		}

@@ -15,7 +15,7 @@ type storeContent struct {
 func contentOf(t *testing.T, db *DB) storeContent {
 	t.Helper()
 	var c storeContent
-	for _, tg := range features.Targets {
+	for _, tg := range features.PodTargets {
 		var err error
 		if c.train[tg], c.holdout[tg], err = db.Snapshot(tg); err != nil {
 			t.Fatal(err)
@@ -81,7 +81,7 @@ func TestReopenWithOtherScheme(t *testing.T) {
 			if rep.FromScheme != tc.from || rep.Created {
 				t.Errorf("report %+v, want FromScheme %q", rep, tc.from)
 			}
-			for _, tg := range features.Targets {
+			for _, tg := range features.PodTargets {
 				want := newestPerBucket(before.train[tg], o.Scheme, tc.capacity)
 				if !samplesEqual(after.train[tg], want) {
 					t.Errorf("%s: re-bucketed training set has %d samples, want the newest per bucket: %d",
@@ -113,7 +113,7 @@ func TestReopenWithOtherScheme(t *testing.T) {
 				t.Errorf("second reopen changed the file again: %+v", db.OpenReport())
 			}
 			again := contentOf(t, db)
-			for _, tg := range features.Targets {
+			for _, tg := range features.PodTargets {
 				if !samplesEqual(again.train[tg], after.train[tg]) || again.gen[tg] != after.gen[tg] {
 					t.Errorf("%s: content changed on a plain reopen", tg)
 				}
@@ -143,7 +143,7 @@ func TestReopenWithSmallerCapacities(t *testing.T) {
 	db = openTest(t, path, o)
 	after := contentOf(t, db)
 	rep := db.OpenReport()
-	for _, tg := range features.Targets {
+	for _, tg := range features.PodTargets {
 		want := newestPerBucket(before.train[tg], db.Scheme(), o.BucketCapacity)
 		if !samplesEqual(after.train[tg], want) {
 			t.Errorf("%s: trimmed training set has %d samples, want %d, the newest per bucket", tg, len(after.train[tg]), len(want))

@@ -24,7 +24,7 @@ func TestSnapshotOrderAndBuckets(t *testing.T) {
 	for _, s := range added {
 		byTime[s.Timestamp] = s
 	}
-	for _, tg := range features.Targets {
+	for _, tg := range features.PodTargets {
 		train, holdout, err := db.Snapshot(tg)
 		if err != nil {
 			t.Fatal(err)
@@ -173,7 +173,7 @@ func TestSnapshotHoldout(t *testing.T) {
 	for i := range 3 {
 		mustAdd(t, db, testSamples(200, uint64(i), time.Duration(i)*time.Second))
 	}
-	for _, tg := range features.Targets {
+	for _, tg := range features.PodTargets {
 		_, want, err := db.Snapshot(tg)
 		if err != nil {
 			t.Fatal(err)

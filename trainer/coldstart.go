@@ -2,6 +2,7 @@ package trainer
 
 import (
 	"context"
+	"slices"
 
 	"github.com/headroomhq/headroom/features"
 	"github.com/headroomhq/headroom/model"
@@ -18,9 +19,10 @@ import (
 // models keep the cadence and thresholds of Config.
 
 // wakeForFirstModels wakes Run when samples were stored while some target
-// of b has no model. It never blocks: one pending wake-up is enough.
+// that takes first models has none in b. It never blocks: one pending
+// wake-up is enough.
 func (t *Trainer) wakeForFirstModels(b *model.Bundle) {
-	if b.Target(features.TTFT) != nil && b.Target(features.TPOT) != nil {
+	if !slices.ContainsFunc(t.targets, func(tg target) bool { return tg.firstModels() && !tg.has(b) }) {
 		return
 	}
 	select {
@@ -29,33 +31,35 @@ func (t *Trainer) wakeForFirstModels(b *model.Bundle) {
 	}
 }
 
-// firstModelsDue returns the targets without a model that have enough
-// training samples for one.
-func (t *Trainer) firstModelsDue() (due [2]bool, any bool) {
+// firstModelsDue returns the targets that take first models, have none,
+// and have enough samples for one.
+func (t *Trainer) firstModelsDue() []features.Target {
 	var cur *model.Bundle
 	if pub := t.current.Load(); pub != nil {
 		cur = pub.Bundle
 	}
-	for _, tg := range features.Targets {
-		if have, need := t.samplesFor(tg, true); cur.Target(tg) == nil && have >= need {
-			due[tg], any = true, true
+	var due []features.Target
+	for _, tg := range t.targets {
+		if have, need, _ := t.samplesFor(tg.id(), true); tg.firstModels() && !tg.has(cur) && have >= need {
+			due = append(due, tg.id())
 		}
 	}
-	return due, any
+	return due
 }
 
-// samplesFor returns the samples tg has and needs for a model: a first
-// (fresh) model counts held-out samples too (Config.MinSamplesFresh) but
-// needs one training sample at least; a retrain counts training samples.
-func (t *Trainer) samplesFor(tg features.Target, fresh bool) (have, need int) {
+// samplesFor returns the samples tg has and needs for a model, and what
+// they are: a first (fresh) model counts held-out samples too
+// (Config.MinSamplesFresh) but needs one training sample at least; a
+// retrain counts training samples (Config.MinSamples).
+func (t *Trainer) samplesFor(tg features.Target, fresh bool) (have, need int, what string) {
 	counts := t.db.Counts()
 	if !fresh {
-		return counts.Train(tg), t.cfg.MinSamples
+		return counts.Train(tg), t.cfg.MinSamples, "training samples"
 	}
 	if counts.Train(tg) == 0 {
-		return 0, max(t.cfg.MinSamplesFresh, 1)
+		return 0, max(t.cfg.MinSamplesFresh, 1), "samples"
 	}
-	return counts.Train(tg) + counts.Holdout(tg), t.cfg.MinSamplesFresh
+	return counts.Train(tg) + counts.Holdout(tg), t.cfg.MinSamplesFresh, "samples"
 }
 
 // firstModels trains the first model of every target that is due one: a
@@ -63,8 +67,8 @@ func (t *Trainer) samplesFor(tg features.Target, fresh bool) (have, need int) {
 // an xgboost to grow them, the full model. Failures are logged; the next
 // wake-up or tick tries again.
 func (t *Trainer) firstModels(ctx context.Context) {
-	due, ok := t.firstModelsDue()
-	if !ok {
+	due := t.firstModelsDue()
+	if len(due) == 0 {
 		return
 	}
 	pub, err := t.retrain(ctx, pass{targets: due, linearOnly: true})
@@ -75,26 +79,17 @@ func (t *Trainer) firstModels(ctx context.Context) {
 		return
 	}
 	t.cfg.Logger.Info("first model in service: linear, trees to follow where possible",
-		"version", pub.Bundle.Version, "ttft", due[features.TTFT], "tpot", due[features.TPOT])
-	var upgrade [2]bool
-	anyUpgrade := false
-	for _, tg := range features.Targets {
-		if m := pub.Bundle.Target(tg); due[tg] && m != nil && t.treesPossible(m) {
-			upgrade[tg], anyUpgrade = true, true
+		"version", pub.Bundle.Version, "targets", due)
+	var upgrade []features.Target
+	for _, tg := range t.targets {
+		if slices.Contains(due, tg.id()) && tg.upgradable(pub.Bundle) {
+			upgrade = append(upgrade, tg.id())
 		}
 	}
-	if !anyUpgrade {
+	if len(upgrade) == 0 {
 		return
 	}
 	if _, err := t.retrain(ctx, pass{targets: upgrade, upgrade: true}); err != nil && ctx.Err() == nil {
 		t.cfg.Logger.Warn("trees for the first model failed; the linear model stays in service", "error", err)
 	}
-}
-
-// treesPossible reports whether a full fit would give m, a linear model,
-// trees: xgboost is there, the configured kind has trees, and m was
-// trained on enough rows for them.
-func (t *Trainer) treesPossible(m *model.TargetModel) bool {
-	return m.Kind == model.KindLinear && t.xgbErr == nil && t.cfg.Fit.XGBoost != nil &&
-		t.cfg.Fit.Kind != model.KindLinear && m.TrainSamples >= t.cfg.Fit.MinTreeRows
 }

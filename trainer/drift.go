@@ -262,14 +262,18 @@ func (r *ring) summary(q float64) *LiveError {
 	return le
 }
 
-// targetLive is one target's live state.
+// targetLive is one target's live state: the windows of its live errors
+// and the levels its quantiles are served at. Each target's lifecycle owns
+// one; mu guards it.
 type targetLive struct {
+	mu      sync.Mutex
 	model   ring
 	served  ring
 	forward []ForwardSample // ring of Window, aligned with model
-	// current is the model the rows since the last change were judged
-	// against; a different pointer in the bundle means a new model.
-	current   *model.TargetModel
+	// holdout is the holdout figures of the model the rows since the last
+	// change were judged against; hasModel is false before the first.
+	holdout   model.Quality
+	hasModel  bool
 	early     int
 	lastEarly time.Time
 	// level is the residual level the next model serves Quantile at
@@ -285,115 +289,52 @@ type targetLive struct {
 	outLevelSamples int
 }
 
-// driftTracker keeps the live windows and decides early retrains. Its
-// methods are safe for concurrent use.
+func newTargetLive(window int) targetLive {
+	return targetLive{model: newRing(window, true), served: newRing(window, false), forward: make([]ForwardSample, 0, window)}
+}
+
+// modelChanged starts judging the live rows against a new model in
+// service, of holdout figures holdout (none: hasModel false).
+func (tl *targetLive) modelChanged(holdout model.Quality, hasModel bool) {
+	tl.holdout, tl.hasModel = holdout, hasModel
+	tl.model.sinceModel, tl.served.sinceModel = 0, 0
+}
+
+// driftTracker is what live tracking shares across targets: its
+// configuration, the clock and the metrics, and the early-retrain request
+// any target's live error can make. Each target's live state is its own
+// (targetLive); the methods taking one expect its lock held.
 type driftTracker struct {
 	cfg     DriftConfig
 	now     func() time.Time
 	metrics *Metrics
-
-	mu      sync.Mutex
-	targets [len(features.Targets)]targetLive
 	// trigger holds at most one pending early-retrain request.
 	trigger chan struct{}
 }
 
 func newDriftTracker(cfg DriftConfig, now func() time.Time, metrics *Metrics) *driftTracker {
 	cfg.setDefaults()
-	d := &driftTracker{cfg: cfg, now: now, metrics: metrics, trigger: make(chan struct{}, 1)}
-	for i := range d.targets {
-		d.targets[i].model = newRing(cfg.Window, true)
-		d.targets[i].served = newRing(cfg.Window, false)
-		d.targets[i].forward = make([]ForwardSample, 0, cfg.Window)
-	}
-	return d
+	return &driftTracker{cfg: cfg, now: now, metrics: metrics, trigger: make(chan struct{}, 1)}
 }
 
-// observe records samples as they arrive against the models of bundle b
-// (nil before the first) and requests an early retrain when a target's
-// live error is well above its holdout error. It returns the targets judged
-// drifting.
-func (d *driftTracker) observe(samples []features.Sample, b *model.Bundle) []features.Target {
-	var drifting []features.Target
-	var buf [64]float64
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	for _, t := range features.Targets {
-		tl := &d.targets[t]
-		m := b.Target(t)
-		if m != tl.current {
-			tl.current = m
-			tl.model.sinceModel, tl.served.sinceModel = 0, 0
-			if tl.level == 0 && m != nil {
-				tl.level, tl.levelSamples = d.resumedLevel(m.Calibration.Adjustment)
-			}
-			if a := m.Calibration.OutOfRange; tl.outLevel == 0 && a != nil && a.Quantile == d.cfg.Quantile {
-				tl.outLevel, tl.outLevelSamples = d.resumedLevel(m.Calibration.OutOfRange)
-			}
-		}
-		// Of a batch larger than the window only its last Window samples
-		// stay in it, so the model is evaluated on those alone and the
-		// earlier ones are only counted: at 1,000-sample uploads this
-		// spares four fifths of the tree walks the ingest path paid for.
-		skip := 0
-		if m != nil {
-			skip = max(countLabelled(samples, t)-d.cfg.Window, 0)
-		}
-		d.metrics.observeLiveN(t, "model", skip)
-		for i := range samples {
-			actual, ok := samples[i].Label(t)
-			if !ok {
-				continue
-			}
-			if pred, ok := samples[i].Predicted(t); ok {
-				tl.served.add(pred, actual, false)
-				d.metrics.observeLive(t, "served")
-			}
-			if m == nil {
-				continue
-			}
-			if skip > 0 {
-				skip--
-				tl.model.count()
-				continue
-			}
-			x := m.Schema().Build(&samples[i].Row, buf[:0])
-			central := m.Predict(x)
-			covered := actual <= m.Quantile(x, central, d.cfg.Quantile)
-			tl.model.add(central, actual, covered)
-			if m.OutOfRange(x) == 0 {
-				d.adaptLevel(tl, m, math.Log(actual/central))
-			} else {
-				d.adaptOutOfRangeLevel(tl, m, x, central, actual)
-			}
-			d.metrics.observeLive(t, "model")
-			tl.pushForward(forwardSample(m, x, central, actual), d.cfg.Window)
-		}
-		if m != nil && d.judge(tl, m) {
-			drifting = append(drifting, t)
-		}
-		d.metrics.observeLiveSummary(t, tl, d.cfg.Quantile)
+// request asks for an early retrain for target t, whose live error tl is
+// well above its holdout error, unless early retraining is off or t's last
+// one was within MinGap.
+func (d *driftTracker) request(t features.Target, tl *targetLive) {
+	if d.cfg.Disabled {
+		return
 	}
-	if len(drifting) > 0 && !d.cfg.Disabled {
-		now := d.now()
-		due := false
-		for _, t := range drifting {
-			tl := &d.targets[t]
-			if tl.lastEarly.IsZero() || now.Sub(tl.lastEarly) >= d.cfg.MinGap {
-				tl.lastEarly = now
-				tl.early++
-				d.metrics.earlyRetrain(t)
-				due = true
-			}
-		}
-		if due {
-			select {
-			case d.trigger <- struct{}{}:
-			default: // one request is already pending
-			}
-		}
+	now := d.now()
+	if !tl.lastEarly.IsZero() && now.Sub(tl.lastEarly) < d.cfg.MinGap {
+		return
 	}
-	return drifting
+	tl.lastEarly = now
+	tl.early++
+	d.metrics.earlyRetrain(t)
+	select {
+	case d.trigger <- struct{}{}:
+	default: // one request is already pending
+	}
 }
 
 // resumedLevel is the level a tracker starts from on seeing its first
@@ -504,10 +445,7 @@ func conformalStep(level, q, gain float64, miss bool, lo, hi float64) float64 {
 // levelAdjustment is the adjustment target t's next model is published
 // with: nil when levels are fixed, before any model, or while the level is
 // the quantile's own.
-func (d *driftTracker) levelAdjustment(t features.Target) *model.LevelAdjustment {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	tl := &d.targets[t]
+func (d *driftTracker) levelAdjustment(tl *targetLive) *model.LevelAdjustment {
 	// Steps that balance return to q up to rounding.
 	if d.cfg.FixedLevels || tl.level == 0 || math.Abs(tl.level-d.cfg.Quantile) < 1e-9 {
 		return nil
@@ -519,10 +457,7 @@ func (d *driftTracker) levelAdjustment(t features.Target) *model.LevelAdjustment
 // rows outside its training ranges with: OutOfRangeStart until a sample
 // there moves it, nil when levels are fixed (they are served like rows in
 // range).
-func (d *driftTracker) outOfRangeLevelAdjustment(t features.Target) *model.LevelAdjustment {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	tl := &d.targets[t]
+func (d *driftTracker) outOfRangeLevelAdjustment(tl *targetLive) *model.LevelAdjustment {
 	if d.cfg.FixedLevels {
 		return nil
 	}
@@ -554,10 +489,7 @@ func (tl *targetLive) pushForward(f ForwardSample, window int) {
 }
 
 // forwardSamples returns a copy of a target's forward samples, oldest first.
-func (d *driftTracker) forwardSamples(t features.Target) []ForwardSample {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	tl := &d.targets[t]
+func (d *driftTracker) forwardSamples(tl *targetLive) []ForwardSample {
 	n := len(tl.forward)
 	out := make([]ForwardSample, 0, n)
 	if n < d.cfg.Window {
@@ -571,37 +503,37 @@ func (d *driftTracker) forwardSamples(t features.Target) []ForwardSample {
 // judge reports whether a target's live error since its model changed is
 // well above the model's holdout error: the model's own, or, under the
 // mean objective, the served predictions'.
-func (d *driftTracker) judge(tl *targetLive, m *model.TargetModel) bool {
-	return d.above(&tl.model, m) || (d.cfg.ServedQuantile == 0 && d.above(&tl.served, m))
+func (d *driftTracker) judge(tl *targetLive) bool {
+	return d.above(&tl.model, tl) || (d.cfg.ServedQuantile == 0 && d.above(&tl.served, tl))
 }
 
-// above reports whether r's MAPE since m was put in service is well above
-// m's holdout MAPE, once enough rows say so.
-func (d *driftTracker) above(r *ring, m *model.TargetModel) bool {
-	if m.Holdout.Rows == 0 || r.sinceModel < d.cfg.MinRows {
+// above reports whether r's MAPE since tl's model was put in service is
+// well above that model's holdout MAPE, once enough rows say so.
+func (d *driftTracker) above(r *ring, tl *targetLive) bool {
+	if !tl.hasModel || tl.holdout.Rows == 0 || r.sinceModel < d.cfg.MinRows {
 		return false
 	}
-	hold := m.Holdout.MAPE
+	hold := tl.holdout.MAPE
 	live := r.recentMAPE(r.sinceModel)
 	return live > d.cfg.Factor*hold && live > hold+d.cfg.MarginPoints
 }
 
 // ObserveServed tracks the live error of the samples just stored (the api
-// calls it after each successful ingest): the current bundle's own
-// predictions for them and, where the router reported them, the
-// predictions it acted on. When a target's live error is well above the
-// holdout error of its model, Run retrains early (DriftConfig); while a
-// target has no model, Run is woken to train its first (coldstart.go).
+// calls it after each successful ingest): every target scores them against
+// its model in service and keeps them for its gate. When a target's live
+// error is well above the holdout error of its model, Run retrains early
+// (DriftConfig); while a target has no model, Run is woken to train its
+// first (coldstart.go).
 func (t *Trainer) ObserveServed(samples []features.Sample) {
 	var b *model.Bundle
 	if pub := t.current.Load(); pub != nil {
 		b = pub.Bundle
 	}
 	t.wakeForFirstModels(b)
-	t.recent.add(samples)
-	t.observeTransfers(samples, b)
-	for _, tg := range t.live.observe(samples, b) {
-		t.cfg.Logger.Debug("live error well above holdout error", "target", tg)
+	for _, tg := range t.targets {
+		if tg.observe(samples, b) {
+			t.cfg.Logger.Debug("live error well above holdout error", "target", tg.id())
+		}
 	}
 }
 
@@ -610,10 +542,7 @@ func (t *Trainer) ObserveServed(samples []features.Sample) {
 func (d *driftTracker) triggered() <-chan struct{} { return d.trigger }
 
 // status returns a target's live figures, or nil when nothing was observed.
-func (d *driftTracker) status(t features.Target) *LiveStatus {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	tl := &d.targets[t]
+func (d *driftTracker) status(tl *targetLive) *LiveStatus {
 	if tl.model.n == 0 && tl.served.n == 0 {
 		return nil
 	}
@@ -623,13 +552,13 @@ func (d *driftTracker) status(t features.Target) *LiveStatus {
 		EarlyRetrains:    tl.early,
 		LastEarlyRetrain: tl.lastEarly,
 	}
-	if m := tl.current; m != nil {
-		s.HoldoutMAPE = m.Holdout.MAPE
+	if tl.hasModel {
+		s.HoldoutMAPE = tl.holdout.MAPE
 		if s.Model != nil {
-			s.Model.Drifting = d.above(&tl.model, m)
+			s.Model.Drifting = d.above(&tl.model, tl)
 		}
 		if s.Served != nil {
-			s.Served.Drifting = d.above(&tl.served, m)
+			s.Served.Drifting = d.above(&tl.served, tl)
 		}
 	}
 	return s

@@ -52,7 +52,7 @@ func ttftSamples(n int, actual, served float64) []features.Sample {
 
 func TestDriftTrackerTriggersEarlyRetrain(t *testing.T) {
 	now := time.Unix(1_800_000_000, 0)
-	d := newDriftTracker(DriftConfig{MinRows: 50, MinGap: time.Minute}, func() time.Time { return now }, nil)
+	d := newLiveTargets(DriftConfig{MinRows: 50, MinGap: time.Minute}, func() time.Time { return now }, nil)
 	b := &model.Bundle{TTFT: driftModel(t)}
 	pending := func() bool {
 		select {
@@ -102,7 +102,7 @@ func TestDriftTrackerTriggersEarlyRetrain(t *testing.T) {
 }
 
 func TestDriftTrackerLiveFigures(t *testing.T) {
-	d := newDriftTracker(DriftConfig{Window: 100, Quantile: 0.9, Disabled: true}, time.Now, nil)
+	d := newLiveTargets(DriftConfig{Window: 100, Quantile: 0.9, Disabled: true}, time.Now, nil)
 	b := &model.Bundle{TTFT: driftModel(t)}
 	// Served 100 ms; actual 110 for 80 rows, 130 for 20.
 	d.observe(ttftSamples(80, 110, 100), b)
@@ -133,7 +133,7 @@ func TestDriftTrackerLiveFigures(t *testing.T) {
 }
 
 func TestForwardSamplesOldestFirst(t *testing.T) {
-	d := newDriftTracker(DriftConfig{Window: 5}, time.Now, nil)
+	d := newLiveTargets(DriftConfig{Window: 5}, time.Now, nil)
 	b := &model.Bundle{TTFT: driftModel(t)}
 	for i := 1; i <= 7; i++ {
 		d.observe(ttftSamples(1, float64(i), 0), b)
@@ -229,8 +229,8 @@ func TestObserveLargeBatchEqualsOneByOne(t *testing.T) {
 		samples = append(samples, s)
 	}
 	reg := prometheus.NewRegistry()
-	batched := newDriftTracker(DriftConfig{Window: window, Disabled: true}, time.Now, NewMetrics(reg))
-	single := newDriftTracker(DriftConfig{Window: window, Disabled: true}, time.Now, nil)
+	batched := newLiveTargets(DriftConfig{Window: window, Disabled: true}, time.Now, NewMetrics(reg))
+	single := newLiveTargets(DriftConfig{Window: window, Disabled: true}, time.Now, nil)
 	batched.observe(samples[:3], b) // a small batch first, so the window's start moves
 	batched.observe(samples[3:], b)
 	for i := range samples {
@@ -262,7 +262,7 @@ func TestObserveLargeBatchEqualsOneByOne(t *testing.T) {
 // first model on at or below the served quantile.
 func servedCoverage(t *testing.T, cfg DriftConfig, actual []float64, every int) float64 {
 	t.Helper()
-	d := newDriftTracker(cfg, time.Now, nil)
+	d := newLiveTargets(cfg, time.Now, nil)
 	m := driftModel(t)
 	covered, scored := 0, 0
 	for start := 0; start < len(actual); start += every {
@@ -383,7 +383,7 @@ func TestAdaptiveLevelSteps(t *testing.T) {
 	}
 	for _, tc := range tests {
 		tc.cfg.Disabled = true
-		d := newDriftTracker(tc.cfg, time.Now, nil)
+		d := newLiveTargets(tc.cfg, time.Now, nil)
 		m := driftModel(t)
 		m.Calibration.Adjustment = tc.carried
 		d.observe(tc.batch, &model.Bundle{TTFT: m})
@@ -442,7 +442,7 @@ func TestOutOfRangeLevelSteps(t *testing.T) {
 	for _, tc := range tests {
 		tc.cfg.Disabled = true
 		metrics := NewMetrics(prometheus.NewRegistry())
-		d := newDriftTracker(tc.cfg, time.Now, metrics)
+		d := newLiveTargets(tc.cfg, time.Now, metrics)
 		m := driftModel(t)
 		m.Calibration.OutOfRange = tc.carried
 		d.observe(tc.batch, &model.Bundle{TTFT: m})
@@ -476,7 +476,7 @@ func TestOutOfRangeLevelCoversWiderErrors(t *testing.T) {
 	// replay as servedCoverage does, the rows' place chosen per sample;
 	// trackOut false keeps the out-of-range level from being published.
 	replay := func(trackOut bool) (in, out float64) {
-		d := newDriftTracker(DriftConfig{Window: 200, Quantile: q, Disabled: true}, time.Now, nil)
+		d := newLiveTargets(DriftConfig{Window: 200, Quantile: q, Disabled: true}, time.Now, nil)
 		m := driftModel(t)
 		if trackOut {
 			m.Calibration.OutOfRange = d.outOfRangeLevelAdjustment(features.TTFT)
@@ -529,4 +529,56 @@ func TestOutOfRangeLevelCoversWiderErrors(t *testing.T) {
 	if outAfter < 86 || outAfter > 93 {
 		t.Errorf("out of range covered %.1f%% at its own level, want 86–93", outAfter)
 	}
+}
+
+// liveTargets is the live tracking of the per-pod targets without a
+// store: each target's lifecycle scoring arrivals as ObserveServed has it
+// do, with the old tracker's view of them by target.
+type liveTargets struct {
+	*driftTracker
+	lives map[features.Target]*lifecycle[*model.TargetModel]
+}
+
+func newLiveTargets(cfg DriftConfig, now func() time.Time, metrics *Metrics) *liveTargets {
+	t := &Trainer{drift: newDriftTracker(cfg, now, metrics)}
+	t.cfg.Gate.setDefaults()
+	h := &liveTargets{driftTracker: t.drift, lives: map[features.Target]*lifecycle[*model.TargetModel]{}}
+	for _, tg := range features.PodTargets {
+		h.lives[tg] = newLifecycle(t, tg, models[*model.TargetModel](&podModels{tg: tg, t: t}), targetOptions{firstModels: true, liveGate: true})
+	}
+	return h
+}
+
+// observe scores samples against b's models and returns the targets
+// judged drifting.
+func (h *liveTargets) observe(samples []features.Sample, b *model.Bundle) []features.Target {
+	var drifting []features.Target
+	for _, tg := range features.PodTargets {
+		if h.lives[tg].observe(samples, b) {
+			drifting = append(drifting, tg)
+		}
+	}
+	return drifting
+}
+
+func (h *liveTargets) status(tg features.Target) *LiveStatus { return h.lives[tg].liveStatus() }
+
+// locked runs f on tg's live state under its lock.
+func locked[T any](h *liveTargets, tg features.Target, f func(*targetLive) T) T {
+	tl := &h.lives[tg].live
+	tl.mu.Lock()
+	defer tl.mu.Unlock()
+	return f(tl)
+}
+
+func (h *liveTargets) forwardSamples(tg features.Target) []ForwardSample {
+	return locked(h, tg, h.driftTracker.forwardSamples)
+}
+
+func (h *liveTargets) levelAdjustment(tg features.Target) *model.LevelAdjustment {
+	return locked(h, tg, h.driftTracker.levelAdjustment)
+}
+
+func (h *liveTargets) outOfRangeLevelAdjustment(tg features.Target) *model.LevelAdjustment {
+	return locked(h, tg, h.driftTracker.outOfRangeLevelAdjustment)
 }

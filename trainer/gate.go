@@ -1,7 +1,6 @@
 package trainer
 
 import (
-	"context"
 	"fmt"
 	"math"
 	"sync"
@@ -125,62 +124,83 @@ type gateEvidence struct {
 	recent  []features.Sample
 }
 
-// judge runs the gate's checks on one candidate against the model in
-// service (nil for a first model). It never modifies either model.
-func (g GateConfig) judge(tg features.Target, cand, served *model.TargetModel, ev gateEvidence) GateVerdict {
+// gateProbe is a prediction the gate checks beyond the samples: where it
+// was made, and ok false when the model makes none there.
+type gateProbe struct {
+	where string
+	ms    float64
+	ok    bool
+}
+
+// judge runs the gate's checks on one candidate of target tg against the
+// model in service (the zero M for a first model). It never modifies
+// either model.
+func judge[M comparable](g GateConfig, k models[M], cand, served M, tg features.Target, ev gateEvidence) GateVerdict {
 	band := labelBand(ev.labels)
 	v := GateVerdict{Passed: true, LabelBandMs: [2]float64{band.Lo, band.Hi}}
-	v.Candidate = GateFigures{Kind: cand.Kind, TrainSamples: cand.TrainSamples, TrainedOnGen: cand.StoreGeneration,
+	facts := k.facts(cand)
+	v.Candidate = GateFigures{Kind: facts.kind, TrainSamples: facts.trainSamples, TrainedOnGen: facts.storeGeneration,
 		MinPredictedMs: math.Inf(1), MaxPredictedMs: math.Inf(-1)}
 	lo, hi := band.Lo/g.PredictionBand, band.Hi*g.PredictionBand
-	check := func(where string, x []float64) {
-		p := cand.Predict(x)
+	check := func(where func() string, p float64) {
 		v.Candidate.MinPredictedMs = math.Min(v.Candidate.MinPredictedMs, p)
 		v.Candidate.MaxPredictedMs = math.Max(v.Candidate.MaxPredictedMs, p)
 		switch {
 		case math.IsNaN(p) || math.IsInf(p, 0) || p <= 0:
-			v.refuse(GateNonFinite, "predicts %v ms %s", p, where)
+			v.refuse(GateNonFinite, "predicts %v ms %s", p, where())
 		case p < lo || p > hi:
 			v.refuse(GateOutOfBand, "predicts %.4g ms %s, outside [%.4g, %.4g] ms (labels believed: [%.4g, %.4g] ms)",
-				p, where, lo, hi, band.Lo, band.Hi)
+				p, where(), lo, hi, band.Lo, band.Hi)
 		}
 	}
 
 	holdout := believableSamples(ev.holdout, tg, band)
 	recent := believableSamples(ev.recent, tg, band)
-	var buf []float64
-	for i := range holdout {
-		buf = cand.Schema().Build(&holdout[i].Row, buf[:0])
-		check(fmt.Sprintf("for held-out row %d", i), buf)
+	hPred, hActual := k.predict(cand, holdout)
+	rPred, rActual := k.predict(cand, recent)
+	for _, set := range [...]struct {
+		name         string
+		pred, actual []float64
+	}{{"held-out row", hPred, hActual}, {"recent live sample", rPred, rActual}} {
+		for i, p := range set.pred {
+			if set.actual[i] > 0 { // a row the candidate predicts
+				check(func() string { return fmt.Sprintf("for %s %d", set.name, i) }, p)
+			}
+		}
 	}
-	for i := range recent {
-		buf = cand.Schema().Build(&recent[i].Row, buf[:0])
-		check(fmt.Sprintf("for recent live sample %d", i), buf)
-	}
-	for _, probe := range probeGrid(cand.Ranges) {
-		check(fmt.Sprintf("at probe %v", probe), probe)
+	for _, probe := range k.probes(cand) {
+		if probe.ok {
+			check(func() string { return probe.where }, probe.ms)
+		}
 	}
 
 	if math.IsInf(v.Candidate.MinPredictedMs, 0) || math.IsInf(v.Candidate.MaxPredictedMs, 0) {
 		v.Candidate.MinPredictedMs, v.Candidate.MaxPredictedMs = 0, 0 // JSON has no infinity
 	}
-	v.Candidate.HoldoutMAPE, v.Candidate.HoldoutRows = mapeOn(cand, holdout, tg)
+	v.Candidate.HoldoutMAPE, v.Candidate.HoldoutRows = mapeOf(hPred, hActual)
 	if v.ConstantMs = medianOf(clipAll(ev.labels, band)); math.IsNaN(v.ConstantMs) {
 		v.ConstantMs = 0 // no labels: no constant to compare with
 	}
 	if len(recent) >= g.MinRecentRows {
-		m, n := mapeOn(cand, recent, tg)
+		m, n := mapeOf(rPred, rActual)
 		v.Candidate.LiveMAPE, v.Candidate.LiveRows = &m, n
 	}
-	if served != nil {
-		s := &GateFigures{Kind: served.Kind, TrainSamples: served.TrainSamples, TrainedOnGen: served.StoreGeneration}
-		s.HoldoutMAPE, s.HoldoutRows = mapeOn(served, holdout, tg)
+	var zero M
+	if served != zero {
+		f := k.facts(served)
+		s := &GateFigures{Kind: f.kind, TrainSamples: f.trainSamples, TrainedOnGen: f.storeGeneration}
+		s.HoldoutMAPE, s.HoldoutRows = mapeOf(k.predict(served, holdout))
 		if v.Candidate.LiveMAPE != nil {
-			m, n := mapeOn(served, recent, tg)
+			m, n := mapeOf(k.predict(served, recent))
 			s.LiveMAPE, s.LiveRows = &m, n
 		}
 		v.Served = s
-		g.compare(&v, *s, "the model in service", GateWorseThanServed)
+		// Compared on the rows both predict: a served model that cannot
+		// predict rows the candidate can (a link class it never learned)
+		// is not measured on them.
+		if s.HoldoutRows == v.Candidate.HoldoutRows {
+			g.compare(&v, *s, "the model in service", GateWorseThanServed)
+		}
 	}
 	if v.ConstantMs > 0 {
 		c := GateFigures{HoldoutRows: v.Candidate.HoldoutRows}
@@ -193,6 +213,13 @@ func (g GateConfig) judge(tg features.Target, cand, served *model.TargetModel, e
 		g.compare(&v, c, fmt.Sprintf("the constant %.4g ms", v.ConstantMs), GateWorseThanConstant)
 	}
 	return v
+}
+
+// mapeOf is the MAPE of predictions on the rows with an actual value,
+// and their number.
+func mapeOf(pred, actual []float64) (float64, int) {
+	q := model.Measure(pred, actual)
+	return q.MAPE, q.Rows
 }
 
 // compare applies the MAPE rule between the candidate and a reference
@@ -255,19 +282,6 @@ func believableSamples(s []features.Sample, tg features.Target, band LabelBand) 
 	return out
 }
 
-// mapeOn is m's MAPE on the samples (which all have a label for tg).
-func mapeOn(m *model.TargetModel, s []features.Sample, tg features.Target) (float64, int) {
-	pred, actual := make([]float64, len(s)), make([]float64, len(s))
-	var buf []float64
-	for i := range s {
-		buf = m.Schema().Build(&s[i].Row, buf[:0])
-		pred[i] = m.Predict(buf)
-		actual[i], _ = s[i].Label(tg)
-	}
-	q := model.Measure(pred, actual)
-	return q.MAPE, q.Rows
-}
-
 func constantMAPE(c float64, s []features.Sample, tg features.Target) float64 {
 	pred, actual := make([]float64, len(s)), make([]float64, len(s))
 	for i := range s {
@@ -287,107 +301,38 @@ func clipAll(y []float64, b LabelBand) []float64 {
 	return out
 }
 
-// recentSamples keeps the newest labelled live samples per target, for the
+// recentSamples keeps a target's newest labelled live samples, for the
 // gate's comparison on live errors.
 type recentSamples struct {
 	mu   sync.Mutex
 	size int
-	ring [2][]features.Sample
-	next [2]int
+	ring []features.Sample
+	next int
 }
 
-func (r *recentSamples) add(samples []features.Sample) {
+func (r *recentSamples) add(samples []features.Sample, tg features.Target) {
+	if r.size <= 0 {
+		return
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	for _, tg := range features.Targets {
-		for i := range samples {
-			if _, ok := samples[i].Label(tg); !ok {
-				continue
-			}
-			if len(r.ring[tg]) < r.size {
-				r.ring[tg] = append(r.ring[tg], samples[i])
-				continue
-			}
-			r.ring[tg][r.next[tg]] = samples[i]
-			r.next[tg] = (r.next[tg] + 1) % r.size
+	for i := range samples {
+		if _, ok := samples[i].Label(tg); !ok {
+			continue
 		}
+		if len(r.ring) < r.size {
+			r.ring = append(r.ring, samples[i])
+			continue
+		}
+		r.ring[r.next] = samples[i]
+		r.next = (r.next + 1) % r.size
 	}
 }
 
-func (r *recentSamples) get(tg features.Target) []features.Sample {
+func (r *recentSamples) get() []features.Sample {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return append([]features.Sample(nil), r.ring[tg]...)
-}
-
-// gate judges every target whose model in next differs from prev's, puts
-// the model in service back in place of each refused candidate, records
-// the verdicts, and reports which targets were refused. It may read the
-// store (the holdout) when the fit left no evidence for the candidate's
-// generation.
-func (t *Trainer) gate(ctx context.Context, next, prev *model.Bundle) (refused [2]bool) {
-	for _, tg := range features.Targets {
-		cand, served := next.Target(tg), prev.Target(tg)
-		if cand == nil || cand == served {
-			continue
-		}
-		ev, err := t.gateEvidence(ctx, tg, cand.StoreGeneration)
-		if err != nil {
-			// No evidence, no publication: the next cycle tries again.
-			t.cfg.Logger.Warn("publication gate: no evidence to judge the candidate on; keeping the model in service",
-				"target", tg, "error", err)
-			refused[tg] = true
-			setTarget(next, tg, served)
-			continue
-		}
-		v := t.cfg.Gate.judge(tg, cand, served, ev)
-		v.At = t.cfg.Now().UTC()
-		v.Forced = !v.Passed && t.cfg.Gate.Force
-		v.Published = v.Passed || v.Forced
-		if !v.Passed {
-			t.cfg.Metrics.gateRejected(tg, v.Reason)
-			t.cfg.Logger.Warn("publication gate refused a candidate model", "target", tg, "reason", v.Reason,
-				"detail", v.Detail, "forced", v.Forced)
-		}
-		if !v.Published {
-			refused[tg] = true
-			setTarget(next, tg, served)
-		}
-		t.setStatus(tg, func(s *TargetStatus) {
-			s.Gate = &v
-			if !v.Passed {
-				s.GateRejections++
-				s.Rejected = &v
-			}
-		})
-	}
-	return refused
-}
-
-// gateEvidence returns the holdout and training labels of the fit that
-// made the candidate trained on generation gen, reading the store when the
-// trainer did not keep them.
-func (t *Trainer) gateEvidence(ctx context.Context, tg features.Target, gen uint64) (gateEvidence, error) {
-	t.evidenceMu.Lock()
-	ev, ok := t.evidence[tg], t.evidenceGen[tg] == gen
-	t.evidenceMu.Unlock()
-	if !ok || ev.labels == nil {
-		train, holdout, err := t.db.SnapshotNewest(ctx, tg, t.cfg.MaxTrainRows)
-		if err != nil {
-			return gateEvidence{}, fmt.Errorf("gate evidence for %s: %w", tg, err)
-		}
-		ev = gateEvidence{holdout: holdout, labels: labelsOf(train, tg)}
-	}
-	ev.recent = t.recent.get(tg)
-	return ev, nil
-}
-
-// keepEvidence remembers what a fit of generation gen was measured on.
-func (t *Trainer) keepEvidence(tg features.Target, gen uint64, train, holdout []features.Sample) {
-	t.evidenceMu.Lock()
-	t.evidence[tg] = gateEvidence{holdout: holdout, labels: labelsOf(train, tg)}
-	t.evidenceGen[tg] = gen
-	t.evidenceMu.Unlock()
+	return append([]features.Sample(nil), r.ring...)
 }
 
 func labelsOf(s []features.Sample, tg features.Target) []float64 {
@@ -398,12 +343,4 @@ func labelsOf(s []features.Sample, tg features.Target) []float64 {
 		}
 	}
 	return out
-}
-
-func setTarget(b *model.Bundle, tg features.Target, m *model.TargetModel) {
-	if tg == features.TTFT {
-		b.TTFT = m
-	} else {
-		b.TPOT = m
-	}
 }

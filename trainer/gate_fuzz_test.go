@@ -112,7 +112,7 @@ func FuzzIngestThenGate(f *testing.F) {
 				}
 			}
 		}
-		for _, tg := range features.Targets {
+		for _, tg := range features.PodTargets {
 			before, after := first.Bundle.Target(tg), served.Bundle.Target(tg)
 			if after == nil {
 				t.Fatalf("%s: no model in service", tg)
@@ -132,8 +132,9 @@ func FuzzIngestThenGate(f *testing.F) {
 			if after == before {
 				continue
 			}
-			was, _ := mapeOn(before, eval, tg)
-			now, _ := mapeOn(after, eval, tg)
+			pod := &podModels{tg: tg}
+			was, _ := mapeOf(pod.predict(before, eval))
+			now, _ := mapeOf(pod.predict(after, eval))
 			if g.muchWorse(now, was) {
 				v := tr.Status().Targets[tg.String()].Gate
 				t.Fatalf("%s: MAPE on clean rows went from %.1f%% to %.1f%% after %d fuzzed entries; verdict %+v",

@@ -84,7 +84,8 @@ func TestGateJudge(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			g := GateConfig{}
 			g.setDefaults()
-			v := g.judge(features.TTFT, tc.cand, tc.served, gateEvidence{holdout: holdout, labels: labels, recent: tc.recent})
+			v := judge[*model.TargetModel](g, &podModels{tg: features.TTFT}, tc.cand, tc.served, features.TTFT,
+				gateEvidence{holdout: holdout, labels: labels, recent: tc.recent})
 			if v.Passed != (tc.reason == "") || v.Reason != tc.reason {
 				t.Fatalf("verdict %+v (served %+v); want reason %q", v, v.Served, tc.reason)
 			}

@@ -8,7 +8,7 @@ import (
 	"github.com/headroomhq/headroom/model"
 )
 
-// HistoryCapacity is how many training runs History keeps: an hour of both
+// HistoryCapacity is how many training runs History keeps: an hour of two
 // targets retraining at the default 10 s interval, a few tens of KB.
 const HistoryCapacity = 720
 
@@ -19,10 +19,12 @@ type RetrainRecord struct {
 	Start    time.Time
 	Duration time.Duration
 	// Err is the run's error; a run can fail and still return a linear
-	// model (Kind set).
+	// model (Fitted set).
 	Err string
-	// Of the new model, when there is one (Kind != ""): its kind, training
-	// rows, and holdout MAPE with and without its trees.
+	// Of the new model, when there is one (Fitted): its kind (none for a
+	// model without kinds, the KV-transfer law), training rows, and
+	// holdout MAPE with and without its trees.
+	Fitted      bool
 	Kind        model.Kind
 	TrainRows   int
 	HoldoutMAPE float64
@@ -62,22 +64,6 @@ func (h *history) list() []RetrainRecord {
 	return append(out, h.recs[:h.next]...)
 }
 
-// History returns the newest training runs of both targets, oldest first,
+// History returns the newest training runs of every target, oldest first,
 // at most HistoryCapacity of them.
 func (t *Trainer) History() []RetrainRecord { return t.history.list() }
-
-// recordRun adds one training run to the history.
-func (t *Trainer) recordRun(tg features.Target, start time.Time, d time.Duration, m *model.TargetModel, err error) {
-	r := RetrainRecord{Target: tg, Start: start.UTC(), Duration: d}
-	if err != nil {
-		r.Err = err.Error()
-	}
-	if m != nil {
-		r.Kind, r.TrainRows = m.Kind, m.TrainSamples
-		r.HoldoutMAPE, r.LinearMAPE = m.Holdout.MAPE, m.HoldoutLinear.MAPE
-	}
-	if live := t.live.status(tg); live != nil && live.Model != nil {
-		r.LiveMAPE, r.HasLive = live.Model.MAPE, true
-	}
-	t.history.add(r)
-}

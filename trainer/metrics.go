@@ -161,47 +161,21 @@ func (m *Metrics) publishFailed() {
 	}
 }
 
+// observeBundle exports the version and age of a published bundle; each
+// target exports its own model's figures (observeQuality).
 func (m *Metrics) observeBundle(p *model.Published) {
 	if m == nil || p == nil {
 		return
 	}
 	m.bundleVersion.Set(float64(p.Bundle.Version))
 	m.bundleCreated.Set(float64(p.Bundle.CreatedAt.UnixNano()) / 1e9)
-	for _, t := range features.Targets {
-		if tm := p.Bundle.Target(t); tm != nil {
-			m.observeQuality(t, tm)
-		}
-	}
-	if tm := p.Bundle.Transfer; tm != nil {
-		m.observeTransferQuality(tm)
-	}
 }
 
-// observeTransferLive exports the transfer model's live figures under the
-// per-target live series (target="kv_transfer", source="model").
-func (m *Metrics) observeTransferLive(le *LiveError, q float64) {
-	if m == nil || le == nil {
-		return
-	}
-	const t = "kv_transfer"
-	m.liveMAPE.WithLabelValues(t, "model").Set(le.MAPE)
-	m.liveBias.WithLabelValues(t, "model").Set(le.Bias)
-	if le.Coverage != nil {
-		m.coverage.WithLabelValues(t, "live", quantileLabel(q)).Set(*le.Coverage)
-	}
-}
-
-// observeTransferQuality exports a KV-transfer model's holdout figures
-// under the per-target series (target="kv_transfer") and per link class.
-func (m *Metrics) observeTransferQuality(tm *model.TransferModel) {
+// observeTransferClasses exports a KV-transfer model's figures per link
+// class; all classes together are its target's holdout series.
+func (m *Metrics) observeTransferClasses(tm *model.TransferModel) {
 	if m == nil {
 		return
-	}
-	const t = "kv_transfer"
-	m.holdoutMAPE.WithLabelValues(t, "served").Set(tm.Holdout.MAPE)
-	m.holdoutRows.WithLabelValues(t).Set(float64(tm.Holdout.Rows))
-	if c := tm.HoldoutCoverage; c != nil {
-		m.coverage.WithLabelValues(t, "holdout", quantileLabel(c.Quantile)).Set(c.Percent)
 	}
 	m.transferClassMAPE.Reset()
 	m.transferClassBandwidth.Reset()
@@ -213,14 +187,17 @@ func (m *Metrics) observeTransferQuality(tm *model.TransferModel) {
 	}
 }
 
-func (m *Metrics) observeQuality(t features.Target, tm *model.TargetModel) {
+// observeQuality exports a target's newest model's holdout figures.
+func (m *Metrics) observeQuality(t features.Target, f modelFacts) {
 	if m == nil {
 		return
 	}
-	m.holdoutMAPE.WithLabelValues(t.String(), "served").Set(tm.Holdout.MAPE)
-	m.holdoutMAPE.WithLabelValues(t.String(), "linear").Set(tm.HoldoutLinear.MAPE)
-	m.holdoutRows.WithLabelValues(t.String()).Set(float64(tm.Holdout.Rows))
-	if c := tm.HoldoutCoverage; c != nil {
+	m.holdoutMAPE.WithLabelValues(t.String(), "served").Set(f.holdout.MAPE)
+	if f.holdoutLinear != nil {
+		m.holdoutMAPE.WithLabelValues(t.String(), "linear").Set(f.holdoutLinear.MAPE)
+	}
+	m.holdoutRows.WithLabelValues(t.String()).Set(float64(f.holdout.Rows))
+	if c := f.coverage; c != nil {
 		m.coverage.WithLabelValues(t.String(), "holdout", quantileLabel(c.Quantile)).Set(c.Percent)
 	}
 }
@@ -309,7 +286,7 @@ func (c *storeCollector) Describe(ch chan<- *prometheus.Desc) {
 
 func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
 	counts := c.db.Counts()
-	for _, t := range [...]features.Target{features.TTFT, features.TPOT, features.KVTransfer} {
+	for _, t := range features.Targets {
 		for bucket, n := range c.db.BucketCounts(t) {
 			ch <- prometheus.MustNewConstMetric(c.buckets, prometheus.GaugeValue, float64(n), t.String(), bucket)
 		}

@@ -289,7 +289,7 @@ func BenchmarkRetrainFullStore(b *testing.B) {
 		if db == nil {
 			continue // filtered out
 		}
-		for _, t := range features.Targets {
+		for _, t := range features.PodTargets {
 			benchmarkFitParts(b, sc.name+"/"+t.String(), db, t, xgb)
 		}
 	}
@@ -297,22 +297,22 @@ func BenchmarkRetrainFullStore(b *testing.B) {
 
 // forgetTrainedGeneration makes tr retrain as if samples had arrived: the
 // store is full, and a retrain on unchanged samples is skipped.
+// Only the per-pod targets forget: the benchmark's samples have no
+// transfers.
 func forgetTrainedGeneration(tr *Trainer) {
-	tr.statusMu.Lock()
-	for i := range tr.status {
-		tr.status[i].TrainedOnGen = 0
+	for _, tg := range tr.targets {
+		if l, ok := tg.(*lifecycle[*model.TargetModel]); ok {
+			l.mu.Lock()
+			l.tried, l.status.TrainedOnGen = false, 0
+			l.mu.Unlock()
+		}
 	}
-	tr.statusMu.Unlock()
 }
 
 // benchmarkFitParts times the steps of one target's fit on db's samples.
 func benchmarkFitParts(b *testing.B, name string, db *store.DB, t features.Target, xgb *xgboost.CLI) {
 	ctx := context.Background()
-	cols := features.DefaultTTFTColumns
-	if t == features.TPOT {
-		cols = features.DefaultTPOTColumns
-	}
-	schema := features.MustSchema(cols...)
+	schema := features.MustSchema(features.DefaultColumns(t)...)
 	var train, holdout []features.Sample
 	b.Run(name+"/snapshot", func(b *testing.B) {
 		loopCPU(b, func() {

@@ -3,9 +3,11 @@ package trainer
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"math"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/headroomhq/headroom/features"
@@ -355,7 +357,7 @@ func pick(s *model.Selection, incumbent string, margin float64) string {
 	return best
 }
 
-// tuning is one target's self-tuning state, guarded by Trainer.tuneMu.
+// tuning is one target's self-tuning state (chooser).
 type tuning struct {
 	choice *model.Selection // nil before the first choice
 	// since counts the models fitted with the choice; rows is how many
@@ -366,9 +368,23 @@ type tuning struct {
 	drift bool
 }
 
+// chooser is one target's choice of configuration: which candidate its
+// models are fitted with, and when it chooses again. Its methods are safe
+// for concurrent use.
+type chooser struct {
+	tg      features.Target
+	cfg     SelectConfig
+	now     func() time.Time
+	logger  *slog.Logger
+	metrics *Metrics
+
+	mu sync.Mutex
+	st tuning
+}
+
 // candidate returns the configured candidate named name.
-func (t *Trainer) candidate(name string) (Candidate, bool) {
-	for _, c := range t.cfg.Select.Candidates {
+func (ch *chooser) candidate(name string) (Candidate, bool) {
+	for _, c := range ch.cfg.Candidates {
 		if c.Name == name {
 			return c, true
 		}
@@ -376,20 +392,27 @@ func (t *Trainer) candidate(name string) (Candidate, bool) {
 	return Candidate{}, false
 }
 
-// tune returns the configuration tg's next model is fitted with, and the
-// selection to record in it: the current choice, made again first when it
-// is due (SelectConfig.Every) and choose is set. Until a choice is
+// choice is the choice in force, nil before the first.
+func (ch *chooser) choice() *model.Selection {
+	ch.mu.Lock()
+	defer ch.mu.Unlock()
+	return ch.st.choice
+}
+
+// tune returns the configuration the target's next model is fitted with,
+// and the selection to record in it: the current choice, made again first
+// when it is due (SelectConfig.Every) and choose is set. Until a choice is
 // possible, the first candidate is used and nothing is recorded.
-func (t *Trainer) tune(ctx context.Context, tg features.Target, schema features.Schema, train Dataset, cfg FitConfig, choose bool) (FitConfig, *model.Selection, error) {
-	sel := t.cfg.Select
+func (ch *chooser) tune(ctx context.Context, schema features.Schema, train Dataset, cfg FitConfig, choose bool) (FitConfig, *model.Selection, error) {
+	sel := ch.cfg
 	// Without xgboost every model is a line: there is nothing to choose.
 	if sel.Off || len(sel.Candidates) == 0 || cfg.XGBoost == nil {
 		return cfg, nil, nil
 	}
-	t.tuneMu.Lock()
-	st := t.tuning[tg]
-	t.tuneMu.Unlock()
-	_, known := t.candidate(choiceName(st.choice))
+	ch.mu.Lock()
+	st := ch.st
+	ch.mu.Unlock()
+	_, known := ch.candidate(choiceName(st.choice))
 	reason := ""
 	switch {
 	case st.choice == nil:
@@ -398,7 +421,7 @@ func (t *Trainer) tune(ctx context.Context, tg features.Target, schema features.
 		reason = "configuration changed"
 	case st.drift:
 		reason = "drift"
-	case sel.MinInterval > 0 && t.cfg.Now().Sub(st.choice.At) < sel.MinInterval:
+	case sel.MinInterval > 0 && ch.now().Sub(st.choice.At) < sel.MinInterval:
 		// Too soon after the last choice, whatever else says it is due.
 	case len(train.Y) >= 2*st.rows:
 		reason = "rows grew"
@@ -414,35 +437,35 @@ func (t *Trainer) tune(ctx context.Context, tg features.Target, schema features.
 			// A candidate's trees failing is xgboost failing: no choice is
 			// made (the line must not win by default), and the model's own
 			// fit below meets the same failure and reports it.
-			t.cfg.Logger.Warn("choosing a configuration failed; keeping the current one", "target", tg, "error", err)
+			ch.logger.Warn("choosing a configuration failed; keeping the current one", "target", ch.tg, "error", err)
 		}
 		if s != nil {
 			// The first candidate, not the one in use, is what others
 			// must beat by Margin: a choice made on few rows must not hold
 			// against a default that later scores show better.
 			incumbent := sel.Candidates[0].Name
-			s.Chosen, s.Reason, s.At = pick(s, incumbent, choiceMargin(sel.Margin, s.ScoreRows)), reason, t.cfg.Now().UTC()
+			s.Chosen, s.Reason, s.At = pick(s, incumbent, choiceMargin(sel.Margin, s.ScoreRows)), reason, ch.now().UTC()
 			s.TrainRows = len(train.Y)
 			st = tuning{choice: s, rows: len(train.Y)}
-			t.cfg.Metrics.observeSelection(tg, s)
+			ch.metrics.observeSelection(ch.tg, s)
 			scores := make([]string, len(s.Candidates))
 			for i, c := range s.Candidates {
 				scores[i] = fmt.Sprintf("%s=%.2f(%+.2f±%.2f)", c.Name, c.MAPE, c.Gain, c.GainSE)
 			}
-			t.cfg.Logger.Info("configuration chosen", "target", tg, "chosen", s.Chosen, "reason", reason,
+			ch.logger.Info("configuration chosen", "target", ch.tg, "chosen", s.Chosen, "reason", reason,
 				"train_rows", s.TrainRows, "score_rows", s.ScoreRows, "mape", strings.Join(scores, " "))
 		}
 	}
-	c, ok := t.candidate(choiceName(st.choice))
+	c, ok := ch.candidate(choiceName(st.choice))
 	if !ok {
 		return sel.Candidates[0].apply(cfg), nil, nil
 	}
 	rec := *st.choice
 	rec.RetrainsSince = st.since
 	st.since++
-	t.tuneMu.Lock()
-	t.tuning[tg] = st
-	t.tuneMu.Unlock()
+	ch.mu.Lock()
+	ch.st = st
+	ch.mu.Unlock()
 	return c.apply(cfg), &rec, nil
 }
 
@@ -454,21 +477,20 @@ func choiceName(s *model.Selection) string {
 	return s.Chosen
 }
 
-// tuneAfterDrift asks every target for a new choice at its next retrain.
-func (t *Trainer) tuneAfterDrift() {
-	t.tuneMu.Lock()
-	for tg := range t.tuning {
-		t.tuning[tg].drift = true
-	}
-	t.tuneMu.Unlock()
+// afterDrift asks for a new choice at the next retrain.
+func (ch *chooser) afterDrift() {
+	ch.mu.Lock()
+	ch.st.drift = true
+	ch.mu.Unlock()
 }
 
-// resumeTuning takes a loaded bundle's choices as the trainer's own, so a
-// restart does not choose again at once.
-func (t *Trainer) resumeTuning(b *model.Bundle) {
-	for _, tg := range features.Targets {
-		if m := b.Target(tg); m != nil && m.Selection != nil {
-			t.tuning[tg] = tuning{choice: m.Selection, since: m.Selection.RetrainsSince + 1, rows: m.Selection.TrainRows}
-		}
+// resume takes a loaded model's choice as the chooser's own, so a restart
+// does not choose again at once.
+func (ch *chooser) resume(m *model.TargetModel) {
+	if m == nil || m.Selection == nil {
+		return
 	}
+	ch.mu.Lock()
+	ch.st = tuning{choice: m.Selection, since: m.Selection.RetrainsSince + 1, rows: m.Selection.TrainRows}
+	ch.mu.Unlock()
 }

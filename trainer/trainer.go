@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -52,8 +53,9 @@ type Config struct {
 	Gate GateConfig
 	// Transfer configures the KV-transfer model's fit (transfer.go).
 	Transfer TransferConfig
-	// Columns per target; nil means features.DefaultTTFTColumns / TPOT.
-	TTFTColumns, TPOTColumns []string
+	// Columns are the feature columns of each per-pod target; a target
+	// not in the map takes features.DefaultColumns.
+	Columns map[features.Target][]string
 	// BundleDir holds published bundles; KeepBundles of them are kept (default 5).
 	BundleDir   string
 	KeepBundles int
@@ -91,12 +93,6 @@ func (c *Config) setDefaults() {
 		c.Fit = def
 	}
 	c.Select.setDefaults(c.Fit)
-	if c.TTFTColumns == nil {
-		c.TTFTColumns = features.DefaultTTFTColumns
-	}
-	if c.TPOTColumns == nil {
-		c.TPOTColumns = features.DefaultTPOTColumns
-	}
 	if c.KeepBundles <= 0 {
 		c.KeepBundles = 5
 	}
@@ -154,9 +150,11 @@ func (s Status) LastSuccess() time.Time {
 // Trainer retrains models from a store and publishes bundles. Retrain runs
 // one at a time; Current and Status are safe to call concurrently with it.
 type Trainer struct {
-	cfg     Config
-	db      *store.DB
-	schemas [2]features.Schema
+	cfg Config
+	db  *store.DB
+	// targets are the lifecycles of features.Targets, in its order
+	// (target.go).
+	targets []target
 
 	current atomic.Pointer[model.Published]
 	// epoch names the lineage this trainer publishes into (model.NewEpoch):
@@ -167,31 +165,16 @@ type Trainer struct {
 	epoch        string
 	versionFloor uint64
 	// loaded is the bundle New loaded, nil without one: its models may be
-	// an older trainer's, without measured spreads (fitTarget).
+	// an older trainer's, without measured spreads (podModels.fit).
 	loaded *model.Bundle
 	// idleAfter is when xgboost may next run in the idle class (Unix ns),
 	// pushed back when a run there was starved (fitConfig).
 	idleAfter atomic.Int64
 
 	retrainMu sync.Mutex // one retrain at a time
-	statusMu  sync.Mutex
-	status    [2]TargetStatus
 	xgbErr    error
-	live      *driftTracker
-	tuneMu    sync.Mutex
-	tuning    [2]tuning // by features.Target (select.go)
-	history   history   // recent training runs, for the dashboard
-	recent    *recentSamples
-
-	// evidence is what each target's newest fit was measured on, for the
-	// publication gate; evidenceGen the store generation of that fit.
-	evidenceMu  sync.Mutex
-	evidence    [2]gateEvidence
-	evidenceGen [2]uint64
-
-	// transfer is the KV-transfer target's state; guarded by statusMu.
-	transfer     transferState
-	transferLive transferLive
+	drift     *driftTracker
+	history   history // recent training runs, for the dashboard
 
 	// published is closed and replaced on every publication, for waiters.
 	publishedMu sync.Mutex
@@ -207,14 +190,9 @@ type Trainer struct {
 func New(cfg Config, db *store.DB) (*Trainer, error) {
 	cfg.setDefaults()
 	t := &Trainer{cfg: cfg, db: db, published: make(chan struct{}), arrived: make(chan struct{}, 1)}
-	t.live = newDriftTracker(cfg.Drift, cfg.Now, cfg.Metrics)
-	t.recent = &recentSamples{size: cfg.Gate.RecentRows}
-	var err error
-	if t.schemas[features.TTFT], err = features.NewSchema(cfg.TTFTColumns); err != nil {
-		return nil, fmt.Errorf("ttft columns: %w", err)
-	}
-	if t.schemas[features.TPOT], err = features.NewSchema(cfg.TPOTColumns); err != nil {
-		return nil, fmt.Errorf("tpot columns: %w", err)
+	t.drift = newDriftTracker(cfg.Drift, cfg.Now, cfg.Metrics)
+	if err := t.newTargets(); err != nil {
+		return nil, err
 	}
 	if cfg.Fit.XGBoost != nil {
 		if path, err := cfg.Fit.XGBoost.Available(); err != nil {
@@ -247,16 +225,8 @@ func New(cfg Config, db *store.DB) (*Trainer, error) {
 			t.current.Store(pub)
 			t.loaded = pub.Bundle
 			t.epoch = pub.Bundle.Epoch
-			t.resumeTuning(pub.Bundle)
-			for _, tg := range features.Targets {
-				if m := pub.Bundle.Target(tg); m != nil {
-					t.status[tg].TrainedOnGen = m.StoreGeneration
-					t.status[tg].ServingLinear = m.Kind == model.KindLinear
-				}
-			}
-			if m := pub.Bundle.Transfer; m != nil {
-				t.transfer.status.TrainedOnGen = m.StoreGeneration
-				t.transfer.tried, t.transfer.triedGen = true, m.StoreGeneration
+			for _, tg := range t.targets {
+				tg.resume(pub.Bundle)
 			}
 			cfg.Logger.Info("loaded saved bundle", "epoch", pub.Bundle.Epoch, "version", pub.Bundle.Version, "created_at", pub.Bundle.CreatedAt)
 		}
@@ -269,8 +239,48 @@ func New(cfg Config, db *store.DB) (*Trainer, error) {
 	}
 	cfg.Metrics.observeXGBoost(t.xgbErr == nil)
 	cfg.Metrics.watchAge(t.Current)
-	cfg.Metrics.observeBundle(t.current.Load())
+	if pub := t.current.Load(); pub != nil {
+		cfg.Metrics.observeBundle(pub)
+		for _, tg := range t.targets {
+			tg.observeBundle(pub.Bundle)
+		}
+	}
 	return t, nil
+}
+
+// newTargets makes the lifecycle of every target, in the order of
+// features.Targets: the per-pod targets' line and trees with their
+// configured columns, the KV transfer's bandwidth law. A new target is a
+// new case here, with its models (target.go).
+func (t *Trainer) newTargets() error {
+	for _, tg := range features.Targets {
+		switch {
+		case tg.PerPod():
+			cols, ok := t.cfg.Columns[tg]
+			if !ok {
+				cols = features.DefaultColumns(tg)
+			}
+			schema, err := features.NewSchema(cols)
+			if err != nil {
+				return fmt.Errorf("%s columns: %w", tg, err)
+			}
+			ch := &chooser{tg: tg, cfg: t.cfg.Select, now: t.cfg.Now, logger: t.cfg.Logger, metrics: t.cfg.Metrics}
+			pod := &podModels{tg: tg, schema: schema, t: t, choose: ch}
+			t.targets = append(t.targets, newLifecycle(t, tg, models[*model.TargetModel](pod),
+				targetOptions{firstModels: true, liveGate: true}))
+		case tg == features.KVTransfer:
+			// Its law fits in milliseconds at every retrain with new
+			// transfers, and /predict/pairs ranks the no-split options
+			// without it: no first-model passes. Its candidates are judged on the holdout alone, as
+			// they always were: judged on the live samples too, other laws
+			// are published and the P/D demo routes differently, a change
+			// to measure on its own before it is made.
+			t.targets = append(t.targets, newLifecycle(t, tg, models[*model.TransferModel](&transferModels{t: t}), targetOptions{}))
+		default:
+			return fmt.Errorf("trainer: no models for target %s", tg)
+		}
+	}
+	return nil
 }
 
 // inBackground runs f at the training priority: niced (Config.Nice), never
@@ -328,20 +338,13 @@ func (t *Trainer) Await(ctx context.Context, wait time.Duration, stop <-chan str
 
 // Status returns a snapshot of the trainer's state.
 func (t *Trainer) Status() Status {
-	t.statusMu.Lock()
-	defer t.statusMu.Unlock()
 	s := Status{XGBoostAvailable: t.xgbErr == nil, Targets: map[string]TargetStatus{}}
 	if t.xgbErr != nil {
 		s.XGBoostError = t.xgbErr.Error()
 	}
-	for _, tg := range features.Targets {
-		ts := t.status[tg]
-		ts.Live = t.live.status(tg)
-		s.Targets[tg.String()] = ts
+	for _, tg := range t.targets {
+		s.Targets[tg.id().String()] = tg.report()
 	}
-	ts := t.transfer.status
-	ts.Live = t.transferLive.status(t.live.cfg.Quantile)
-	s.Targets[features.KVTransfer.String()] = ts
 	return s
 }
 
@@ -361,7 +364,7 @@ func (t *Trainer) Run(ctx context.Context) {
 		case <-t.arrived:
 			retrain = false
 		case <-tick.C:
-		case <-t.live.triggered():
+		case <-t.drift.triggered():
 			t.cfg.Logger.Info("live error well above holdout error: retraining early, choosing configurations again")
 			t.tuneAfterDrift()
 		}
@@ -384,12 +387,12 @@ func (t *Trainer) Run(ctx context.Context) {
 // Targets train one after the other (see below), each with a
 // single-threaded xgboost.
 func (t *Trainer) Retrain(ctx context.Context) (*model.Published, error) {
-	return t.retrain(ctx, pass{targets: [2]bool{true, true}})
+	return t.retrain(ctx, pass{})
 }
 
 // pass says which targets one retrain trains, and how.
 type pass struct {
-	targets [2]bool // by features.Target
+	targets []features.Target // nil: every target
 	// linearOnly fits lines without trees: a first model in milliseconds.
 	linearOnly bool
 	// upgrade fits targets serving their linear first model again, new
@@ -401,24 +404,33 @@ type pass struct {
 // first reports whether p trains first models: their line or their trees.
 func (p pass) first() bool { return p.linearOnly || p.upgrade }
 
-// retrain is Retrain restricted and shaped by p.
+// includes reports whether p trains tg.
+func (p pass) includes(tg features.Target) bool {
+	return p.targets == nil || slices.Contains(p.targets, tg)
+}
+
+// tuneAfterDrift asks every target to choose its configuration again at
+// its next retrain.
+func (t *Trainer) tuneAfterDrift() {
+	for _, tg := range t.targets {
+		tg.afterDrift()
+	}
+}
+
+// retrain is Retrain restricted and shaped by p: for each target, fit a
+// candidate and leave it to the publication; assemble one bundle of the
+// candidates and the models in service; publish it through the gate; and
+// settle each target, which rolls its status back when the bundle was not
+// published.
 func (t *Trainer) retrain(ctx context.Context, p pass) (*model.Published, error) {
 	t.retrainMu.Lock()
 	defer t.retrainMu.Unlock()
 
-	prev := t.current.Load()
-	var prevBundle *model.Bundle
-	if prev != nil {
-		prevBundle = prev.Bundle
+	var prev *model.Bundle
+	if pub := t.current.Load(); pub != nil {
+		prev = pub.Bundle
 	}
-	t.statusMu.Lock()
-	before := t.status // restored for targets whose new model is not published
-	beforeTransfer := t.transfer
-	t.statusMu.Unlock()
-	var (
-		results [2]*model.TargetModel
-		errs    [2]error
-	)
+	errs := make([]error, len(t.targets))
 	// One target after the other, on one background thread: two at once took
 	// both cores from predictions served beside the trainer (client p99 at
 	// 5,000 requests/s while retraining: 7.0-8.3 ms, one at a time 3.5-4.1
@@ -426,7 +438,7 @@ func (t *Trainer) retrain(ctx context.Context, p pass) (*model.Published, error)
 	// two busy cores.
 	run := t.inBackground
 	if p.first() {
-		// A first model (its line, then its trees) fits both targets at
+		// A first model (its line, then its trees) fits its targets at
 		// once and at the process's priority, xgboost included. Until the
 		// line is published the predictions it would be niced for are
 		// 503s, and under load a niced fit of milliseconds waited tens of
@@ -438,47 +450,29 @@ func (t *Trainer) retrain(ctx context.Context, p pass) (*model.Published, error)
 		// once.
 		run = func(f func()) { f() }
 		var wg sync.WaitGroup
-		for _, tg := range features.Targets {
-			wg.Go(func() { results[tg], errs[tg] = t.retrainTarget(ctx, tg, prevBundle.Target(tg), p) })
+		for i, tg := range t.targets {
+			wg.Go(func() { errs[i] = tg.fit(ctx, p, prev) })
 		}
 		wg.Wait()
 	} else {
 		run(func() {
-			for _, tg := range features.Targets {
-				results[tg], errs[tg] = t.retrainTarget(ctx, tg, prevBundle.Target(tg), p)
+			for i, tg := range t.targets {
+				errs[i] = tg.fit(ctx, p, prev)
 			}
 		})
 	}
-
-	// The KV-transfer law fits in milliseconds; first-model passes leave it
-	// to the next full one.
-	var (
-		transfer    *model.TransferModel
-		transferErr error
-	)
-	if !p.first() {
-		run(func() { transfer, transferErr = t.retrainTransfer(ctx, transferOf(prevBundle)) })
+	if !slices.ContainsFunc(t.targets, target.fitted) {
+		return nil, errors.Join(errs...)
 	}
-	errs2 := append(errs[:], transferErr)
-	if results[features.TTFT] == nil && results[features.TPOT] == nil && transfer == nil {
-		return nil, errors.Join(errs2...)
+	next := &model.Bundle{Version: t.versionFloor + 1}
+	if prev != nil {
+		*next = *prev // every model in service, then the candidates
+		next.Version = prev.Version + 1
+		next.Checksum = ""
 	}
-	next := &model.Bundle{Epoch: t.epoch, CreatedAt: t.cfg.Now().UTC(), XGBoostMissing: t.xgbErr != nil}
-	if prevBundle != nil {
-		next.Version = prevBundle.Version + 1
-		next.TTFT, next.TPOT = prevBundle.TTFT, prevBundle.TPOT
-		next.Transfer = prevBundle.Transfer
-	} else {
-		next.Version = t.versionFloor + 1
-	}
-	if results[features.TTFT] != nil {
-		next.TTFT = results[features.TTFT]
-	}
-	if results[features.TPOT] != nil {
-		next.TPOT = results[features.TPOT]
-	}
-	if transfer != nil {
-		next.Transfer = transfer
+	next.Epoch, next.CreatedAt, next.XGBoostMissing = t.epoch, t.cfg.Now().UTC(), t.xgbErr != nil
+	for _, tg := range t.targets {
+		tg.install(next)
 	}
 	// Encoding and writing the bundle is background work too (but for a
 	// first model's).
@@ -486,72 +480,30 @@ func (t *Trainer) retrain(ctx context.Context, p pass) (*model.Published, error)
 		pub *model.Published
 		err error
 	)
-	var refused [2]bool
-	run(func() { pub, refused, err = t.publish(ctx, next, prevBundle) })
-	for _, tg := range features.Targets {
-		if refused[tg] {
-			// The model in service stays: so does what the status says
-			// of it. The generation stays the candidate's, so the same
-			// samples are not fitted again for the same verdict.
-			// A refusal is not a failure of the retrain: the gate did its
-			// work, and Status says why (GateVerdict).
-			t.setStatus(tg, func(s *TargetStatus) {
-				s.LastSuccess, s.ServingLinear = before[tg].LastSuccess, before[tg].ServingLinear
-			})
-		}
+	run(func() { pub, err = t.publish(next, prev) })
+	for _, tg := range t.targets {
+		tg.settle(next, pub != nil, err)
 	}
 	if err != nil {
-		// Nothing new is in service: say so, and leave the targets' last
-		// success, generation and kind as they were, so the next cycle trains
-		// them again even if no sample arrives (none will while the disk
-		// is full).
-		for _, tg := range features.Targets {
-			if results[tg] != nil {
-				t.setStatus(tg, func(s *TargetStatus) {
-					s.LastSuccess, s.TrainedOnGen = before[tg].LastSuccess, before[tg].TrainedOnGen
-					s.ServingLinear = before[tg].ServingLinear
-					s.Failures++
-					s.LastError, s.LastErrorAt = err.Error(), t.cfg.Now().UTC()
-				})
-			}
-		}
-		if transfer != nil {
-			t.statusMu.Lock()
-			t.transfer.tried, t.transfer.triedGen = beforeTransfer.tried, beforeTransfer.triedGen
-			s := &t.transfer.status
-			s.LastSuccess, s.TrainedOnGen = beforeTransfer.status.LastSuccess, beforeTransfer.status.TrainedOnGen
-			s.Failures++
-			s.LastError, s.LastErrorAt = err.Error(), t.cfg.Now().UTC()
-			t.statusMu.Unlock()
-		}
-		return nil, errors.Join(append(errs2, err)...)
+		return nil, errors.Join(append(errs, err)...)
 	}
-	return pub, errors.Join(errs2...)
+	return pub, errors.Join(errs...)
 }
 
 // publish passes a bundle's new models (those not in prev) through the
 // publication gate, then encodes, writes and swaps in the bundle with the
-// models that passed. Every bundle goes through here. It reports the
-// targets whose candidate was refused, and publishes nothing (nil, no
-// error) when no candidate is left.
-func (t *Trainer) publish(ctx context.Context, b, prev *model.Bundle) (*model.Published, [2]bool, error) {
-	refused := t.gate(ctx, b, prev)
-	t.gateTransfer(b, prev) // its verdict is in the status
-	if b.TTFT == prev.Target(features.TTFT) && b.TPOT == prev.Target(features.TPOT) && b.Transfer == transferOf(prev) {
-		return nil, refused, nil
+// models that passed. Every bundle goes through here. It publishes nothing
+// (nil, no error) when no candidate is left.
+func (t *Trainer) publish(b, prev *model.Bundle) (*model.Published, error) {
+	changed := false
+	for _, tg := range t.targets {
+		tg.gate(b, prev)
+		changed = changed || tg.changed(b, prev)
 	}
-	pub, err := t.write(b)
-	if err == nil {
-		for _, tg := range features.Targets {
-			if m := b.Target(tg); m != nil && m != prev.Target(tg) {
-				t.cfg.Metrics.observeQuality(tg, m)
-			}
-		}
-		if m := b.Transfer; m != nil && m != transferOf(prev) {
-			t.cfg.Metrics.observeTransferQuality(m)
-		}
+	if !changed {
+		return nil, nil
 	}
-	return pub, refused, err
+	return t.write(b)
 }
 
 // write encodes, writes and swaps in a bundle.
@@ -585,183 +537,4 @@ func (t *Trainer) write(b *model.Bundle) (*model.Published, error) {
 	t.published = make(chan struct{})
 	t.publishedMu.Unlock()
 	return pub, nil
-}
-
-// retrainTarget returns a new model for tg, or nil when there is nothing to
-// do (no new samples, too few) or training failed (error set).
-func (t *Trainer) retrainTarget(ctx context.Context, tg features.Target, prev *model.TargetModel, p pass) (*model.TargetModel, error) {
-	if !p.targets[tg] {
-		return nil, nil
-	}
-	gen := t.db.Generation(tg)
-	t.statusMu.Lock()
-	st := &t.status[tg]
-	// A first model refused by the gate is not fitted again on the same
-	// samples either: the verdict would be the same.
-	refusedFirst := st.Gate != nil && !st.Gate.Published && st.Gate.Candidate.TrainedOnGen == gen
-	if (prev != nil || refusedFirst) && st.TrainedOnGen == gen && !p.upgrade {
-		st.LastSkipReason = "no new samples"
-		t.statusMu.Unlock()
-		return nil, nil
-	}
-	t.statusMu.Unlock()
-
-	fresh := prev == nil || p.upgrade
-	have, need := t.samplesFor(tg, fresh)
-	if have < need {
-		what := "training samples"
-		if fresh {
-			what = "samples"
-		}
-		t.setStatus(tg, func(s *TargetStatus) {
-			s.WaitingFor = need - have
-			s.LastSkipReason = fmt.Sprintf("%d %s, need %d", have, what, need)
-		})
-		return nil, nil
-	}
-
-	start := t.cfg.Now()
-	m, err := t.fitTarget(ctx, tg, gen, p)
-	dur := time.Since(start)
-	t.cfg.Metrics.observeRun(tg, dur, err)
-	t.recordRun(tg, start, dur, m, err)
-	if err != nil {
-		t.cfg.Logger.Warn("training failed", "target", tg, "error", err, "seconds", dur.Seconds())
-	}
-	t.setStatus(tg, func(s *TargetStatus) {
-		s.LastAttempt = start.UTC()
-		s.LastDurationS = dur.Seconds()
-		s.Runs++
-		s.WaitingFor = 0
-		s.LastSkipReason = ""
-		if err != nil {
-			s.Failures++
-			s.LastError = err.Error()
-			s.LastErrorAt = start.UTC()
-		}
-	})
-	switch {
-	case m == nil:
-		return nil, fmt.Errorf("%s: %w", tg, err)
-	case err != nil && prev != nil && (prev.Kind != model.KindLinear || p.upgrade):
-		// The trees failed but a tree model is in service: keep it rather
-		// than downgrade to a line. Nor is a line published again in place
-		// of the line the upgrade was to give trees.
-		return nil, fmt.Errorf("%s: %w", tg, err)
-	}
-	m.StoreGeneration = gen
-	t.setStatus(tg, func(s *TargetStatus) {
-		s.LastSuccess = start.UTC()
-		s.TrainedOnGen = gen
-		s.ServingLinear = m.Kind == model.KindLinear
-	})
-	return m, err
-}
-
-func (t *Trainer) fitTarget(ctx context.Context, tg features.Target, gen uint64, p pass) (*model.TargetModel, error) {
-	train, holdout, err := t.db.SnapshotNewest(ctx, tg, t.cfg.MaxTrainRows)
-	if err != nil {
-		return nil, fmt.Errorf("snapshot: %w", err)
-	}
-	t.keepEvidence(tg, gen, train, holdout)
-	schema := t.schemas[tg]
-	cfg := t.fitConfig(tg)
-	switch {
-	case p.linearOnly:
-		cfg.XGBoost = nil
-	case p.upgrade && cfg.XGBoost != nil:
-		x := *cfg.XGBoost
-		x.Nice, x.Idle = 0, false // see retrain
-		cfg.XGBoost = &x
-		cfg.CrossFitFolds = firstTreesFolds
-		cfg.Support.CarryOnly = true
-	}
-	cfg.Forward = t.live.forwardSamples(tg)
-	cfg.CoverageQuantile = t.live.cfg.Quantile
-	cfg.Levels = t.live.levelAdjustment(tg)
-	cfg.OutOfRangeLevels = t.live.outOfRangeLevelAdjustment(tg)
-	if p := t.current.Load(); p != nil {
-		cfg.Support.Previous = p.Bundle.Target(tg)
-	}
-	trainDS := BuildDataset(schema, tg, train)
-	// A first model's passes are for speed: they keep the choice in force
-	// (the first candidate before any) and make none. A choice costs a
-	// full store about 0.9 CPU-s beyond the fit, a measurement of the
-	// extrapolation with trees about 0.7: not both in one retrain, which
-	// would be over the 2 s budget (docs/PERFORMANCE.md). A retrain that
-	// chooses carries the spreads in service; the first retrain after
-	// loading a bundle without spreads (an older trainer's), which has
-	// none to carry, measures and leaves the choice to the next.
-	choose := !p.first()
-	if prev := cfg.Support.Previous; choose && cfg.Support.Folds > 0 && prev != nil && prev == t.loaded.Target(tg) &&
-		len(carriedSpreads(prev)) == 0 {
-		choose = false
-	}
-	t.tuneMu.Lock()
-	before := t.tuning[tg].choice
-	t.tuneMu.Unlock()
-	cfg, sel, err := t.tune(ctx, tg, schema, trainDS, cfg, choose)
-	if err != nil {
-		return nil, err
-	}
-	t.tuneMu.Lock()
-	chose := t.tuning[tg].choice != before
-	t.tuneMu.Unlock()
-	if chose {
-		cfg.Support.CarryOnly = true
-	}
-	m, err := Fit(ctx, schema, trainDS, BuildDataset(schema, tg, holdout), cfg)
-	if m != nil {
-		m.Selection = sel
-	}
-	return m, err
-}
-
-// firstTreesFolds is the cross-fit of a first model's trees: its
-// calibration's out-of-fold residuals come from 2 folds, not
-// FitConfig.CrossFitFolds, so the trees cost 3 xgboost runs per target
-// instead of 6 and are in service in about half the time (1.9-2.4 s with 5
-// folds at load average 17 on two cores, where llm-d-router's integration
-// test reads them after about 2.5 s). Models fitted on half the rows err
-// more than the model itself: its intervals are a little wide until the
-// next retrain calibrates it on 5.
-const firstTreesFolds = 2
-
-// idleBackoff is how long xgboost runs stay out of the idle class after
-// one was starved there: on a machine that stays busy, each idle attempt
-// costs a wasted grace period, so one a minute at most.
-const idleBackoff = time.Minute
-
-// fitConfig is the fit configuration for tg's next model. Its xgboost runs
-// go to the idle class only once tg has trees in service (until then there
-// is nothing to serve, or only the line of a first model whose trees are
-// awaited; on a busy machine an idle-class run would first wait out its
-// grace for nothing) and not within idleBackoff of a starved run.
-func (t *Trainer) fitConfig(tg features.Target) FitConfig {
-	cfg := t.cfg.Fit
-	if t.xgbErr != nil {
-		cfg.XGBoost = nil
-	}
-	if cfg.XGBoost == nil || !cfg.XGBoost.Idle {
-		return cfg
-	}
-	x := *cfg.XGBoost
-	cfg.XGBoost = &x
-	var cur *model.Bundle
-	if p := t.current.Load(); p != nil {
-		cur = p.Bundle
-	}
-	now := t.cfg.Now()
-	if m := cur.Target(tg); m == nil || m.Trees == nil || now.UnixNano() < t.idleAfter.Load() {
-		x.Idle = false
-		return cfg
-	}
-	x.Starved = func() { t.idleAfter.Store(t.cfg.Now().Add(idleBackoff).UnixNano()) }
-	return cfg
-}
-
-func (t *Trainer) setStatus(tg features.Target, f func(*TargetStatus)) {
-	t.statusMu.Lock()
-	f(&t.status[tg])
-	t.statusMu.Unlock()
 }

@@ -391,7 +391,8 @@ func TestFitConfigIdleOnlyWithAModel(t *testing.T) {
 	tr := f.trainer(t, xgb)
 	now := time.Unix(1_900_000_000, 0)
 	tr.cfg.Now = func() time.Time { return now }
-	idle := func(tg features.Target) bool { return tr.fitConfig(tg).XGBoost.Idle }
+	served := func(tg features.Target) *model.TargetModel { return tr.Current().Target(tg) }
+	idle := func(tg features.Target) bool { return tr.fitConfig(served(tg)).XGBoost.Idle }
 	if idle(features.TTFT) || idle(features.TPOT) {
 		t.Error("idle-class xgboost before any model")
 	}
@@ -407,7 +408,7 @@ func TestFitConfigIdleOnlyWithAModel(t *testing.T) {
 		t.Error("fitConfig changed the trainer's own configuration")
 	}
 
-	tr.fitConfig(features.TTFT).XGBoost.Starved() // as runAttempts does
+	tr.fitConfig(served(features.TTFT)).XGBoost.Starved() // as runAttempts does
 	if idle(features.TTFT) {
 		t.Error("idle-class xgboost right after a starved run")
 	}

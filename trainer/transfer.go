@@ -7,7 +7,6 @@ import (
 	"math"
 	"slices"
 	"sort"
-	"sync"
 	"time"
 
 	"github.com/headroomhq/headroom/features"
@@ -520,271 +519,95 @@ func predictRow(m *model.TransferModel, r transferRow) (float64, bool) {
 	return m.Predict(r.class, r.tokens, bpt, r.concurrent)
 }
 
-// transferOf is b's transfer model, nil for a nil bundle.
-func transferOf(b *model.Bundle) *model.TransferModel {
+// transferModels are the KV-transfer target's models: a bandwidth law per
+// link class (FitTransfer), predicted per pair of pods. Its fit takes
+// milliseconds, so it retrains whenever transfers arrive; it requests no
+// early retrain, and first-model passes leave it to the next full one
+// (until then /predict/pairs ranks the no-split options alone).
+type transferModels struct {
+	t *Trainer
+}
+
+func (k *transferModels) of(b *model.Bundle) *model.TransferModel {
 	if b == nil {
 		return nil
 	}
 	return b.Transfer
 }
+func (k *transferModels) put(b *model.Bundle, m *model.TransferModel) { b.Transfer = m }
+func (k *transferModels) setGeneration(m *model.TransferModel, gen uint64) {
+	m.StoreGeneration = gen
+}
+func (k *transferModels) keepDegraded(*model.TransferModel, pass) bool { return false }
+func (k *transferModels) upgradable(*model.TransferModel) bool         { return false }
+func (k *transferModels) resume(*model.TransferModel)                  {}
+func (k *transferModels) afterDrift()                                  {}
 
-// transferState is what the trainer keeps of the transfer target between
-// retrains, under statusMu.
-type transferState struct {
-	status TargetStatus
-	// triedGen is the store generation of the last fit attempted, so that
-	// a fit that cannot succeed (too few samples of any one class) is not
-	// repeated until samples arrive; tried says there was one.
-	triedGen uint64
-	tried    bool
-	// evidence is what the newest fit was measured on, for the gate.
-	holdout []features.Sample
-	labels  []float64
+func (k *transferModels) facts(m *model.TransferModel) modelFacts {
+	return modelFacts{trainSamples: m.TrainSamples, storeGeneration: m.StoreGeneration, holdout: m.Holdout,
+		coverage: m.HoldoutCoverage}
 }
 
-// retrainTransfer fits a new transfer model when the transfer samples
-// changed since the last attempt and there are enough of them: as many as
-// a per-pod target's first model needs (Config.MinSamplesFresh), then as
-// many training samples as its retrain (Config.MinSamples). It returns nil
-// when there is nothing to do or the fit failed (error set).
-func (t *Trainer) retrainTransfer(ctx context.Context, prev *model.TransferModel) (*model.TransferModel, error) {
-	const tg = features.KVTransfer
-	gen := t.db.Generation(tg)
-	t.statusMu.Lock()
-	st := &t.transfer.status
-	if t.transfer.tried && t.transfer.triedGen == gen {
-		st.LastSkipReason = "no new samples"
-		t.statusMu.Unlock()
-		return nil, nil
-	}
-	t.statusMu.Unlock()
-	counts := t.db.Counts()
-	have, need, what := counts.Train(tg)+counts.Holdout(tg), t.cfg.MinSamplesFresh, "samples"
-	if prev != nil {
-		have, need, what = counts.Train(tg), t.cfg.MinSamples, "training samples"
-	}
-	if have < need || counts.Train(tg) == 0 {
-		t.setTransferStatus(func(s *TargetStatus) {
-			s.WaitingFor = max(need-have, 1)
-			s.LastSkipReason = fmt.Sprintf("%d %s, need %d", have, what, need)
-		})
-		return nil, nil
-	}
+// observe exports the law's figures per link class.
+func (k *transferModels) observe(metrics *Metrics, m *model.TransferModel) {
+	metrics.observeTransferClasses(m)
+}
 
-	start := t.cfg.Now()
-	train, holdout, err := t.db.SnapshotNewest(ctx, tg, t.cfg.MaxTrainRows)
-	var m *model.TransferModel
-	if err == nil {
-		cfg := t.cfg.Transfer
-		cfg.CoverageQuantile = t.live.cfg.Quantile
-		m, err = FitTransfer(ctx, train, holdout, cfg)
-	} else {
-		err = fmt.Errorf("snapshot: %w", err)
-	}
-	dur := time.Since(start)
+// fit fits the laws; too few samples of any one link class is a wait.
+func (k *transferModels) fit(ctx context.Context, job fitJob[*model.TransferModel]) (*model.TransferModel, error) {
+	cfg := k.t.cfg.Transfer
+	cfg.CoverageQuantile = k.t.drift.cfg.Quantile
+	m, err := FitTransfer(ctx, job.train, job.holdout, cfg)
 	if errors.Is(err, ErrTooFewTransfers) {
-		t.statusMu.Lock()
-		t.transfer.tried, t.transfer.triedGen = true, gen
-		st.WaitingFor, st.LastSkipReason = 1, err.Error()
-		t.statusMu.Unlock()
-		return nil, nil
+		return nil, fmt.Errorf("%w: %w", errWaiting, err)
 	}
-	t.cfg.Metrics.observeRun(tg, dur, err)
-	r := RetrainRecord{Target: tg, Start: start.UTC(), Duration: dur}
-	if m != nil {
-		r.TrainRows, r.HoldoutMAPE = m.TrainSamples, m.Holdout.MAPE
-	}
-	t.statusMu.Lock()
-	if ctx.Err() == nil {
-		t.transfer.tried, t.transfer.triedGen = true, gen
-	}
-	st.LastAttempt, st.LastDurationS = start.UTC(), dur.Seconds()
-	st.Runs++
-	st.WaitingFor, st.LastSkipReason = 0, ""
-	if err != nil {
-		r.Err = err.Error()
-		st.Failures++
-		st.LastError, st.LastErrorAt = err.Error(), start.UTC()
-	} else {
-		m.StoreGeneration = gen
-		st.LastSuccess, st.TrainedOnGen = start.UTC(), gen
-		t.transfer.holdout, t.transfer.labels = holdout, labelsOf(train, tg)
-	}
-	t.statusMu.Unlock()
-	t.history.add(r)
-	if err != nil {
-		t.cfg.Logger.Warn("kv transfer training failed", "error", err, "seconds", dur.Seconds())
-		return nil, fmt.Errorf("%s: %w", tg, err)
-	}
-	return m, nil
+	return m, err
 }
 
-func (t *Trainer) setTransferStatus(f func(*TargetStatus)) {
-	t.statusMu.Lock()
-	f(&t.transfer.status)
-	t.statusMu.Unlock()
+// predict is m's prediction for each sample's transfer, with the sample's
+// own bytes per token; actual 0 where m cannot bound the sample's class.
+func (k *transferModels) predict(m *model.TransferModel, samples []features.Sample) (pred, actual []float64) {
+	rows := transferRows(samples, m.DefaultBytesPerToken)
+	pred, actual, _ = transferPredictions(m, rows, 0.5)
+	return pred, actual
 }
 
-// gateTransfer judges a new transfer model in next (one that is not
-// prev's) and puts prev's back when the gate refuses it. It reports
-// whether it did.
-func (t *Trainer) gateTransfer(next, prev *model.Bundle) (refused bool) {
-	cand, served := next.Transfer, transferOf(prev)
-	if cand == nil || cand == served {
-		return false
-	}
-	t.statusMu.Lock()
-	holdout, labels := t.transfer.holdout, t.transfer.labels
-	t.statusMu.Unlock()
-	v := t.cfg.Gate.judgeTransfer(cand, served, holdout, labels)
-	v.At = t.cfg.Now().UTC()
-	v.Forced = !v.Passed && t.cfg.Gate.Force
-	v.Published = v.Passed || v.Forced
-	if !v.Passed {
-		t.cfg.Metrics.gateRejected(features.KVTransfer, v.Reason)
-		t.cfg.Logger.Warn("publication gate refused a candidate model", "target", features.KVTransfer,
-			"reason", v.Reason, "detail", v.Detail, "forced", v.Forced)
-	}
-	if !v.Published {
-		next.Transfer = served
-	}
-	t.setTransferStatus(func(s *TargetStatus) {
-		s.Gate = &v
-		if !v.Passed {
-			s.GateRejections++
-			s.Rejected = &v
-		}
-	})
-	return !v.Published
-}
-
-// judgeTransfer is the publication gate for a transfer model, by the rules
-// of GateConfig: every prediction on the held-out transfers and on probes
-// spanning each fitted class's token range (alone on the link and of
-// unknown concurrency) finite, positive and within the believable labels'
-// band widened by PredictionBand; holdout MAPE not much worse than the
-// model in service's nor than the constant median label's.
-func (g GateConfig) judgeTransfer(cand, served *model.TransferModel, holdout []features.Sample, labels []float64) GateVerdict {
-	const tg = features.KVTransfer
-	band := labelBand(labels)
-	v := GateVerdict{Passed: true, LabelBandMs: [2]float64{band.Lo, band.Hi}}
-	v.Candidate = GateFigures{TrainSamples: cand.TrainSamples, TrainedOnGen: cand.StoreGeneration,
-		MinPredictedMs: math.Inf(1), MaxPredictedMs: math.Inf(-1)}
-	lo, hi := band.Lo/g.PredictionBand, band.Hi*g.PredictionBand
-	check := func(where string, p float64, ok bool) {
-		if !ok {
-			return
-		}
-		v.Candidate.MinPredictedMs = math.Min(v.Candidate.MinPredictedMs, p)
-		v.Candidate.MaxPredictedMs = math.Max(v.Candidate.MaxPredictedMs, p)
-		switch {
-		case math.IsNaN(p) || math.IsInf(p, 0) || p <= 0:
-			v.refuse(GateNonFinite, "predicts %v ms %s", p, where)
-		case p < lo || p > hi:
-			v.refuse(GateOutOfBand, "predicts %.4g ms %s, outside [%.4g, %.4g] ms (labels believed: [%.4g, %.4g] ms)",
-				p, where, lo, hi, band.Lo, band.Hi)
-		}
-	}
-	rows := transferRows(believableSamples(holdout, tg, band), cand.DefaultBytesPerToken)
-	for i, r := range rows {
-		p, ok := predictRow(cand, r)
-		check(fmt.Sprintf("for held-out transfer %d (%s, %d tokens)", i, r.class, r.tokens), p, ok)
-	}
-	for _, k := range cand.Classes {
-		c, _ := features.ParseLinkClass(k.Class)
-		for _, tokens := range [2]float64{k.Tokens.Min, k.Tokens.Max} {
+// probes span each fitted class's token range, alone on the link and of
+// unknown concurrency.
+func (k *transferModels) probes(m *model.TransferModel) []gateProbe {
+	var out []gateProbe
+	for _, c := range m.Classes {
+		class, _ := features.ParseLinkClass(c.Class)
+		for _, tokens := range [2]float64{c.Tokens.Min, c.Tokens.Max} {
 			for _, conc := range [2]int64{1, 0} {
-				p, ok := cand.Predict(c, int64(tokens), 0, conc)
-				check(fmt.Sprintf("at probe %s, %d tokens, %d concurrent", c, int64(tokens), conc), p, ok)
+				p, ok := m.Predict(class, int64(tokens), 0, conc)
+				out = append(out, gateProbe{where: fmt.Sprintf("at probe %s, %d tokens, %d concurrent", class, int64(tokens), conc),
+					ms: p, ok: ok})
 			}
 		}
 	}
-	if math.IsInf(v.Candidate.MinPredictedMs, 0) || math.IsInf(v.Candidate.MaxPredictedMs, 0) {
-		v.Candidate.MinPredictedMs, v.Candidate.MaxPredictedMs = 0, 0
-	}
-	mape := func(m *model.TransferModel) (float64, int) {
-		pred, actual, _ := transferPredictions(m, rows, 0.5)
-		q := model.Measure(pred, actual)
-		return q.MAPE, q.Rows
-	}
-	v.Candidate.HoldoutMAPE, v.Candidate.HoldoutRows = mape(cand)
-	if served != nil {
-		s := &GateFigures{TrainSamples: served.TrainSamples, TrainedOnGen: served.StoreGeneration}
-		s.HoldoutMAPE, s.HoldoutRows = mape(served)
-		v.Served = s
-		// Compared on the rows both predict: a served model that cannot
-		// bound a class the candidate learned is not measured on it.
-		if s.HoldoutRows == v.Candidate.HoldoutRows {
-			g.compare(&v, *s, "the model in service", GateWorseThanServed)
-		}
-	}
-	if v.ConstantMs = medianOf(clipAll(labels, band)); math.IsNaN(v.ConstantMs) {
-		v.ConstantMs = 0
-	}
-	if v.ConstantMs > 0 {
-		pred, actual := make([]float64, len(rows)), make([]float64, len(rows))
-		for i, r := range rows {
-			pred[i], actual[i] = v.ConstantMs, r.ms
-		}
-		c := GateFigures{HoldoutRows: v.Candidate.HoldoutRows, HoldoutMAPE: model.Measure(pred, actual).MAPE}
-		v.ConstantMAPE = c.HoldoutMAPE
-		g.compare(&v, c, fmt.Sprintf("the constant %.4g ms", v.ConstantMs), GateWorseThanConstant)
-	}
-	return v
+	return out
 }
 
-// transferLive is the live error of the transfer model in service on
-// arriving transfers: what /status and Prometheus show beside its holdout
-// figures. It requests no early retrain: a retrain fits a new law whenever
-// transfers arrive, and the fit takes milliseconds.
-type transferLive struct {
-	mu      sync.Mutex
-	errs    ring
-	current *model.TransferModel
-}
-
-// observeTransfers scores arriving transfers against the model in b.
-func (t *Trainer) observeTransfers(samples []features.Sample, b *model.Bundle) {
-	m := transferOf(b)
+// score records arriving transfers against m.
+func (k *transferModels) score(tl *targetLive, m *model.TransferModel, _ bool, samples []features.Sample) bool {
 	if m == nil {
-		return
+		return false
 	}
 	rows := transferRows(samples, m.DefaultBytesPerToken)
 	if len(rows) == 0 {
-		return
+		return false
 	}
-	q := t.live.cfg.Quantile
-	tl := &t.transferLive
-	tl.mu.Lock()
-	defer tl.mu.Unlock()
-	if tl.errs.ape == nil {
-		tl.errs = newRing(t.live.cfg.Window, true)
-	}
-	if m != tl.current {
-		tl.current, tl.errs.sinceModel = m, 0
-	}
+	d := k.t.drift
+	q := d.cfg.Quantile
 	for _, r := range rows {
 		y, ok := predictRow(m, r)
 		if !ok {
 			continue
 		}
-		tl.errs.add(y, r.ms, r.ms <= m.Quantile(r.class, y, q))
-		t.cfg.Metrics.observeLive(features.KVTransfer, "model")
+		tl.model.add(y, r.ms, r.ms <= m.Quantile(r.class, y, q))
+		d.metrics.observeLive(features.KVTransfer, "model")
 	}
-	t.cfg.Metrics.observeTransferLive(tl.errs.summary(q), q)
-}
-
-// liveStatus is the transfer model's live figures for Status, nil before
-// any transfer was scored.
-func (tl *transferLive) status(q float64) *LiveStatus {
-	tl.mu.Lock()
-	defer tl.mu.Unlock()
-	if tl.errs.n == 0 {
-		return nil
-	}
-	s := &LiveStatus{Model: tl.errs.summary(q)}
-	if tl.current != nil {
-		s.HoldoutMAPE = tl.current.Holdout.MAPE
-	}
-	return s
+	d.metrics.observeLiveSummary(features.KVTransfer, tl, q)
+	return false
 }

@@ -291,6 +291,13 @@ func TestRetrainPublishesTheTransferModel(t *testing.T) {
 	}
 }
 
+// judgeTransfer is the gate's verdict on a transfer model (served nil for
+// a first one).
+func judgeTransfer(g GateConfig, cand, served *model.TransferModel, holdout []features.Sample, labels []float64) GateVerdict {
+	return judge[*model.TransferModel](g, &transferModels{}, cand, served, features.KVTransfer,
+		gateEvidence{holdout: holdout, labels: labels})
+}
+
 func TestGateJudgesTransferModels(t *testing.T) {
 	rng := rand.New(rand.NewPCG(11, 12))
 	classes := []features.LinkClass{features.SameRack, features.CrossZone}
@@ -303,10 +310,10 @@ func TestGateJudgesTransferModels(t *testing.T) {
 	var g GateConfig
 	g.setDefaults()
 	labels := labelsOf(train, features.KVTransfer)
-	if v := g.judgeTransfer(good, nil, holdout, labels); !v.Passed || v.Candidate.HoldoutRows != 100 || v.ConstantMAPE <= v.Candidate.HoldoutMAPE {
+	if v := judgeTransfer(g, good, nil, holdout, labels); !v.Passed || v.Candidate.HoldoutRows != 100 || v.ConstantMAPE <= v.Candidate.HoldoutMAPE {
 		t.Fatalf("a good first model: %+v", v)
 	}
-	if v := g.judgeTransfer(good, good, holdout, labels); !v.Passed || v.Served == nil {
+	if v := judgeTransfer(g, good, good, holdout, labels); !v.Passed || v.Served == nil {
 		t.Fatalf("a model against itself: %+v", v)
 	}
 
@@ -322,11 +329,11 @@ func TestGateJudgesTransferModels(t *testing.T) {
 		return &m
 	}
 	slow := broken(func(k *model.TransferClass) { k.BytesPerSec /= 1e4 })
-	if v := g.judgeTransfer(slow, good, holdout, labels); v.Passed || v.Reason != GateOutOfBand {
+	if v := judgeTransfer(g, slow, good, holdout, labels); v.Passed || v.Reason != GateOutOfBand {
 		t.Errorf("bandwidth off by 10^4: %+v", v)
 	}
 	worse := broken(func(k *model.TransferClass) { k.BytesPerSec /= 2.5 })
-	if v := g.judgeTransfer(worse, good, holdout, labels); v.Passed || v.Reason != GateWorseThanServed {
+	if v := judgeTransfer(g, worse, good, holdout, labels); v.Passed || v.Reason != GateWorseThanServed {
 		t.Errorf("bandwidth off by 2.5: %+v", v)
 	}
 }

@@ -142,17 +142,21 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		}
 	}
 	opts := eval.Options{
-		XGBoost:     xgboost.CLI{Binary: *xgbBin, Timeout: *xgbTimeout},
-		Fit:         fit,
-		Select:      sel,
-		Store:       store.Options{Scheme: sch, BucketCapacity: *capacity},
-		Quantile:    *quantile,
-		TTFTColumns: columns(*ttftCols),
-		TPOTColumns: columns(*tpotCols),
+		XGBoost:  xgboost.CLI{Binary: *xgbBin, Timeout: *xgbTimeout},
+		Fit:      fit,
+		Select:   sel,
+		Store:    store.Options{Scheme: sch, BucketCapacity: *capacity},
+		Quantile: *quantile,
+		Columns:  map[features.Target][]string{},
 		Drift: trainer.DriftConfig{Window: *liveWindow, CoverageGain: *covGain, MaxLevelShift: *covShift, OutOfRangeGain: *oorGain,
 			OutOfRangeStart: *oorStart,
 			FixedLevels:     *fixedLevel},
 		MinSamples: *minSamples,
+	}
+	for tg, list := range map[features.Target]string{features.TTFT: *ttftCols, features.TPOT: *tpotCols} {
+		if cols := columns(list); cols != nil {
+			opts.Columns[tg] = cols
+		}
 	}
 	if *verbose {
 		opts.Logger = slog.New(slog.NewTextHandler(stderr, nil))

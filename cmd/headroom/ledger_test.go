@@ -215,7 +215,7 @@ func (l *ledger) check(t *testing.T, path string, opts store.Options) ledgerCoun
 	defer l.mu.Unlock()
 	var c ledgerCounts
 	found := map[int64]int{} // id -> targets it was found under
-	for _, tg := range features.Targets {
+	for _, tg := range features.PodTargets {
 		train, holdout, err := db.Snapshot(tg)
 		if err != nil {
 			t.Fatal(err)
@@ -250,7 +250,7 @@ func (l *ledger) check(t *testing.T, path string, opts store.Options) ledgerCoun
 		c.Sent++
 		want := ledgerSample(id)
 		labels := 0
-		for _, tg := range features.Targets {
+		for _, tg := range features.PodTargets {
 			if _, ok := want.Label(tg); ok {
 				labels++
 			}

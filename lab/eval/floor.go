@@ -76,7 +76,7 @@ func Floor(ctx context.Context, samples []features.Sample, opts Options, every i
 		return nil, err
 	}
 	if len(targets) == 0 {
-		targets = features.Targets[:]
+		targets = features.PodTargets[:]
 	}
 	rep := &Report{Mode: ModeFloor, Scheme: opts.Store.Scheme.String(), Quantile: opts.Quantile, Every: every}
 	tl := newTally(floorEstimators...)
@@ -227,15 +227,10 @@ func floorTarget(ctx context.Context, samples []features.Sample, opts Options, e
 }
 
 func headroomColumns(opts Options, t features.Target) []string {
-	switch {
-	case t == features.TTFT && opts.TTFTColumns != nil:
-		return opts.TTFTColumns
-	case t == features.TTFT:
-		return features.DefaultTTFTColumns
-	case opts.TPOTColumns != nil:
-		return opts.TPOTColumns
+	if cols, ok := opts.Columns[t]; ok {
+		return cols
 	}
-	return features.DefaultTPOTColumns
+	return features.DefaultColumns(t)
 }
 
 func setLabel(s *features.Sample, t features.Target, y float64) {

@@ -212,7 +212,7 @@ func Prequential(ctx context.Context, samples []features.Sample, opts Options, e
 	for _, from := range earlyStarts(len(samples)) {
 		part := samples[from:]
 		grown := func(r *replica) bool {
-			for _, t := range features.Targets {
+			for _, t := range features.PodTargets {
 				if m := r.modelFor(t); (m == nil || m.TrainSamples < EarlyLifeMax) && hasLabel(part, t) {
 					return false
 				}

@@ -73,7 +73,7 @@ func TestSplitDeterministicAndComplete(t *testing.T) {
 		t.Errorf("report settings %+v", a)
 	}
 	// Each seed's trainer chose every target's configuration once.
-	for _, tg := range features.Targets {
+	for _, tg := range features.PodTargets {
 		n := 0
 		for name, c := range a.Chosen[tg.String()] {
 			if name == "-" {
@@ -85,7 +85,7 @@ func TestSplitDeterministicAndComplete(t *testing.T) {
 			t.Errorf("%s: %d models counted by choice (%v), want 2", tg, n, a.Chosen)
 		}
 	}
-	for _, tg := range features.Targets {
+	for _, tg := range features.PodTargets {
 		h := a.Find(tg, ModelHeadroom)
 		for _, m := range mainModels {
 			if m == ModelHeadroomInRange || m == ModelHeadroomOutOfRange {
@@ -129,7 +129,7 @@ func TestPrequentialWalk(t *testing.T) {
 	if rep.Retrains != 3 || rep.Every != 150 {
 		t.Errorf("%d retrains every %d rows, want 3 every 150", rep.Retrains, rep.Every)
 	}
-	for _, tg := range features.Targets {
+	for _, tg := range features.PodTargets {
 		// Every row carries both labels; the first block has no model.
 		if h := rep.Find(tg, ModelHeadroom); h == nil || h.Rows != 450 || h.Coverage == nil {
 			t.Errorf("%s headroom %+v, want 450 rows scored with coverage", tg, h)

@@ -54,7 +54,7 @@ func WriteTable(w io.Writer, r *Report) error {
 		return err
 	}
 	if len(r.Chosen) > 0 {
-		for _, t := range features.Targets {
+		for _, t := range features.PodTargets {
 			if c := r.ChosenSummary(t.String()); c != "" {
 				if _, err := fmt.Fprintf(w, "%s configurations chosen (models): %s\n", t, c); err != nil {
 					return err

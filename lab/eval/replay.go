@@ -39,9 +39,9 @@ type Options struct {
 	// Store options for Headroom's store (and so for the rows every model
 	// trains on). NoSync is always set: a replay needs no durability.
 	Store store.Options
-	// TTFTColumns and TPOTColumns are Headroom's feature columns; nil means
-	// the defaults (features.DefaultTTFTColumns, DefaultTPOTColumns).
-	TTFTColumns, TPOTColumns []string
+	// Columns are Headroom's feature columns per target; a target not in
+	// the map takes features.DefaultColumns.
+	Columns map[features.Target][]string
 	// Drift is the trainer's live tracking, whose forward samples also
 	// calibrate and weigh later models; its Quantile is set from Quantile.
 	Drift trainer.DriftConfig
@@ -146,7 +146,7 @@ type replica struct {
 	quant *predictor.Predictor // objective quantile at opts.Quantile
 	// bundle is the decoded bundle the predictors serve.
 	bundle    *model.Bundle
-	baselines [len(features.Targets)]baseline
+	baselines [features.NumTargets]baseline
 	stats     runStats
 }
 
@@ -155,7 +155,7 @@ type replica struct {
 // as ("-" for models without a choice).
 type runStats struct {
 	retrains int
-	chosen   [len(features.Targets)]map[string]int
+	chosen   [features.NumTargets]map[string]int
 }
 
 // baseline holds the comparison models of one target.
@@ -194,8 +194,7 @@ func newReplica(opts Options) (*replica, error) {
 		Select:          replaySelect(opts.Select),
 		MinSamplesFresh: opts.MinSamplesFresh,
 		MinSamples:      opts.MinSamples,
-		TTFTColumns:     opts.TTFTColumns,
-		TPOTColumns:     opts.TPOTColumns,
+		Columns:         opts.Columns,
 		Drift:           opts.Drift,
 		Logger:          opts.Logger,
 	}, r.db)
@@ -254,8 +253,8 @@ func (r *replica) retrain(ctx context.Context) error {
 	r.bundle = decoded
 
 	var wg sync.WaitGroup
-	errs := make([]error, len(features.Targets))
-	for _, t := range features.Targets {
+	errs := make([]error, features.NumTargets)
+	for _, t := range features.PodTargets {
 		m := decoded.Target(t)
 		if m == nil || m.StoreGeneration == r.baselines[t].generation {
 			continue
@@ -322,7 +321,7 @@ func (r *replica) score(block []features.Sample, tl *tally, keep func(t features
 		return fmt.Errorf("eval: predict: %w", err)
 	}
 	var x []float64
-	for _, t := range features.Targets {
+	for _, t := range features.PodTargets {
 		m := r.modelFor(t)
 		if m == nil || (keep != nil && !keep(t, m)) {
 			continue

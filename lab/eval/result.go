@@ -157,7 +157,7 @@ func (t *tally) scores(target features.Target, modelName string) *scores {
 // with no rows.
 func (t *tally) results() []Result {
 	var out []Result
-	for _, target := range features.Targets {
+	for _, target := range features.PodTargets {
 		for _, m := range t.models {
 			s := t.byKey[tallyKey{target, m}]
 			if s == nil || len(s.actual) == 0 {
@@ -244,7 +244,7 @@ func median(values []float64) float64 {
 // count adds one replica's statistics to the report.
 func (r *Report) count(s runStats) {
 	r.Retrains += s.retrains
-	for _, t := range features.Targets {
+	for _, t := range features.PodTargets {
 		for name, n := range s.chosen[t] {
 			if r.Chosen == nil {
 				r.Chosen = map[string]map[string]int{}

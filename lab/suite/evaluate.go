@@ -113,7 +113,7 @@ func Evaluate(ctx context.Context, m *Manifest, traces [][]features.Sample, opts
 				}
 			}
 			var lines []Line
-			for _, target := range features.Targets {
+			for _, target := range features.PodTargets {
 				if line, ok := lineOf(r, target); ok {
 					line.Mode = mode
 					lines = append(lines, line)
