@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -338,12 +339,16 @@ func (s *predictorServer) lastLoad(loadedAt time.Time) string {
 
 func (s *predictorServer) status(c *gin.Context) {
 	pub, loadedAt := s.p.Current()
-	hasTTFT := pub != nil && pub.Bundle.TTFT != nil
-	hasTPOT := pub != nil && pub.Bundle.TPOT != nil
-	hasTransfer := pub != nil && pub.Bundle.Transfer != nil
-	var version uint64
+	var (
+		b       *model.Bundle
+		version uint64
+	)
 	if pub != nil {
-		version = pub.Bundle.Version
+		b, version = pub.Bundle, pub.Bundle.Version
+	}
+	exist := gin.H{}
+	for _, tg := range features.Targets {
+		exist[tg.String()+"_model"] = b.Has(tg)
 	}
 	resp := gin.H{
 		"is_ready":            s.p.Ready(),
@@ -352,11 +357,11 @@ func (s *predictorServer) status(c *gin.Context) {
 		"quantile":            s.p.Quantile(),
 		"last_model_load":     nullableTimestamp(loadedAt),
 		"training_server_url": s.opts.TrainerURL,
-		"models_exist":        gin.H{"ttft_model": hasTTFT, "tpot_model": hasTPOT, "kv_transfer_model": hasTransfer},
+		"models_exist":        exist,
 		"kv_transfer":         pub.TransferStatus(),
 		"ensemble_active":     false,
 		"model_generation":    version,
-		"trained":             hasTTFT || hasTPOT,
+		"trained":             slices.ContainsFunc(features.PodTargets[:], b.Has),
 	}
 	if pub != nil {
 		resp["bundle_age_seconds"] = s.opts.Now().Sub(pub.Bundle.CreatedAt).Seconds()

@@ -241,10 +241,11 @@ func (s *trainerServer) flush(c *gin.Context) {
 		writeStoreError(c, "Failed to flush data", err)
 		return
 	}
-	c.JSON(http.StatusOK, wire.FlushResponse{
-		TTFTTrainFlush: res.Train[features.TTFT], TPOTTrainFlush: res.Train[features.TPOT],
-		TTFTTestFlush: res.Holdout[features.TTFT], TPOTTestFlush: res.Holdout[features.TPOT],
-	}.Complete(req, s.opts.Now()))
+	var flushed wire.FlushResponse
+	for _, tg := range features.Targets {
+		flushed.Flushed = append(flushed.Flushed, wire.FlushedTarget{Target: tg, Train: res.Train[tg], Test: res.Holdout[tg]})
+	}
+	c.JSON(http.StatusOK, flushed.Complete(req, s.opts.Now()))
 }
 
 // bundle serves the current bundle to predictors, with ETag and
@@ -295,16 +296,23 @@ func (s *trainerServer) modelInfo(c *gin.Context) {
 }
 
 func (s *trainerServer) downloadInfo(c *gin.Context) {
-	pub := s.t.Current()
-	ready := func(t features.Target) bool { return pub != nil && pub.Bundle.Target(t) != nil }
+	var b *model.Bundle
+	if pub := s.t.Current(); pub != nil {
+		b = pub.Bundle
+	}
+	ready, trees := gin.H{}, gin.H{}
+	for _, tg := range features.Targets {
+		ready[tg.String()+"_model_ready"] = b.Has(tg)
+		if tg.PerPod() {
+			trees[tg.String()+"_trees"] = "/model/" + tg.String() + "/xgb/json"
+		}
+	}
 	c.JSON(http.StatusOK, gin.H{
-		"model_type":     wire.ModelType,
-		"quantile":       s.opts.Quantile,
-		"objective_type": string(s.opts.Objective),
-		"model_status":   gin.H{"ttft_model_ready": ready(features.TTFT), "tpot_model_ready": ready(features.TPOT)},
-		"available_endpoints": gin.H{"trees": gin.H{
-			"ttft_trees": "/model/ttft/xgb/json", "tpot_trees": "/model/tpot/xgb/json",
-		}, "bundle": "/model/bundle", "info": "/model/info"},
+		"model_type":          wire.ModelType,
+		"quantile":            s.opts.Quantile,
+		"objective_type":      string(s.opts.Objective),
+		"model_status":        ready,
+		"available_endpoints": gin.H{"trees": trees, "bundle": "/model/bundle", "info": "/model/info"},
 		"evaluation_info": gin.H{
 			"quantile_loss":          "Lower is better",
 			"coverage_percent":       fmt.Sprintf("Target: %.1f%%", s.opts.Quantile*100),
@@ -339,19 +347,13 @@ func (s *trainerServer) treesJSON(c *gin.Context) {
 
 func (s *trainerServer) dataStatus(c *gin.Context) {
 	cts := s.db.Counts()
-	tt, tp := cts.Train(features.TTFT), cts.Train(features.TPOT)
-	ht, hp := cts.Holdout(features.TTFT), cts.Holdout(features.TPOT)
-	c.JSON(http.StatusOK, gin.H{
-		"training_data": gin.H{"ttft_samples": tt, "tpot_samples": tp, "total_samples": tt + tp},
-		"test_data":     gin.H{"ttft_samples": ht, "tpot_samples": hp, "total_samples": ht + hp},
-		"ensemble": gin.H{"ensemble_mode": false, "ensemble_active": false, "min_samples_for_split": 0,
-			"ttft_noqueue_samples": 0, "ttft_queued_samples": 0, "tpot_noqueue_samples": 0, "tpot_queued_samples": 0},
-		"metrics":                  gin.H{"ttft_scores_count": 0, "tpot_scores_count": 0},
-		"bucket_distribution":      s.db.BucketCounts(features.TTFT),
-		"tpot_bucket_distribution": s.db.BucketCounts(features.TPOT),
-		"model_ready":              s.t.Current() != nil,
-		"last_retrain":             nullableTimestamp(s.t.Status().LastSuccess()),
-	})
+	st := wire.DataStatus{ModelReady: s.t.Current() != nil, LastRetrain: nullableTimestamp(s.t.Status().LastSuccess())}
+	for _, tg := range features.Targets {
+		st.Training = append(st.Training, wire.TargetCount{Target: tg, N: cts.Train(tg)})
+		st.Test = append(st.Test, wire.TargetCount{Target: tg, N: cts.Holdout(tg)})
+		st.Buckets = append(st.Buckets, wire.TargetBuckets{Target: tg, Buckets: s.db.BucketCounts(tg)})
+	}
+	c.JSON(http.StatusOK, st)
 }
 
 func (s *trainerServer) status(c *gin.Context) {
@@ -362,6 +364,10 @@ func (s *trainerServer) status(c *gin.Context) {
 	}
 	st := s.t.Status()
 	cts := s.db.Counts()
+	samples := map[string]gin.H{}
+	for _, tg := range features.Targets {
+		samples[tg.String()] = gin.H{"train": cts.Train(tg), "holdout": cts.Holdout(tg)}
+	}
 	c.JSON(http.StatusOK, gin.H{
 		"is_ready":          pub != nil,
 		"model_type":        wire.ModelType,
@@ -372,12 +378,8 @@ func (s *trainerServer) status(c *gin.Context) {
 		"xgboost_available": st.XGBoostAvailable,
 		"xgboost_error":     st.XGBoostError,
 		"training":          st.Targets,
-		"samples": gin.H{
-			"ttft":        gin.H{"train": cts.Train(features.TTFT), "holdout": cts.Holdout(features.TTFT)},
-			"tpot":        gin.H{"train": cts.Train(features.TPOT), "holdout": cts.Holdout(features.TPOT)},
-			"kv_transfer": gin.H{"train": cts.Train(features.KVTransfer), "holdout": cts.Holdout(features.KVTransfer)},
-		},
-		"kv_transfer": pub.TransferStatus(),
+		"samples":           samples,
+		"kv_transfer":       pub.TransferStatus(),
 	})
 }
 

@@ -5,7 +5,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/headroomhq/headroom/features"
 	"github.com/headroomhq/headroom/internal/jsonscan"
+	"github.com/headroomhq/headroom/internal/orderedjson"
 )
 
 // FlushRequest is the body of POST /flush (docs/PROTOCOL.md §5.4). Every flag defaults
@@ -21,22 +23,46 @@ type FlushRequest struct {
 	Confirm bool
 }
 
-// FlushResponse is the answer of POST /flush, in the reference's words.
-// Set the counts of what was deleted, then Complete it.
+// FlushResponse is the answer of POST /flush, in the reference's words,
+// for every target: "<target>_training_samples_flushed" and
+// "<target>_test_samples_flushed" of each, in the order of Flushed (the
+// reference's TTFT and TPOT first). Set the counts of what was deleted,
+// then Complete it.
 type FlushResponse struct {
-	Success        bool    `json:"success"`
-	FlushedAt      string  `json:"flushed_at"`
-	Reason         *string `json:"reason"`
-	TTFTTrainFlush int     `json:"ttft_training_samples_flushed"`
-	TPOTTrainFlush int     `json:"tpot_training_samples_flushed"`
-	TTFTTestFlush  int     `json:"ttft_test_samples_flushed"`
-	TPOTTestFlush  int     `json:"tpot_test_samples_flushed"`
-	MetricsCleared bool    `json:"metrics_cleared"`
-	Message        string  `json:"message"`
+	Success   bool
+	FlushedAt string
+	Reason    *string
+	// Flushed is what was deleted of each target, in the order of
+	// features.Targets.
+	Flushed        []FlushedTarget
+	MetricsCleared bool
+	Message        string
 	// ModelsReset is always false: models stay in service after a flush,
 	// trained on data that was valid when it arrived; the next model is
 	// trained only on what arrives next.
-	ModelsReset bool `json:"models_reset"`
+	ModelsReset bool
+}
+
+// FlushedTarget is one target's part of a flush: the training and
+// held-out (test) samples it deleted.
+type FlushedTarget struct {
+	Target      features.Target
+	Train, Test int
+}
+
+// MarshalJSON writes the reference's fields in its order, the counts of
+// every target in the order of Flushed.
+func (r FlushResponse) MarshalJSON() ([]byte, error) {
+	o := orderedjson.Object{{Key: "success", Value: r.Success}, {Key: "flushed_at", Value: r.FlushedAt}, {Key: "reason", Value: r.Reason}}
+	for _, f := range r.Flushed {
+		o = append(o, orderedjson.Field{Key: f.Target.String() + "_training_samples_flushed", Value: f.Train})
+	}
+	for _, f := range r.Flushed {
+		o = append(o, orderedjson.Field{Key: f.Target.String() + "_test_samples_flushed", Value: f.Test})
+	}
+	o = append(o, orderedjson.Field{Key: "metrics_cleared", Value: r.MetricsCleared},
+		orderedjson.Field{Key: "message", Value: r.Message}, orderedjson.Field{Key: "models_reset", Value: r.ModelsReset})
+	return o.MarshalJSON()
 }
 
 // Complete fills in the rest of r, the answer to req carried out at at:
@@ -44,10 +70,10 @@ type FlushResponse struct {
 func (r FlushResponse) Complete(req FlushRequest, at time.Time) FlushResponse {
 	var parts []string
 	if req.FlushTrainingData {
-		parts = append(parts, fmt.Sprintf("%d TTFT and %d TPOT training samples", r.TTFTTrainFlush, r.TPOTTrainFlush))
+		parts = append(parts, r.counted("training", func(f FlushedTarget) int { return f.Train }))
 	}
 	if req.FlushTestData {
-		parts = append(parts, fmt.Sprintf("%d TTFT and %d TPOT test samples", r.TTFTTestFlush, r.TPOTTestFlush))
+		parts = append(parts, r.counted("test", func(f FlushedTarget) int { return f.Test }))
 	}
 	if req.FlushMetrics {
 		parts = append(parts, "all metric scores")
@@ -58,6 +84,20 @@ func (r FlushResponse) Complete(req FlushRequest, at time.Time) FlushResponse {
 	}
 	r.Success, r.FlushedAt, r.Reason, r.MetricsCleared = true, Timestamp(at), req.Reason, req.FlushMetrics
 	return r
+}
+
+// counted is one side's part of the message: "10 TTFT, 9 TPOT and 0
+// KV-transfer training samples".
+func (r FlushResponse) counted(side string, n func(FlushedTarget) int) string {
+	each := make([]string, len(r.Flushed))
+	for i, f := range r.Flushed {
+		each[i] = fmt.Sprintf("%d %s", n(f), f.Target.Title())
+	}
+	list := strings.Join(each, ", ")
+	if k := len(each); k > 1 {
+		list = strings.Join(each[:k-1], ", ") + " and " + each[k-1]
+	}
+	return list + " " + side + " samples"
 }
 
 // DecodeFlushRequest decodes the optional body of POST /flush with the

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/headroomhq/headroom/features"
 )
 
 func TestDecodeFlushRequest(t *testing.T) {
@@ -68,7 +70,7 @@ func TestDecodeFlushRequest(t *testing.T) {
 func TestFlushResponse(t *testing.T) {
 	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	reason := "reset after an incident"
-	counts := FlushResponse{TTFTTrainFlush: 10, TPOTTrainFlush: 9, TTFTTestFlush: 2, TPOTTestFlush: 1}
+	counts := FlushResponse{Flushed: []FlushedTarget{{Target: features.TTFT, Train: 10, Test: 2}, {Target: features.TPOT, Train: 9, Test: 1}}}
 	for _, tt := range []struct {
 		name string
 		req  FlushRequest
@@ -81,7 +83,7 @@ func TestFlushResponse(t *testing.T) {
 	} {
 		r := counts.Complete(tt.req, at)
 		if r.Message != tt.msg || !r.Success || r.FlushedAt != "2026-01-02T03:04:05Z" || r.Reason != tt.req.Reason ||
-			r.MetricsCleared != tt.req.FlushMetrics || r.ModelsReset || r.TTFTTrainFlush != 10 || r.TPOTTestFlush != 1 {
+			r.MetricsCleared != tt.req.FlushMetrics || r.ModelsReset || r.Flushed[0].Train != 10 || r.Flushed[1].Test != 1 {
 			t.Errorf("%s: %+v", tt.name, r)
 		}
 	}
@@ -94,5 +96,27 @@ func TestFlushResponse(t *testing.T) {
 		if !strings.Contains(string(b), key) {
 			t.Errorf("%s lacks %s", b, key)
 		}
+	}
+}
+
+// The answer names every target it is given, in its order: the
+// reference's fields for TTFT and TPOT, and the same for the others.
+func TestFlushResponseEveryTarget(t *testing.T) {
+	r := FlushResponse{Flushed: []FlushedTarget{{Target: features.TTFT, Train: 10, Test: 2},
+		{Target: features.TPOT, Train: 9, Test: 1}, {Target: features.KVTransfer, Train: 45, Test: 5}}}
+	r = r.Complete(FlushRequest{FlushTrainingData: true, FlushTestData: true}, time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
+	if want := "Successfully flushed: 10 TTFT, 9 TPOT and 45 KV-transfer training samples, 2 TTFT, 1 TPOT and 5 KV-transfer test samples"; r.Message != want {
+		t.Errorf("message %q, want %q", r.Message, want)
+	}
+	b, err := json.Marshal(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{"success":true,"flushed_at":"2026-01-02T03:04:05Z","reason":null,` +
+		`"ttft_training_samples_flushed":10,"tpot_training_samples_flushed":9,"kv_transfer_training_samples_flushed":45,` +
+		`"ttft_test_samples_flushed":2,"tpot_test_samples_flushed":1,"kv_transfer_test_samples_flushed":5,` +
+		`"metrics_cleared":false,"message":"` + r.Message + `","models_reset":false}`
+	if string(b) != want {
+		t.Errorf("got  %s\nwant %s", b, want)
 	}
 }
