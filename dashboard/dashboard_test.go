@@ -19,6 +19,7 @@ import (
 	"github.com/headroomhq/headroom/predictor"
 	"github.com/headroomhq/headroom/store"
 	"github.com/headroomhq/headroom/trainer"
+	"github.com/headroomhq/headroom/trainer/fit"
 	"github.com/headroomhq/headroom/xgboost"
 )
 
@@ -57,12 +58,12 @@ func newFixture(t testing.TB, retrains int) *fixture {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() })
-	fit := trainer.DefaultFitConfig()
+	opts := fit.DefaultOptions()
 	if _, err := exec.LookPath("xgboost"); err == nil {
-		fit.XGBoost = &xgboost.CLI{}
-		fit.Params.Rounds = 30
+		opts.XGBoost = &xgboost.CLI{}
+		opts.Params.Rounds = 30
 	}
-	tr, err := trainer.New(trainer.Config{Fit: fit, BundleDir: filepath.Join(dir, "bundles")}, db)
+	tr, err := trainer.New(trainer.Config{Fit: opts, BundleDir: filepath.Join(dir, "bundles")}, db)
 	if err != nil {
 		t.Fatal(err)
 	}

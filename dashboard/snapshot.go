@@ -15,6 +15,7 @@ import (
 	"github.com/headroomhq/headroom/predictor"
 	"github.com/headroomhq/headroom/store"
 	"github.com/headroomhq/headroom/trainer"
+	"github.com/headroomhq/headroom/trainer/fit"
 )
 
 // MaxHoldoutPoints bounds the predicted-versus-actual plot: the newest
@@ -140,7 +141,7 @@ func (v Target) holdoutPoints(ctx context.Context, db *store.DB) ([]Point, error
 		samples = samples[len(samples)-MaxHoldoutPoints:]
 	}
 	if m := v.Model; m != nil {
-		d := trainer.BuildDataset(m.Schema(), v.Target, samples)
+		d := fit.BuildDataset(m.Schema(), v.Target, samples)
 		points := make([]Point, len(d.Y))
 		for i, x := range d.X {
 			points[i] = Point{Predicted: m.Predict(x), Actual: d.Y[i]}

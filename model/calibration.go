@@ -6,6 +6,11 @@ import (
 	"sort"
 )
 
+// DefaultQuantile is the quantile Headroom serves and tracks unless told
+// otherwise: the one place it is written. The router's client defaults to
+// it too (docs/PROTOCOL.md §4.4).
+const DefaultQuantile = 0.9
+
 // calibrationGrid is the number of evenly spaced probabilities at which a
 // Calibration stores its residual quantiles: 1%, 2%, …, 99%.
 const calibrationGrid = 99

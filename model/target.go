@@ -60,7 +60,7 @@ type TargetModel struct {
 	// the prediction minimises relative error on the training rows (least
 	// squares fits a mean, which a long tail of stalled requests drags up),
 	// then moved part of the way the newest samples' errors point
-	// (trainer.FitConfig.ForwardShiftGain) when latency drifts.
+	// (fit.Options.ForwardShiftGain in package trainer/fit) when latency drifts.
 	LogShift    float64     `json:"log_shift,omitempty"`
 	MinMs       float64     `json:"min_ms"`
 	MaxMs       float64     `json:"max_ms"`

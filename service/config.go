@@ -112,7 +112,7 @@ type TrainerConfig struct {
 	FixedLevels bool
 	// KVBytesPerToken is the pool's KV-cache bytes per token, for transfer
 	// samples that do not report kv_bytes_per_token; 0 learns it from those
-	// that do (trainer.TransferConfig.BytesPerToken).
+	// that do (fit.TransferOptions.BytesPerToken).
 	KVBytesPerToken float64
 }
 

@@ -25,6 +25,7 @@ import (
 	"github.com/headroomhq/headroom/predictor"
 	"github.com/headroomhq/headroom/store"
 	"github.com/headroomhq/headroom/trainer"
+	"github.com/headroomhq/headroom/trainer/fit"
 )
 
 // Service is one process's roles, built and listening. Run serves until
@@ -89,8 +90,8 @@ func (s *Service) buildTrainer() error {
 		return err
 	}
 	reg := newRegistry()
-	fit := trainer.DefaultFitConfig()
-	fit.Kind, fit.Params, fit.XGBoost = t.Kind, t.Params, t.XGBoost
+	fitOpts := fit.DefaultOptions()
+	fitOpts.Kind, fitOpts.Params, fitOpts.XGBoost = t.Kind, t.Params, t.XGBoost
 	drift := trainer.DriftConfig{Quantile: c.Quantile, FixedLevels: t.FixedLevels}
 	if c.Objective == predictor.Quantile {
 		// Served predictions are that quantile, not means.
@@ -102,11 +103,11 @@ func (s *Service) buildTrainer() error {
 		MinSamplesFresh: t.MinSamplesFresh,
 		MaxTrainRows:    t.MaxTrainRows,
 		Nice:            t.Nice,
-		Fit:             fit,
+		Fit:             fitOpts,
 		Select:          trainer.SelectConfig{Off: !t.SelfTune},
 		Drift:           drift,
 		Gate:            trainer.GateConfig{Force: t.PublishForce},
-		Transfer:        trainer.TransferConfig{BytesPerToken: t.KVBytesPerToken},
+		Transfer:        fit.TransferOptions{BytesPerToken: t.KVBytesPerToken},
 		BundleDir:       filepath.Join(c.DataDir, "bundles"),
 		SigningKey:      c.SigningKey,
 		Logger:          s.log,

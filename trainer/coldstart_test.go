@@ -9,6 +9,7 @@ import (
 
 	"github.com/headroomhq/headroom/features"
 	"github.com/headroomhq/headroom/model"
+	"github.com/headroomhq/headroom/trainer/fit"
 	"github.com/headroomhq/headroom/xgboost"
 )
 
@@ -17,10 +18,10 @@ import (
 // publishes, it publishes because samples arrived.
 func (f *trainerFixture) coldTrainer(t *testing.T, xgb *xgboost.CLI) *Trainer {
 	t.Helper()
-	fit := DefaultFitConfig()
-	fit.XGBoost = xgb
-	fit.Params.Rounds = 20
-	tr, err := New(Config{Interval: time.Hour, Fit: fit, BundleDir: filepath.Join(f.dir, "bundles")}, f.db)
+	opts := fit.DefaultOptions()
+	opts.XGBoost = xgb
+	opts.Params.Rounds = 20
+	tr, err := New(Config{Interval: time.Hour, Fit: opts, BundleDir: filepath.Join(f.dir, "bundles")}, f.db)
 	if err != nil {
 		t.Fatal(err)
 	}

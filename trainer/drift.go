@@ -8,6 +8,7 @@ import (
 
 	"github.com/headroomhq/headroom/features"
 	"github.com/headroomhq/headroom/model"
+	"github.com/headroomhq/headroom/trainer/fit"
 )
 
 // DriftConfig configures live error tracking and the early retrain it can
@@ -19,13 +20,13 @@ import (
 //     the trainer for every sample. Always available, and the same
 //     statistic as the holdout MAPE, so the early-retrain rule compares
 //     the two. Its samples also calibrate the next model's quantiles and
-//     choose its tree weight (FitConfig.Forward).
+//     choose its tree weight (fit.Options.Forward).
 //   - "served": the prediction the router acted on, when the sample
 //     carries it (predicted_ttft_ms / predicted_tpot_ms). It includes the
 //     predictors' sync lag and their objective.
 type DriftConfig struct {
 	// Window is the number of recent samples per target the live figures
-	// (and FitConfig.Forward) cover (default 200). Short, so that the
+	// (and fit.Options.Forward) cover (default 200). Short, so that the
 	// calibration follows the errors of the latest models: measured on the
 	// shared trace, 200 kept the 0.5 and 0.9 quantiles within 2 points of
 	// their targets where 300 and 1,000 (older, less trained models' wider
@@ -69,7 +70,7 @@ type DriftConfig struct {
 	// the serving model's training ranges (model.Calibration.OutOfRange),
 	// moved by the live samples that arrive there alone (default
 	// defaultOutOfRangeGain). Their bounds widen by the extrapolation's
-	// spread the trainer measures (FitConfig.Support), which can fall short
+	// spread the trainer measures (fit.Options.Support), which can fall short
 	// of what rising load brings; these rows are rarer and come in bursts,
 	// so the step is larger, and the level may rise to the calibration's
 	// end (model.MaxAdjustedLevel for a quantile above the median) rather
@@ -269,7 +270,7 @@ type targetLive struct {
 	mu      sync.Mutex
 	model   ring
 	served  ring
-	forward []ForwardSample // ring of Window, aligned with model
+	forward []fit.ForwardSample // ring of Window, aligned with model
 	// holdout is the holdout figures of the model the rows since the last
 	// change were judged against; hasModel is false before the first.
 	holdout   model.Quality
@@ -290,7 +291,7 @@ type targetLive struct {
 }
 
 func newTargetLive(window int) targetLive {
-	return targetLive{model: newRing(window, true), served: newRing(window, false), forward: make([]ForwardSample, 0, window)}
+	return targetLive{model: newRing(window, true), served: newRing(window, false), forward: make([]fit.ForwardSample, 0, window)}
 }
 
 // modelChanged starts judging the live rows against a new model in
@@ -470,15 +471,15 @@ func (d *driftTracker) outOfRangeLevelAdjustment(tl *targetLive) *model.LevelAdj
 // forwardSample splits a prediction into the parts the next fit reweighs.
 // Only a line-plus-trees model has a tree part that a weight can scale; for
 // the others the whole prediction is the base.
-func forwardSample(m *model.TargetModel, x []float64, central, actual float64) ForwardSample {
+func forwardSample(m *model.TargetModel, x []float64, central, actual float64) fit.ForwardSample {
 	if m.Kind == model.KindResidual {
 		base, treeLog := m.Parts(x)
-		return ForwardSample{Actual: actual, Base: base, TreeLog: treeLog, LogShift: m.LogShift}
+		return fit.ForwardSample{Actual: actual, Base: base, TreeLog: treeLog, LogShift: m.LogShift}
 	}
-	return ForwardSample{Actual: actual, Base: central}
+	return fit.ForwardSample{Actual: actual, Base: central}
 }
 
-func (tl *targetLive) pushForward(f ForwardSample, window int) {
+func (tl *targetLive) pushForward(f fit.ForwardSample, window int) {
 	if len(tl.forward) < window {
 		tl.forward = append(tl.forward, f)
 		return
@@ -489,9 +490,9 @@ func (tl *targetLive) pushForward(f ForwardSample, window int) {
 }
 
 // forwardSamples returns a copy of a target's forward samples, oldest first.
-func (d *driftTracker) forwardSamples(tl *targetLive) []ForwardSample {
+func (d *driftTracker) forwardSamples(tl *targetLive) []fit.ForwardSample {
 	n := len(tl.forward)
-	out := make([]ForwardSample, 0, n)
+	out := make([]fit.ForwardSample, 0, n)
 	if n < d.cfg.Window {
 		return append(out, tl.forward...)
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/headroomhq/headroom/features"
 	"github.com/headroomhq/headroom/model"
+	"github.com/headroomhq/headroom/trainer/fit"
 )
 
 // driftModel is a linear TTFT model predicting 100 ms for every row, with
@@ -268,8 +269,7 @@ func servedCoverage(t *testing.T, cfg DriftConfig, actual []float64, every int) 
 	for start := 0; start < len(actual); start += every {
 		if start > 0 {
 			next := driftModel(t)
-			fc := FitConfig{Forward: d.forwardSamples(features.TTFT), MinForwardRows: 50}
-			cal, err := calibrate(next, Dataset{}, nil, fc)
+			cal, err := forwardCalibration(next, d.forwardSamples(features.TTFT))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -295,6 +295,17 @@ func servedCoverage(t *testing.T, cfg DriftConfig, actual []float64, every int) 
 		d.observe(samples, &model.Bundle{TTFT: m})
 	}
 	return 100 * float64(covered) / float64(scored)
+}
+
+// forwardCalibration is the calibration fit.Model gives m from forward
+// samples, as it does once there are Options.MinForwardRows of them: their
+// log residuals as m would have predicted them.
+func forwardCalibration(m *model.TargetModel, forward []fit.ForwardSample) (model.Calibration, error) {
+	r := make([]float64, len(forward))
+	for i, f := range forward {
+		r[i] = math.Log(f.Actual / m.Combine(f.Base, f.TreeLog, 1-m.TreeShrink, f.LogShift))
+	}
+	return model.NewCalibration(fit.CalibrationForward, r)
 }
 
 // noisyStream returns n actuals around 100 ms whose log spread at sample i
@@ -485,7 +496,7 @@ func TestOutOfRangeLevelCoversWiderErrors(t *testing.T) {
 		for start := 0; start < n; start += every {
 			if start > 0 {
 				next := driftModel(t)
-				cal, err := calibrate(next, Dataset{}, nil, FitConfig{Forward: d.forwardSamples(features.TTFT), MinForwardRows: 50})
+				cal, err := forwardCalibration(next, d.forwardSamples(features.TTFT))
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -571,7 +582,7 @@ func locked[T any](h *liveTargets, tg features.Target, f func(*targetLive) T) T 
 	return f(tl)
 }
 
-func (h *liveTargets) forwardSamples(tg features.Target) []ForwardSample {
+func (h *liveTargets) forwardSamples(tg features.Target) []fit.ForwardSample {
 	return locked(h, tg, h.driftTracker.forwardSamples)
 }
 
@@ -581,4 +592,67 @@ func (h *liveTargets) levelAdjustment(tg features.Target) *model.LevelAdjustment
 
 func (h *liveTargets) outOfRangeLevelAdjustment(tg features.Target) *model.LevelAdjustment {
 	return locked(h, tg, h.driftTracker.outOfRangeLevelAdjustment)
+}
+
+// The trainer feeds the fit what its models predicted for samples before
+// training on them (ObserveServed), and the fit calibrates on them.
+func TestTrainerCalibratesOnForwardSamples(t *testing.T) {
+	f := newFixture(t)
+	tr, err := New(Config{Drift: DriftConfig{Window: 200}}, f.db) // linear only
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.add(t, 300)
+	if pub := retrain(t, tr); pub == nil || pub.Bundle.TTFT.Calibration.Source == "forward" {
+		t.Fatalf("first model: %+v", pub)
+	}
+	next := syntheticSamples(f.rng, 300)
+	if _, err := f.db.Add(next); err != nil {
+		t.Fatal(err)
+	}
+	tr.ObserveServed(next)
+	pub := retrain(t, tr)
+	if pub == nil {
+		t.Fatal("no retrain after 300 new samples")
+	}
+	if c := pub.Bundle.TTFT.Calibration; c.Source != "forward" || c.Rows != 200 {
+		t.Errorf("calibration %s on %d rows, want forward on the window's 200", c.Source, c.Rows)
+	}
+}
+
+// A trainer whose models' quantiles are exceeded more often than claimed
+// publishes its next model with a higher level, and /model/info shows it.
+func TestTrainerPublishesTheAdaptedLevel(t *testing.T) {
+	f := newFixture(t)
+	tr, err := New(Config{Drift: DriftConfig{Window: 200, Quantile: 0.9}}, f.db) // linear only
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.add(t, 300)
+	first := retrain(t, tr)
+	if first == nil || first.Bundle.TTFT.Calibration.Adjustment != nil {
+		t.Fatalf("first model: %+v", first)
+	}
+	// Requests now take 30% longer than the model says: far more than one
+	// in ten is above its 0.9 quantile.
+	next := syntheticSamples(f.rng, 150)
+	for i := range next {
+		next[i].ActualTTFTMs *= 1.3
+	}
+	if _, err := f.db.Add(next); err != nil {
+		t.Fatal(err)
+	}
+	tr.ObserveServed(next)
+	pub := retrain(t, tr)
+	if pub == nil {
+		t.Fatal("no retrain after 150 new samples")
+	}
+	a := pub.Bundle.TTFT.Calibration.Adjustment
+	if a == nil || a.Quantile != 0.9 || a.Level <= 0.9 || a.Samples == 0 {
+		t.Fatalf("adjustment %+v, want a level above 0.9", a)
+	}
+	info := model.NewInfo(pub, time.Now(), time.Now(), nil)
+	if got := info.TTFT.CalibrationAdjustment; got == nil || *got != *a {
+		t.Errorf("/model/info shows %+v, want %+v", got, a)
+	}
 }

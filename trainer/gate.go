@@ -8,6 +8,7 @@ import (
 
 	"github.com/headroomhq/headroom/features"
 	"github.com/headroomhq/headroom/model"
+	"github.com/headroomhq/headroom/trainer/fit"
 )
 
 // GateConfig is the publication gate: every target's new model is checked
@@ -136,7 +137,7 @@ type gateProbe struct {
 // model in service (the zero M for a first model). It never modifies
 // either model.
 func judge[M comparable](g GateConfig, k models[M], cand, served M, tg features.Target, ev gateEvidence) GateVerdict {
-	band := labelBand(ev.labels)
+	band := fit.NewLabelBand(ev.labels)
 	v := GateVerdict{Passed: true, LabelBandMs: [2]float64{band.Lo, band.Hi}}
 	facts := k.facts(cand)
 	v.Candidate = GateFigures{Kind: facts.kind, TrainSamples: facts.trainSamples, TrainedOnGen: facts.storeGeneration,
@@ -178,7 +179,7 @@ func judge[M comparable](g GateConfig, k models[M], cand, served M, tg features.
 		v.Candidate.MinPredictedMs, v.Candidate.MaxPredictedMs = 0, 0 // JSON has no infinity
 	}
 	v.Candidate.HoldoutMAPE, v.Candidate.HoldoutRows = mapeOf(hPred, hActual)
-	if v.ConstantMs = medianOf(clipAll(ev.labels, band)); math.IsNaN(v.ConstantMs) {
+	if v.ConstantMs = fit.Median(clipAll(ev.labels, band)); math.IsNaN(v.ConstantMs) {
 		v.ConstantMs = 0 // no labels: no constant to compare with
 	}
 	if len(recent) >= g.MinRecentRows {
@@ -272,7 +273,7 @@ func probeGrid(r []model.Range) [][]float64 {
 }
 
 // believableSamples returns the samples with a label for tg inside band.
-func believableSamples(s []features.Sample, tg features.Target, band LabelBand) []features.Sample {
+func believableSamples(s []features.Sample, tg features.Target, band fit.LabelBand) []features.Sample {
 	out := make([]features.Sample, 0, len(s))
 	for i := range s {
 		if y, ok := s[i].Label(tg); ok && band.Contains(y) {
@@ -291,7 +292,7 @@ func constantMAPE(c float64, s []features.Sample, tg features.Target) float64 {
 	return model.Measure(pred, actual).MAPE
 }
 
-func clipAll(y []float64, b LabelBand) []float64 {
+func clipAll(y []float64, b fit.LabelBand) []float64 {
 	out := make([]float64, 0, len(y))
 	for _, v := range y {
 		if v > 0 {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/headroomhq/headroom/features"
 	"github.com/headroomhq/headroom/store"
+	"github.com/headroomhq/headroom/trainer/fit"
 	"github.com/headroomhq/headroom/wire"
 )
 
@@ -117,7 +118,7 @@ func FuzzIngestThenGate(f *testing.F) {
 			if after == nil {
 				t.Fatalf("%s: no model in service", tg)
 			}
-			band := labelBand(labelsOf(clean, tg))
+			band := fit.NewLabelBand(labelsOf(clean, tg))
 			lo, hi := band.Lo/g.PredictionBand, band.Hi*g.PredictionBand
 			var buf []float64
 			rows := make([][]float64, 0, len(eval))

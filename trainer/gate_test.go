@@ -15,10 +15,14 @@ import (
 
 	"github.com/headroomhq/headroom/features"
 	"github.com/headroomhq/headroom/model"
+	"github.com/headroomhq/headroom/trainer/fit"
 	"github.com/headroomhq/headroom/xgboost"
 )
 
-// gateSamples are TTFT samples of fitSchema's relation, y = 10 + running +
+// gateSchema reads the two columns gateSamples' latency depends on.
+var gateSchema = features.MustSchema("num_request_running", "input_token_length")
+
+// gateSamples are TTFT samples of gateSchema's relation, y = 10 + running +
 // prompt/20 ms with 10% noise, times scale.
 func gateSamples(rng *rand.Rand, n int, scale float64) []features.Sample {
 	s := make([]features.Sample, n)
@@ -32,8 +36,9 @@ func gateSamples(rng *rand.Rand, n int, scale float64) []features.Sample {
 
 func gateFit(t *testing.T, train []features.Sample) *model.TargetModel {
 	t.Helper()
-	cfg := DefaultFitConfig()
-	m, err := Fit(context.Background(), fitSchema, BuildDataset(fitSchema, features.TTFT, train), Dataset{}, cfg)
+	cfg := fit.DefaultOptions()
+	m, err := fit.Model(context.Background(), gateSchema, fit.BuildDataset(gateSchema, features.TTFT, train), fit.Dataset{}, cfg,
+		fit.Inputs{Quantile: model.DefaultQuantile})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -152,14 +157,14 @@ printf '{"learner":{"learner_model_param":{"base_score":"%s","num_class":"0","nu
 	}
 	newTrainer := func(f *trainerFixture, force bool) (*Trainer, *prometheus.Registry) {
 		reg := prometheus.NewRegistry()
-		fit := DefaultFitConfig()
-		fit.Params.Rounds = 20
-		fit.MinTreeRows = 1
-		fit.XGBoost = &xgboost.CLI{Binary: script, TempDir: t.TempDir(), Timeout: time.Minute}
+		opts := fit.DefaultOptions()
+		opts.Params.Rounds = 20
+		opts.MinTreeRows = 1
+		opts.XGBoost = &xgboost.CLI{Binary: script, TempDir: t.TempDir(), Timeout: time.Minute}
 		// Self-tuning off: it would score the absurd trees against the
 		// line on the newest rows and choose the line, and this is the
 		// gate's test.
-		tr, err := New(Config{Fit: fit, BundleDir: filepath.Join(f.dir, "bundles"), Metrics: NewMetrics(reg),
+		tr, err := New(Config{Fit: opts, BundleDir: filepath.Join(f.dir, "bundles"), Metrics: NewMetrics(reg),
 			Gate: GateConfig{Force: force}, Logger: slog.New(slog.DiscardHandler), Select: SelectConfig{Off: true}}, f.db)
 		if err != nil {
 			t.Fatal(err)

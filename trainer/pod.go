@@ -8,6 +8,7 @@ import (
 
 	"github.com/headroomhq/headroom/features"
 	"github.com/headroomhq/headroom/model"
+	"github.com/headroomhq/headroom/trainer/fit"
 )
 
 // podModels are the models of a target predicted per pod from a row
@@ -57,26 +58,25 @@ func (p *podModels) upgradable(m *model.TargetModel) bool {
 // service.
 func (p *podModels) fit(ctx context.Context, job fitJob[*model.TargetModel]) (*model.TargetModel, error) {
 	t := p.t
-	cfg := t.fitConfig(job.served)
+	opts := t.fitConfig(job.served)
+	d := t.drift
+	in := fit.Inputs{Quantile: d.cfg.Quantile, Previous: job.served}
 	switch {
 	case job.pass.linearOnly:
-		cfg.XGBoost = nil
-	case job.pass.upgrade && cfg.XGBoost != nil:
-		x := *cfg.XGBoost
+		opts.XGBoost = nil
+	case job.pass.upgrade && opts.XGBoost != nil:
+		x := *opts.XGBoost
 		x.Nice, x.Idle = 0, false // see Trainer.retrain
-		cfg.XGBoost = &x
-		cfg.CrossFitFolds = firstTreesFolds
-		cfg.Support.CarryOnly = true
+		opts.XGBoost = &x
+		opts.CrossFitFolds = firstTreesFolds
+		in.CarryOnly = true
 	}
-	d := t.drift
 	job.live.mu.Lock()
-	cfg.Forward = d.forwardSamples(job.live)
-	cfg.Levels = d.levelAdjustment(job.live)
-	cfg.OutOfRangeLevels = d.outOfRangeLevelAdjustment(job.live)
+	in.Forward = d.forwardSamples(job.live)
+	in.Levels = d.levelAdjustment(job.live)
+	in.OutOfRangeLevels = d.outOfRangeLevelAdjustment(job.live)
 	job.live.mu.Unlock()
-	cfg.CoverageQuantile = d.cfg.Quantile
-	cfg.Support.Previous = job.served
-	train := BuildDataset(p.schema, p.tg, job.train)
+	train := fit.BuildDataset(p.schema, p.tg, job.train)
 	// A first model's passes are for speed: they keep the choice in force
 	// (the first candidate before any) and make none. A choice costs a
 	// full store about 0.9 CPU-s beyond the fit, a measurement of the
@@ -86,19 +86,19 @@ func (p *podModels) fit(ctx context.Context, job fitJob[*model.TargetModel]) (*m
 	// loading a bundle without spreads (an older trainer's), which has
 	// none to carry, measures and leaves the choice to the next.
 	choose := !job.pass.first()
-	if prev := job.served; choose && cfg.Support.Folds > 0 && prev != nil && prev == t.loaded.Target(p.tg) &&
-		len(carriedSpreads(prev)) == 0 {
+	if prev := job.served; choose && opts.Support.Folds > 0 && prev != nil && prev == t.loaded.Target(p.tg) &&
+		!fit.CarriesSpreads(prev) {
 		choose = false
 	}
 	before := p.choose.choice()
-	cfg, sel, err := p.choose.tune(ctx, p.schema, train, cfg, choose)
+	opts, sel, err := p.choose.tune(ctx, p.schema, train, opts, choose)
 	if err != nil {
 		return nil, err
 	}
 	if p.choose.choice() != before {
-		cfg.Support.CarryOnly = true
+		in.CarryOnly = true
 	}
-	m, err := Fit(ctx, p.schema, train, BuildDataset(p.schema, p.tg, job.holdout), cfg)
+	m, err := fit.Model(ctx, p.schema, train, fit.BuildDataset(p.schema, p.tg, job.holdout), opts, in)
 	if m != nil {
 		m.Selection = sel
 	}
@@ -107,7 +107,7 @@ func (p *podModels) fit(ctx context.Context, job fitJob[*model.TargetModel]) (*m
 
 // firstTreesFolds is the cross-fit of a first model's trees: its
 // calibration's out-of-fold residuals come from 2 folds, not
-// FitConfig.CrossFitFolds, so the trees cost 3 xgboost runs per target
+// fit.Options.CrossFitFolds, so the trees cost 3 xgboost runs per target
 // instead of 6 and are in service in about half the time (1.9-2.4 s with 5
 // folds at load average 17 on two cores, where llm-d-router's integration
 // test reads them after about 2.5 s). Models fitted on half the rows err
@@ -126,7 +126,7 @@ const idleBackoff = time.Minute
 // first model whose trees are awaited; on a busy machine an idle-class run
 // would first wait out its grace for nothing) and not within idleBackoff
 // of a starved run.
-func (t *Trainer) fitConfig(served *model.TargetModel) FitConfig {
+func (t *Trainer) fitConfig(served *model.TargetModel) fit.Options {
 	cfg := t.cfg.Fit
 	if t.xgbErr != nil {
 		cfg.XGBoost = nil

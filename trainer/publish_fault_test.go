@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/headroomhq/headroom/model"
+	"github.com/headroomhq/headroom/trainer/fit"
 	"github.com/headroomhq/headroom/xgboost"
 )
 
@@ -103,11 +104,11 @@ esac
 	}
 	var logs strings.Builder
 	reg := prometheus.NewRegistry()
-	fit := DefaultFitConfig()
-	fit.Params.Rounds = 20
+	opts := fit.DefaultOptions()
+	opts.Params.Rounds = 20
 	xgb := &xgboost.CLI{Binary: script, TempDir: t.TempDir(), Timeout: time.Minute}
-	fit.XGBoost = xgb
-	tr, err := New(Config{Fit: fit, BundleDir: filepath.Join(f.dir, "bundles"), Metrics: NewMetrics(reg),
+	opts.XGBoost = xgb
+	tr, err := New(Config{Fit: opts, BundleDir: filepath.Join(f.dir, "bundles"), Metrics: NewMetrics(reg),
 		Logger: slog.New(slog.NewTextHandler(&lockedWriter{w: &logs}, nil))}, f.db)
 	if err != nil {
 		t.Fatal(err)

@@ -12,6 +12,7 @@ import (
 	"github.com/headroomhq/headroom/lab/loadgen"
 	"github.com/headroomhq/headroom/model"
 	"github.com/headroomhq/headroom/store"
+	"github.com/headroomhq/headroom/trainer/fit"
 	"github.com/headroomhq/headroom/xgboost"
 )
 
@@ -129,9 +130,9 @@ func BenchmarkRetrainFullStore(b *testing.B) {
 					db = fullStore(b, dir, sc.scheme)
 				}
 				loopCPU(b, func() {
-					fit := DefaultFitConfig()
-					fit.XGBoost = xgb
-					tr, err := New(Config{Fit: fit, BundleDir: b.TempDir(), Select: SelectConfig{Off: kept}}, db)
+					opts := fit.DefaultOptions()
+					opts.XGBoost = xgb
+					tr, err := New(Config{Fit: opts, BundleDir: b.TempDir(), Select: SelectConfig{Off: kept}}, db)
 					if err != nil {
 						b.Fatal(err)
 					}
@@ -151,9 +152,9 @@ func BenchmarkRetrainFullStore(b *testing.B) {
 				db = fullStore(b, dir, sc.scheme)
 			}
 			loopCPU(b, func() {
-				fit := DefaultFitConfig()
-				fit.XGBoost = xgb
-				tr, err := New(Config{Fit: fit, BundleDir: b.TempDir()}, db)
+				opts := fit.DefaultOptions()
+				opts.XGBoost = xgb
+				tr, err := New(Config{Fit: opts, BundleDir: b.TempDir()}, db)
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -167,16 +168,16 @@ func BenchmarkRetrainFullStore(b *testing.B) {
 		})
 		// A retrain of a trainer with a model in service, the service's
 		// steady state: it carries what the model in service measured
-		// of its extrapolation (SupportConfig.MinInterval; with it 0 it
+		// of its extrapolation (fit.SupportOptions.MinInterval; with it 0 it
 		// measures Folds columns again), where a fresh trainer's first
 		// retrain (above) measures FirstFolds.
 		b.Run(sc.name+"/retrain-again", func(b *testing.B) {
 			if db == nil {
 				db = fullStore(b, dir, sc.scheme)
 			}
-			fit := DefaultFitConfig()
-			fit.XGBoost = xgb
-			tr, err := New(Config{Fit: fit, BundleDir: b.TempDir()}, db)
+			opts := fit.DefaultOptions()
+			opts.XGBoost = xgb
+			tr, err := New(Config{Fit: opts, BundleDir: b.TempDir()}, db)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -191,7 +192,7 @@ func BenchmarkRetrainFullStore(b *testing.B) {
 			})
 		})
 		// The steady state's retrain that measures Folds columns with
-		// trees (SupportConfig.MinInterval 0: every retrain measures), and
+		// trees (fit.SupportOptions.MinInterval 0: every retrain measures), and
 		// one that is also due to choose (a drift, which no interval
 		// holds back): that one chooses and carries, and measuring waits
 		// for the next.
@@ -204,10 +205,10 @@ func BenchmarkRetrainFullStore(b *testing.B) {
 				if db == nil {
 					db = fullStore(b, dir, sc.scheme)
 				}
-				fit := DefaultFitConfig()
-				fit.XGBoost = xgb
-				fit.Support.MinInterval = 0
-				tr, err := New(Config{Fit: fit, BundleDir: b.TempDir()}, db)
+				opts := fit.DefaultOptions()
+				opts.XGBoost = xgb
+				opts.Support.MinInterval = 0
+				tr, err := New(Config{Fit: opts, BundleDir: b.TempDir()}, db)
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -244,9 +245,9 @@ func BenchmarkRetrainFullStore(b *testing.B) {
 			if db == nil {
 				db = fullStore(b, dir, sc.scheme)
 			}
-			fit := DefaultFitConfig()
-			fit.XGBoost = xgb
-			old, err := New(Config{Fit: fit}, db)
+			opts := fit.DefaultOptions()
+			opts.XGBoost = xgb
+			old, err := New(Config{Fit: opts}, db)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -269,7 +270,7 @@ func BenchmarkRetrainFullStore(b *testing.B) {
 				if _, err := model.WriteBundle(bundles, legacy.Version, encoded); err != nil {
 					b.Fatal(err)
 				}
-				tr, err := New(Config{Fit: fit, BundleDir: bundles}, db)
+				tr, err := New(Config{Fit: opts, BundleDir: bundles}, db)
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -328,10 +329,10 @@ func benchmarkFitParts(b *testing.B, name string, db *store.DB, t features.Targe
 			b.Fatal(err)
 		}
 	}
-	trainDS, holdoutDS := BuildDataset(schema, t, train), BuildDataset(schema, t, holdout)
+	trainDS, holdoutDS := fit.BuildDataset(schema, t, train), fit.BuildDataset(schema, t, holdout)
 	b.Run(name+"/dataset", func(b *testing.B) {
 		loopCPU(b, func() {
-			trainDS, holdoutDS = BuildDataset(schema, t, train), BuildDataset(schema, t, holdout)
+			trainDS, holdoutDS = fit.BuildDataset(schema, t, train), fit.BuildDataset(schema, t, holdout)
 		})
 	})
 	// The trees learn log(actual / line); log(actual) minus its mean is a
@@ -353,18 +354,18 @@ func benchmarkFitParts(b *testing.B, name string, db *store.DB, t features.Targe
 		})
 	})
 	b.Run(name+"/fit", func(b *testing.B) {
-		cfg := DefaultFitConfig()
+		cfg := fit.DefaultOptions()
 		cfg.XGBoost = xgb
 		loopCPU(b, func() {
-			if _, err := Fit(ctx, schema, trainDS, holdoutDS, cfg); err != nil {
+			if _, err := fit.Model(ctx, schema, trainDS, holdoutDS, cfg, fit.Inputs{Quantile: model.DefaultQuantile}); err != nil {
 				b.Fatal(err)
 			}
 		})
 	})
 	b.Run(name+"/fit-linear", func(b *testing.B) {
-		cfg := DefaultFitConfig()
+		cfg := fit.DefaultOptions()
 		loopCPU(b, func() {
-			if _, err := Fit(ctx, schema, trainDS, holdoutDS, cfg); err != nil {
+			if _, err := fit.Model(ctx, schema, trainDS, holdoutDS, cfg, fit.Inputs{Quantile: model.DefaultQuantile}); err != nil {
 				b.Fatal(err)
 			}
 		})

@@ -17,6 +17,7 @@ import (
 	"github.com/headroomhq/headroom/internal/priority"
 	"github.com/headroomhq/headroom/model"
 	"github.com/headroomhq/headroom/store"
+	"github.com/headroomhq/headroom/trainer/fit"
 )
 
 // Config configures a Trainer. The zero value of each field means its default.
@@ -41,9 +42,9 @@ type Config struct {
 	// publication run at, on a thread of their own, so that predictions
 	// served on the same cores come first; 0 leaves them at the process's.
 	// Never the idle class (see inBackground): that is for the xgboost
-	// runs, FitConfig.XGBoost's Idle, once their target has a model.
+	// runs, fit.Options.XGBoost's Idle, once their target has a model.
 	Nice int
-	Fit  FitConfig
+	Fit  fit.Options
 	// Select configures self-tuning: the choice, per target, among
 	// candidate configurations derived from Fit (select.go).
 	Select SelectConfig
@@ -52,7 +53,7 @@ type Config struct {
 	// Gate is the publication gate every new model passes (gate.go).
 	Gate GateConfig
 	// Transfer configures the KV-transfer model's fit (transfer.go).
-	Transfer TransferConfig
+	Transfer fit.TransferOptions
 	// Columns are the feature columns of each per-pod target; a target
 	// not in the map takes features.DefaultColumns.
 	Columns map[features.Target][]string
@@ -88,7 +89,7 @@ func (c *Config) setDefaults() {
 		c.MaxTrainRows = DefaultMaxTrainRows
 	}
 	if c.Fit.Kind == "" {
-		def := DefaultFitConfig()
+		def := fit.DefaultOptions()
 		def.XGBoost = c.Fit.XGBoost
 		c.Fit = def
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -13,6 +12,8 @@ import (
 	"github.com/headroomhq/headroom/features"
 	"github.com/headroomhq/headroom/model"
 	"github.com/headroomhq/headroom/store"
+	"github.com/headroomhq/headroom/trainer/fit"
+	"github.com/headroomhq/headroom/trainer/fit/fittest"
 	"github.com/headroomhq/headroom/xgboost"
 )
 
@@ -63,24 +64,18 @@ func (f *trainerFixture) add(t *testing.T, n int) {
 
 func (f *trainerFixture) trainer(t *testing.T, xgb *xgboost.CLI) *Trainer {
 	t.Helper()
-	fit := DefaultFitConfig()
-	fit.XGBoost = xgb
-	fit.Params.Rounds = 20
-	fit.MinTreeRows = 1 // trees from the first model: these tests check the composition
-	tr, err := New(Config{Fit: fit, BundleDir: filepath.Join(f.dir, "bundles")}, f.db)
+	opts := fit.DefaultOptions()
+	opts.XGBoost = xgb
+	opts.Params.Rounds = 20
+	opts.MinTreeRows = 1 // trees from the first model: these tests check the composition
+	tr, err := New(Config{Fit: opts, BundleDir: filepath.Join(f.dir, "bundles")}, f.db)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return tr
 }
 
-func realXGBoost(t *testing.T) *xgboost.CLI {
-	t.Helper()
-	if _, err := exec.LookPath("xgboost"); err != nil {
-		t.Skip("xgboost CLI not installed (apt-get install xgboost)")
-	}
-	return &xgboost.CLI{Binary: "xgboost", TempDir: t.TempDir()}
-}
+func realXGBoost(t *testing.T) *xgboost.CLI { return fittest.XGBoost(t) }
 
 func retrain(t *testing.T, tr *Trainer) *model.Published {
 	t.Helper()
@@ -365,8 +360,8 @@ func TestRetrainCapsTrainingRows(t *testing.T) {
 	for _, tt := range []struct{ max, want int }{{150, 150}, {-1, 0}} {
 		f := newFixture(t)
 		f.add(t, 600)
-		fit := DefaultFitConfig()
-		tr, err := New(Config{Fit: fit, MaxTrainRows: tt.max, BundleDir: filepath.Join(f.dir, "bundles")}, f.db)
+		opts := fit.DefaultOptions()
+		tr, err := New(Config{Fit: opts, MaxTrainRows: tt.max, BundleDir: filepath.Join(f.dir, "bundles")}, f.db)
 		if err != nil {
 			t.Fatal(err)
 		}

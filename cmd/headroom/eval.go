@@ -19,6 +19,7 @@ import (
 	"github.com/headroomhq/headroom/model"
 	"github.com/headroomhq/headroom/store"
 	"github.com/headroomhq/headroom/trainer"
+	"github.com/headroomhq/headroom/trainer/fit"
 	"github.com/headroomhq/headroom/xgboost"
 )
 
@@ -54,7 +55,7 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		xgbTimeout = fs.Duration("xgboost-timeout", time.Minute, "longest one xgboost run may take")
 		ttftCols   = fs.String("ttft-columns", "", "Headroom's TTFT feature columns, comma-separated (default: the service's)")
 		tpotCols   = fs.String("tpot-columns", "", "Headroom's TPOT feature columns, comma-separated (default: the service's)")
-		fit        = trainer.DefaultFitConfig()
+		fitOpts    = fit.DefaultOptions()
 		liveWindow = fs.Int("live-window", 0, "trainer's live window: recent samples whose errors calibrate the next model (0: the service's default)")
 		covGain    = fs.Float64("coverage-gain", 0, "step by which each live sample moves the level the served quantile is read at (adaptive conformal; 0: the service's default)")
 		covShift   = fs.Float64("coverage-max-shift", 0, "farthest the served quantile's level moves from --quantile (0: the service's default)")
@@ -72,22 +73,22 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		withFloor  = fs.Bool("floor", true, "prequential and --suite: also estimate each target's floor (as --mode floor, on the same rows) and print Headroom's MAPE over it")
 		trainEvery = fs.Int("train-every", 0, "extrapolate: ingest the training rows in order and retrain every this many rows, as the service would, so quantiles are calibrated on forward errors (0: train once on all of them)")
 	)
-	fs.Float64Var(&fit.TreeLabelClip, "tree-label-clip", fit.TreeLabelClip, "clip the trees' labels at this many robust standard deviations (0: off)")
-	fs.IntVar(&fit.Params.Rounds, "xgb-rounds", fit.Params.Rounds, "Headroom's boosting rounds (trees)")
-	fs.IntVar(&fit.Params.MaxDepth, "xgb-max-depth", fit.Params.MaxDepth, "Headroom's tree depth")
-	fs.Float64Var(&fit.Params.Eta, "xgb-eta", fit.Params.Eta, "Headroom's learning rate")
-	fs.Float64Var(&fit.Params.Subsample, "xgb-subsample", fit.Params.Subsample, "Headroom's row subsample per tree")
-	fs.Float64Var(&fit.Params.ColsampleBytree, "xgb-colsample", fit.Params.ColsampleBytree, "Headroom's column subsample per tree")
-	fs.Float64Var(&fit.Params.MinChildWeight, "xgb-min-child-weight", fit.Params.MinChildWeight, "Headroom's minimum hessian per leaf")
-	fs.Float64Var(&fit.Params.Gamma, "xgb-gamma", fit.Params.Gamma, "Headroom's minimum loss reduction to split")
-	fs.Float64Var(&fit.Params.Lambda, "xgb-lambda", fit.Params.Lambda, "Headroom's L2 regularisation")
-	fs.Float64Var(&fit.Params.Alpha, "xgb-alpha", fit.Params.Alpha, "Headroom's L1 regularisation")
+	fs.Float64Var(&fitOpts.TreeLabelClip, "tree-label-clip", fitOpts.TreeLabelClip, "clip the trees' labels at this many robust standard deviations (0: off)")
+	fs.IntVar(&fitOpts.Params.Rounds, "xgb-rounds", fitOpts.Params.Rounds, "Headroom's boosting rounds (trees)")
+	fs.IntVar(&fitOpts.Params.MaxDepth, "xgb-max-depth", fitOpts.Params.MaxDepth, "Headroom's tree depth")
+	fs.Float64Var(&fitOpts.Params.Eta, "xgb-eta", fitOpts.Params.Eta, "Headroom's learning rate")
+	fs.Float64Var(&fitOpts.Params.Subsample, "xgb-subsample", fitOpts.Params.Subsample, "Headroom's row subsample per tree")
+	fs.Float64Var(&fitOpts.Params.ColsampleBytree, "xgb-colsample", fitOpts.Params.ColsampleBytree, "Headroom's column subsample per tree")
+	fs.Float64Var(&fitOpts.Params.MinChildWeight, "xgb-min-child-weight", fitOpts.Params.MinChildWeight, "Headroom's minimum hessian per leaf")
+	fs.Float64Var(&fitOpts.Params.Gamma, "xgb-gamma", fitOpts.Params.Gamma, "Headroom's minimum loss reduction to split")
+	fs.Float64Var(&fitOpts.Params.Lambda, "xgb-lambda", fitOpts.Params.Lambda, "Headroom's L2 regularisation")
+	fs.Float64Var(&fitOpts.Params.Alpha, "xgb-alpha", fitOpts.Params.Alpha, "Headroom's L1 regularisation")
 	fs.Float64Var(&sel.Margin, "select-margin", 0, "self-tuning: relative MAPE by which a candidate must beat the default, the first candidate (more on few rows; 0: the service's)")
 	fs.IntVar(&sel.Folds, "select-folds", 0, "self-tuning: blocks of newest training rows candidates are scored on (0: the service's)")
 	fs.Float64Var(&sel.ScoreShare, "select-share", 0, "self-tuning: share of the training rows in one scored block (0: the service's)")
 	verbose := fs.Bool("verbose", false, "log the trainers' choices of configuration (and their other messages) to stderr")
 	selNames := fs.String("select-candidates", "", "self-tuning: the candidates to choose among, comma-separated: configured, line, line+shallow, log-trees (the service's), each also with -unshifted (default: the service's)")
-	fs.IntVar(&fit.Support.Folds, "support-folds", fit.Support.Folds, "columns each retrain holds out to measure how fast errors grow out of range (0: bounds do not widen out of range)")
+	fs.IntVar(&fitOpts.Support.Folds, "support-folds", fitOpts.Support.Folds, "columns each retrain holds out to measure how fast errors grow out of range (0: bounds do not widen out of range)")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: headroom eval (--trace FILE | --synthetic) --mode split|prequential|extrapolate|floor [flags]")
 		fmt.Fprintln(stderr, "       headroom eval --suite DIR [flags]")
@@ -126,24 +127,24 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if !(*quantile > 0 && *quantile < 1) {
 		return fmt.Errorf("--quantile %v: must lie strictly between 0 and 1", *quantile)
 	}
-	if err := fit.Params.Validate(); err != nil {
+	if err := fitOpts.Params.Validate(); err != nil {
 		return err
 	}
 	sel.Off = !*selfTune
-	fit.Kind = model.Kind(*modelKind)
-	switch fit.Kind {
+	fitOpts.Kind = model.Kind(*modelKind)
+	switch fitOpts.Kind {
 	case model.KindLinear, model.KindLogTrees, model.KindResidual:
 	default:
 		return fmt.Errorf("--model-kind %q: want linear, log-trees or linear+log-trees", *modelKind)
 	}
 	if *selNames != "" {
-		if sel.Candidates, err = trainer.CandidatesNamed(trainer.AllCandidates(fit), columns(*selNames)); err != nil {
+		if sel.Candidates, err = fit.CandidatesNamed(fit.AllCandidates(fitOpts), columns(*selNames)); err != nil {
 			return fmt.Errorf("--select-candidates: %w", err)
 		}
 	}
 	opts := eval.Options{
 		XGBoost:  xgboost.CLI{Binary: *xgbBin, Timeout: *xgbTimeout},
-		Fit:      fit,
+		Fit:      fitOpts,
 		Select:   sel,
 		Store:    store.Options{Scheme: sch, BucketCapacity: *capacity},
 		Quantile: *quantile,

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/headroomhq/headroom/features"
-	"github.com/headroomhq/headroom/trainer"
+	"github.com/headroomhq/headroom/trainer/fit"
 )
 
 // ModeFloor estimates how low any model's error can go on a trace, given
@@ -175,7 +175,7 @@ func floorTarget(ctx context.Context, samples []features.Sample, opts Options, e
 
 	cfg := opts.Fit
 	if cfg.Kind == "" {
-		cfg = trainer.DefaultFitConfig()
+		cfg = fit.DefaultOptions()
 	}
 	xgb := opts.XGBoost
 	cfg.XGBoost = &xgb
@@ -184,7 +184,7 @@ func floorTarget(ctx context.Context, samples []features.Sample, opts Options, e
 	// believable label at all), and there is no cross-fitted calibration
 	// and no widening out of range.
 	cfg.MinCalibrationRows = 0
-	cfg.Support = trainer.SupportConfig{}
+	cfg.Support = fit.SupportOptions{}
 	schema, err := features.NewSchema(headroomColumns(opts, t))
 	if err != nil {
 		return err
@@ -207,12 +207,12 @@ func floorTarget(ctx context.Context, samples []features.Sample, opts Options, e
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		train, test := trainer.BuildDataset(schema, t, in), trainer.BuildDataset(schema, t, out)
-		m, err := trainer.Fit(ctx, schema, train, train, cfg)
+		train, test := fit.BuildDataset(schema, t, in), fit.BuildDataset(schema, t, out)
+		m, err := fit.Model(ctx, schema, train, train, cfg, fit.Inputs{Quantile: opts.Quantile})
 		if err != nil {
 			return fmt.Errorf("hindsight fit leaving out rows %d-%d: %w", lo, lo+every-1, err)
 		}
-		refTrain, refTest := trainer.BuildDataset(ref, t, in), trainer.BuildDataset(ref, t, out)
+		refTrain, refTest := fit.BuildDataset(ref, t, in), fit.BuildDataset(ref, t, out)
 		logTrees, err := ReferenceLogTrees(ctx, opts.XGBoost, refTrain.X, refTrain.Y)
 		if err != nil {
 			return fmt.Errorf("hindsight baseline leaving out rows %d-%d: %w", lo, lo+every-1, err)

@@ -16,6 +16,7 @@ import (
 	"github.com/headroomhq/headroom/predictor"
 	"github.com/headroomhq/headroom/store"
 	"github.com/headroomhq/headroom/trainer"
+	"github.com/headroomhq/headroom/trainer/fit"
 	"github.com/headroomhq/headroom/wire"
 	"github.com/headroomhq/headroom/xgboost"
 )
@@ -27,9 +28,9 @@ type Options struct {
 	// baseline.
 	XGBoost xgboost.CLI
 	// Fit is Headroom's fit configuration; a zero Kind means
-	// trainer.DefaultFitConfig. Its XGBoost field is ignored: XGBoost above
+	// fit.DefaultOptions. Its XGBoost field is ignored: XGBoost above
 	// is used.
-	Fit trainer.FitConfig
+	Fit fit.Options
 	// Select is the trainer's self-tuning (its zero value: the service's,
 	// but for MinInterval: a replay runs far faster than the service's
 	// clock, so unless set its trainers choose by rows and retrains only,
@@ -179,18 +180,18 @@ func newReplica(opts Options) (*replica, error) {
 		os.RemoveAll(dir)
 		return nil, fmt.Errorf("eval: %w", err)
 	}
-	fit := opts.Fit
-	if fit.Kind == "" {
-		fit = trainer.DefaultFitConfig()
+	fitOpts := opts.Fit
+	if fitOpts.Kind == "" {
+		fitOpts = fit.DefaultOptions()
 	}
 	xgb := opts.XGBoost
-	fit.XGBoost = &xgb
+	fitOpts.XGBoost = &xgb
 	// A replay retrains seconds apart where the service would minutes
 	// apart: every retrain may measure its extrapolation, as the
 	// service's would at its pace.
-	fit.Support.MinInterval = 0
+	fitOpts.Support.MinInterval = 0
 	r.tr, err = trainer.New(trainer.Config{
-		Fit:             fit,
+		Fit:             fitOpts,
 		Select:          replaySelect(opts.Select),
 		MinSamplesFresh: opts.MinSamplesFresh,
 		MinSamples:      opts.MinSamples,
@@ -285,7 +286,7 @@ func (r *replica) fitBaselines(ctx context.Context, t features.Target, gen uint6
 	for _, b := range snap.Buckets {
 		train = append(train, b.Samples...)
 	}
-	data := trainer.BuildDataset(referenceSchema(t), t, train)
+	data := fit.BuildDataset(referenceSchema(t), t, train)
 	if len(data.Y) == 0 {
 		return fmt.Errorf("eval: %s has no training rows at generation %d", t, gen)
 	}

@@ -18,11 +18,12 @@ import (
 	"github.com/headroomhq/headroom/model"
 	"github.com/headroomhq/headroom/store"
 	"github.com/headroomhq/headroom/trainer"
+	"github.com/headroomhq/headroom/trainer/fit"
 )
 
 // The KV-transfer target is measured apart from the per-pod ones: its
 // samples come from disaggregated runs (a sidecar's reports, or the
-// simulator's P/D fleet), and its model is fitted by trainer.FitTransfer,
+// simulator's P/D fleet), and its model is fitted by fit.TransferLaw,
 // the service's own fit, on two kinds of split: random 90/10 (how good it
 // is) and by transfer size (whether it learned a bandwidth, which is what
 // lets a router ask about prompt lengths a link has not carried yet).
@@ -112,7 +113,7 @@ func EvaluateTransfer(ctx context.Context, samples []features.Sample, opts Trans
 	if len(pd) < 20 {
 		return nil, fmt.Errorf("kv transfer eval: %d samples with a measured transfer, need at least 20", len(pd))
 	}
-	cfg := trainer.TransferConfig{BytesPerToken: opts.BytesPerToken, CoverageQuantile: opts.Quantile}
+	cfg := fit.TransferOptions{BytesPerToken: opts.BytesPerToken}
 
 	// Random 90/10 splits.
 	perClass := map[string][]TransferClassResult{}
@@ -121,7 +122,7 @@ func EvaluateTransfer(ctx context.Context, samples []features.Sample, opts Trans
 		idx := rng.Perm(len(pd))
 		cut := len(pd) / 10
 		test, train := pick(pd, idx[:cut]), pick(pd, idx[cut:])
-		m, err := trainer.FitTransfer(ctx, train, test, cfg)
+		m, err := fit.TransferLaw(ctx, train, test, cfg, opts.Quantile)
 		if err != nil {
 			return nil, fmt.Errorf("kv transfer eval, split %d: %w", seed, err)
 		}
@@ -180,7 +181,7 @@ func EvaluateTransfer(ctx context.Context, samples []features.Sample, opts Trans
 	if len(short) == 0 || len(long) == 0 {
 		return r, nil
 	}
-	m, err := trainer.FitTransfer(ctx, short, nil, cfg)
+	m, err := fit.TransferLaw(ctx, short, nil, cfg, opts.Quantile)
 	if err != nil {
 		return nil, fmt.Errorf("kv transfer eval, extrapolation: %w", err)
 	}
@@ -209,7 +210,7 @@ func EvaluateTransfer(ctx context.Context, samples []features.Sample, opts Trans
 // throughService stores the samples in a fresh store with the service's
 // defaults, retrains once, and reads the published transfer model's
 // holdout figures.
-func (r *TransferReport) throughService(ctx context.Context, samples []features.Sample, cfg trainer.TransferConfig) error {
+func (r *TransferReport) throughService(ctx context.Context, samples []features.Sample, cfg fit.TransferOptions) error {
 	dir, err := os.MkdirTemp("", "headroom-eval-transfer-")
 	if err != nil {
 		return err

@@ -12,7 +12,7 @@ import (
 	"github.com/headroomhq/headroom/features"
 	"github.com/headroomhq/headroom/lab/eval"
 	"github.com/headroomhq/headroom/model"
-	"github.com/headroomhq/headroom/trainer"
+	"github.com/headroomhq/headroom/trainer/fit"
 )
 
 // The KV-transfer target (issue 15) is predicted per pair of pods by a
@@ -20,7 +20,7 @@ import (
 // row, so package eval's replays, which score the per-pod targets, do not
 // cover it. A trace whose rows carry measured transfers gets kv_transfer
 // lines here instead, in the same two modes and on the same footing:
-// Headroom's fit (trainer.FitTransfer, the trainer's own) beside plain
+// Headroom's fit (fit.TransferLaw, the trainer's own) beside plain
 // models given the same inputs, the transfer's link class, tokens, bytes
 // and concurrent transfers:
 //   - XGBoost with the reference's hyper-parameters on raw ms and on ln ms
@@ -80,8 +80,7 @@ func linearInputs(tr *features.Transfer, bpt float64) []float64 {
 // fitTransferModels fits every model on train (samples with a measured
 // transfer).
 func fitTransferModels(ctx context.Context, train []features.Sample, opts eval.Options) (*transferModels, error) {
-	cfg := trainer.TransferConfig{CoverageQuantile: opts.Quantile}
-	h, err := trainer.FitTransfer(ctx, train, nil, cfg)
+	h, err := fit.TransferLaw(ctx, train, nil, fit.TransferOptions{}, opts.Quantile)
 	if err != nil {
 		return nil, err
 	}

@@ -1,4 +1,4 @@
-package trainer
+package fit
 
 import (
 	"fmt"
@@ -9,8 +9,8 @@ import (
 	"github.com/headroomhq/headroom/model"
 )
 
-// LineConfig says how the linear base is fitted.
-type LineConfig struct {
+// LineOptions say how the linear base is fitted.
+type LineOptions struct {
 	// Lambdas are the candidate ridge penalties (on standardised features,
 	// weights normalised to mean 1); K-fold cross-validation picks one.
 	// One candidate means no search. The right penalty depends on the number
@@ -31,14 +31,14 @@ type LineConfig struct {
 	HuberK           float64
 }
 
-// FitLine fits a linear model of y on the rows of X minimising weighted
+// Line fits a linear model of y on the rows of X minimising weighted
 // squared error (weights 1/y² make it relative error), with the penalty
 // chosen by cross-validation, sign constraints, and Huber reweighting so
 // that a burst of stalled requests (TTFTs 50 times the usual, which no
 // feature explains) does not tilt the line for every ordinary request.
 // floor bounds predictions from below when computing residuals, as the
 // model does. It also returns the chosen penalty.
-func FitLine(X [][]float64, y, weights []float64, cfg LineConfig, floor float64) (*model.Linear, float64, error) {
+func Line(X [][]float64, y, weights []float64, cfg LineOptions, floor float64) (*model.Linear, float64, error) {
 	n := len(X)
 	switch {
 	case n == 0:
@@ -86,7 +86,7 @@ func FitLine(X [][]float64, y, weights []float64, cfg LineConfig, floor float64)
 // robustFit fits the line at one penalty with cfg.RobustIterations passes
 // of Huber reweighting of the relative residuals, and returns it with the
 // last weights used.
-func robustFit(std standardiser, X [][]float64, y, w []float64, lambda float64, cfg LineConfig, floor float64) (*model.Linear, []float64) {
+func robustFit(std standardiser, X [][]float64, y, w []float64, lambda float64, cfg LineOptions, floor float64) (*model.Linear, []float64) {
 	g := std.gram(X, y, w, 1)[0]
 	lin := std.linear(solveSigned(g.A, g.b, lambda, cfg.Signs))
 	n := len(y)
@@ -96,7 +96,7 @@ func robustFit(std standardiser, X [][]float64, y, w []float64, lambda float64, 
 		for i := range y {
 			abs[i] = math.Abs(y[i]-math.Max(lin.Predict(X[i]), floor)) / y[i]
 		}
-		scale := 1.4826 * medianOf(abs)
+		scale := 1.4826 * Median(abs)
 		if !(scale > 1e-9) {
 			break
 		}

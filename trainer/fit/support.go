@@ -1,4 +1,4 @@
-package trainer
+package fit
 
 import (
 	"context"
@@ -10,21 +10,22 @@ import (
 	"github.com/headroomhq/headroom/model"
 )
 
-// SupportConfig says how the trainer measures how fast errors grow outside
-// the training ranges (model.Support). The measurement is
+// SupportOptions say how a fit measures how fast errors grow outside the
+// training ranges (model.Support). The measurement is
 // pseudo-extrapolation: for a few influential columns in turn, the model is
 // fitted again, exactly as it was (line, trees, shift), on the rows at or
 // below a quantile of the column, and predicts the rows above; how far
 // those rows lie outside the fold's own range of the column, and how far
 // their errors exceed the calibrated spread, give the extrapolation error's
 // spread per unit of distance along that column.
-type SupportConfig struct {
+type SupportOptions struct {
 	// Folds is the number of columns a fit measures (0: no widening,
 	// bounds as calibrated everywhere); each costs len(Cuts) more fits on
 	// at most MaxRows rows. The others keep what Previous measured, so a
 	// few retrains measure every column at a bounded cost per retrain.
-	// FirstFolds is the number a model measures when Previous measured
-	// none (a first model, or the first after a bundle without them).
+	// FirstFolds is the number a model measures when Inputs.Previous
+	// measured none (a first model, or the first after a bundle without
+	// them).
 	Folds, FirstFolds int
 	// Every is how often, in fits, the spreads are measured (≤ 1: every
 	// fit); the fits between carry Previous's. A fit that measures costs a
@@ -37,13 +38,6 @@ type SupportConfig struct {
 	// measures costs about 0.35 CPU-s more on a full store
 	// (docs/ACCURACY.md); spreads per unit of distance change slowly.
 	MinInterval time.Duration
-	// Previous is the model in service, whose measured spreads carry over
-	// (the trainer sets it per fit); nil measures FirstFolds columns.
-	Previous *model.TargetModel
-	// CarryOnly keeps Previous's spreads and measures nothing when
-	// Previous measured any: a first model's trees, which routers wait
-	// for, carry what its line measured.
-	CarryOnly bool
 	// Cuts are the quantiles of a column at which it is cut, one fit each,
 	// in increasing order: the model sees the rows at or below the cut and
 	// extrapolates to the rest. A low cut probes far extrapolation (a
@@ -58,9 +52,9 @@ type SupportConfig struct {
 	MinRows int
 }
 
-// DefaultSupportConfig is the service's (docs/ACCURACY.md, Extrapolation).
-func DefaultSupportConfig() SupportConfig {
-	return SupportConfig{Folds: 2, FirstFolds: 6, Every: 1, MinInterval: time.Minute,
+// DefaultSupportOptions are the service's (docs/ACCURACY.md, Extrapolation).
+func DefaultSupportOptions() SupportOptions {
+	return SupportOptions{Folds: 2, FirstFolds: 6, Every: 1, MinInterval: time.Minute,
 		Cuts: []float64{0.5, 0.8}, MaxRows: 2000, MinRows: 20}
 }
 
@@ -79,18 +73,18 @@ const minBandRows = 50
 // estimateSupport measures m's extrapolation spreads on train. m must be
 // fitted and calibrated. It returns nil when widening is off or no column
 // can be cut with enough rows on both sides.
-func estimateSupport(ctx context.Context, m *model.TargetModel, cfg FitConfig, train Dataset) (*model.Support, error) {
+func estimateSupport(ctx context.Context, m *model.TargetModel, cfg Options, in Inputs, train Dataset) (*model.Support, error) {
 	sc := cfg.Support
 	if sc.Folds <= 0 || len(train.Y) < 2*sc.MinRows {
 		return nil, nil
 	}
 	if len(sc.Cuts) == 0 {
-		sc.Cuts = DefaultSupportConfig().Cuts
+		sc.Cuts = DefaultSupportOptions().Cuts
 	}
 	rows := thin(train, sc.MaxRows)
-	q := cfg.CoverageQuantile
+	q := in.Quantile
 	if !(q > 0.5 && q < 1) {
-		q = 0.9
+		q = model.DefaultQuantile
 	}
 	// The in-range spread above and below the median at the quantile
 	// whose coverage the service reports: what a served bound already
@@ -124,7 +118,7 @@ func estimateSupport(ctx context.Context, m *model.TargetModel, cfg FitConfig, t
 	// Spreads the previous model measured carry over; this fit measures
 	// the columns never measured, then the longest unmeasured, up to the
 	// budget (all of FirstFolds for a first model).
-	prev := carriedSpreads(sc.Previous)
+	prev := carriedSpreads(in.Previous)
 	budget := sc.Folds
 	age := 0
 	switch {
@@ -140,16 +134,16 @@ func estimateSupport(ctx context.Context, m *model.TargetModel, cfg FitConfig, t
 		// (docs/PERFORMANCE.md). The other columns take the largest
 		// spreads measured (below) until later retrains measure them,
 		// never-measured first.
-	case sc.CarryOnly || sc.Previous.Support.Age+1 < sc.Every ||
-		(sc.MinInterval > 0 && time.Since(sc.Previous.Support.MeasuredAt) < sc.MinInterval):
-		budget, age = 0, sc.Previous.Support.Age+1
-		s.MeasuredAt = sc.Previous.Support.MeasuredAt
+	case in.CarryOnly || in.Previous.Support.Age+1 < sc.Every ||
+		(sc.MinInterval > 0 && time.Since(in.Previous.Support.MeasuredAt) < sc.MinInterval):
+		budget, age = 0, in.Previous.Support.Age+1
+		s.MeasuredAt = in.Previous.Support.MeasuredAt
 	}
 	s.Age = age
 	if budget > 0 {
 		s.MeasuredAt = time.Now().UTC()
 	}
-	todo := measureOrder(m, distinct, prev, sc.Previous)
+	todo := measureOrder(m, distinct, prev, in.Previous)
 	if len(todo) > budget {
 		todo = todo[:budget]
 	}
@@ -183,8 +177,8 @@ func estimateSupport(ctx context.Context, m *model.TargetModel, cfg FitConfig, t
 	}
 	// Folds lists the measured columns by age, oldest first: carried ones
 	// in the previous order, then this fit's.
-	if sc.Previous != nil && sc.Previous.Support != nil {
-		for _, name := range sc.Previous.Support.Folds {
+	if in.Previous != nil && in.Previous.Support != nil {
+		for _, name := range in.Previous.Support.Folds {
 			j := columnIndex(m.Columns, name)
 			if j < 0 || fresh[j] || !isDistinct(distinct, j) {
 				continue
@@ -290,6 +284,10 @@ func (c columnSpread) widest(o columnSpread) columnSpread {
 	return w
 }
 
+// CarriesSpreads reports whether m carries measured spreads a later fit
+// can carry over (Inputs.Previous); a model of an older trainer has none.
+func CarriesSpreads(m *model.TargetModel) bool { return len(carriedSpreads(m)) > 0 }
+
 // carriedSpreads returns the spreads prev measured, by column name.
 func carriedSpreads(prev *model.TargetModel) map[string]columnSpread {
 	out := map[string]columnSpread{}
@@ -350,7 +348,7 @@ type residualAt struct{ d, e float64 }
 // pseudoExtrapolate fits m's kind of model on the rows at or below the
 // cut quantile of column j and returns its residuals on the rows above.
 // It returns nothing when either side has fewer than minRows rows.
-func pseudoExtrapolate(ctx context.Context, m *model.TargetModel, cfg FitConfig, rows Dataset, j int, cut float64, minRows int) ([]residualAt, error) {
+func pseudoExtrapolate(ctx context.Context, m *model.TargetModel, cfg Options, rows Dataset, j int, cut float64, minRows int) ([]residualAt, error) {
 	below, above, at, ok := cutFold(rows, j, cut, minRows)
 	if !ok {
 		return nil, nil
@@ -367,7 +365,7 @@ func pseudoExtrapolate(ctx context.Context, m *model.TargetModel, cfg FitConfig,
 	shift := relativeErrorShift(logResiduals(fm, in))
 	// Residuals are taken from the fold model's own median in range, as
 	// the served bounds are from the calibration's.
-	centre := medianOf(foldResiduals(fm, in, 1-m.TreeShrink, shift))
+	centre := Median(foldResiduals(fm, in, 1-m.TreeShrink, shift))
 	var res []residualAt
 	for i, r := range foldResiduals(fm, out, 1-m.TreeShrink, shift) {
 		if d := model.FeatureDistance(foldRange, out.X[i][j]); d > 0 {
@@ -541,27 +539,6 @@ func setOf(rows []int) map[int]bool {
 		s[i] = true
 	}
 	return s
-}
-
-func subset(d Dataset, rows []int) Dataset {
-	out := Dataset{X: make([][]float64, len(rows)), Y: make([]float64, len(rows))}
-	for k, i := range rows {
-		out.X[k], out.Y[k] = d.X[i], d.Y[i]
-	}
-	return out
-}
-
-// thin returns at most n rows of d, evenly spaced, in order.
-func thin(d Dataset, n int) Dataset {
-	if n <= 0 || len(d.Y) <= n {
-		return d
-	}
-	out := Dataset{X: make([][]float64, n), Y: make([]float64, n)}
-	for k := range n {
-		i := k * len(d.Y) / n
-		out.X[k], out.Y[k] = d.X[i], d.Y[i]
-	}
-	return out
 }
 
 // foldResiduals returns log(actual / predicted) of a fold model on d with a

@@ -1,10 +1,12 @@
-package trainer
+package fit
 
 import (
 	"context"
 	"math"
 	"math/rand/v2"
 	"testing"
+
+	"github.com/headroomhq/headroom/trainer/fit/fittest"
 )
 
 func TestLabelBand(t *testing.T) {
@@ -27,7 +29,7 @@ func TestLabelBand(t *testing.T) {
 		{"nothing", nil, MinLatencyMs, math.MaxFloat64},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			b := labelBand(tc.y)
+			b := NewLabelBand(tc.y)
 			if math.Abs(b.Lo-tc.lo) > 1e-9*tc.lo || math.Abs(b.Hi-tc.hi) > 1e-9*tc.hi {
 				t.Fatalf("band %+v, want [%v, %v]", b, tc.lo, tc.hi)
 			}
@@ -39,12 +41,13 @@ func TestLabelBand(t *testing.T) {
 // where the ordinary ones put it (issue 11 rows 2 and 3: a TPOT of 1e-6 ms
 // took the holdout MAPE to 99%; one of 1e-300 made every fit fail).
 func TestOneOutlierLabelCannotMoveTheFit(t *testing.T) {
+	in := serviceInputs
 	for _, withTrees := range []bool{false, true} {
-		cfg := DefaultFitConfig()
+		cfg := DefaultOptions()
 		cfg.MinCalibrationRows = 0
 		name := "linear"
 		if withTrees {
-			cfg.XGBoost = realXGBoost(t)
+			cfg.XGBoost = fittest.XGBoost(t)
 			cfg.Params.Rounds = 20
 			cfg.MinTreeRows = 1
 			name = "trees"
@@ -52,7 +55,7 @@ func TestOneOutlierLabelCannotMoveTheFit(t *testing.T) {
 		rng := rand.New(rand.NewPCG(3, 4))
 		train := fitRows(rng, 150, 0.1, nil)
 		holdout := fitRows(rng, 300, 0.1, nil)
-		clean, err := Fit(context.Background(), fitSchema, train, holdout, cfg)
+		clean, err := Model(context.Background(), fitSchema, train, holdout, cfg, in)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -63,7 +66,7 @@ func TestOneOutlierLabelCannotMoveTheFit(t *testing.T) {
 				// The same absurd label in the holdout must not decide the figures.
 				hold := Dataset{X: append(append([][]float64(nil), holdout.X...), []float64{15, 500}),
 					Y: append(append([]float64(nil), holdout.Y...), poison)}
-				m, err := Fit(context.Background(), fitSchema, bad, hold, cfg)
+				m, err := Model(context.Background(), fitSchema, bad, hold, cfg, in)
 				if err != nil {
 					t.Fatalf("label %v: fit failed: %v", poison, err)
 				}

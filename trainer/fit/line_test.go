@@ -1,4 +1,4 @@
-package trainer
+package fit
 
 import (
 	"math"
@@ -21,7 +21,7 @@ func lineRows(rng *rand.Rand, n int, sd float64) (X [][]float64, y, w []float64)
 
 func TestFitLineRecoversPhysicalLine(t *testing.T) {
 	X, y, w := lineRows(rand.New(rand.NewPCG(1, 2)), 2000, 0.02)
-	lin, _, err := FitLine(X, y, w, DefaultFitConfig().Line, 1e-3)
+	lin, _, err := Line(X, y, w, DefaultOptions().Line, 1e-3)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,13 +46,13 @@ func TestFitLineIgnoresStalls(t *testing.T) {
 		y[i] = 30 * (20 + 1.5 + 0.5*X[i][1])
 		w[i] = 1 / (y[i] * y[i])
 	}
-	cfg := DefaultFitConfig().Line
-	robust, _, err := FitLine(X, y, w, cfg, 1e-3)
+	cfg := DefaultOptions().Line
+	robust, _, err := Line(X, y, w, cfg, 1e-3)
 	if err != nil {
 		t.Fatal(err)
 	}
 	cfg.RobustIterations = 0
-	plain, _, err := FitLine(X, y, w, cfg, 1e-3)
+	plain, _, err := Line(X, y, w, cfg, 1e-3)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,8 +77,8 @@ func TestFitLineSignConstraints(t *testing.T) {
 		v := 50 - 10*a + 5*b + rng.NormFloat64()
 		X, y, w = append(X, []float64{a, b}), append(y, v), append(w, 1/(v*v))
 	}
-	cfg := LineConfig{Lambdas: []float64{1e-6}, Signs: []int{1, 1}}
-	lin, _, err := FitLine(X, y, w, cfg, 1e-3)
+	cfg := LineOptions{Lambdas: []float64{1e-6}, Signs: []int{1, 1}}
+	lin, _, err := Line(X, y, w, cfg, 1e-3)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,7 +87,7 @@ func TestFitLineSignConstraints(t *testing.T) {
 		t.Errorf("coefficients %v, want [0 ~5]: the falsely negative one pinned at zero", coef)
 	}
 	cfg.Signs = []int{-1, 0}
-	lin, _, _ = FitLine(X, y, w, cfg, 1e-3)
+	lin, _, _ = Line(X, y, w, cfg, 1e-3)
 	if _, coef = lin.OriginalUnits(); math.Abs(coef[0]+10) > 0.5 {
 		t.Errorf("coefficient allowed to be negative is %v, want about -10", coef[0])
 	}
@@ -96,19 +96,19 @@ func TestFitLineSignConstraints(t *testing.T) {
 // The penalty follows the amount of evidence: a dozen noisy rows give a
 // nearly constant line, thousands of clean rows the true slope.
 func TestFitLinePenaltyFollowsEvidence(t *testing.T) {
-	lambdas := DefaultFitConfig().Line.Lambdas
-	cfg := DefaultFitConfig().Line
+	lambdas := DefaultOptions().Line.Lambdas
+	cfg := DefaultOptions().Line
 	X, y, w := lineRows(rand.New(rand.NewPCG(7, 8)), 12, 0.3)
 	for i := range X {
 		X[i][0], X[i][1] = 0, 0 // only noise varies
 		X[i][2] = float64(i)
 	}
-	_, small, err := FitLine(X, y, w, cfg, 1e-3)
+	_, small, err := Line(X, y, w, cfg, 1e-3)
 	if err != nil {
 		t.Fatal(err)
 	}
 	X, y, w = lineRows(rand.New(rand.NewPCG(9, 10)), 3000, 0.01)
-	_, large, err := FitLine(X, y, w, cfg, 1e-3)
+	_, large, err := Line(X, y, w, cfg, 1e-3)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,25 +118,25 @@ func TestFitLinePenaltyFollowsEvidence(t *testing.T) {
 }
 
 func TestFitLineRejects(t *testing.T) {
-	ok := LineConfig{Lambdas: []float64{1}}
+	ok := LineOptions{Lambdas: []float64{1}}
 	tests := []struct {
 		name    string
 		X       [][]float64
 		y, w    []float64
-		cfg     LineConfig
+		cfg     LineOptions
 		wantErr bool
 	}{
 		{"no rows", nil, nil, nil, ok, true},
 		{"label count", [][]float64{{1}}, []float64{1, 2}, []float64{1}, ok, true},
-		{"no penalties", [][]float64{{1}}, []float64{1}, []float64{1}, LineConfig{}, true},
-		{"sign count", [][]float64{{1}}, []float64{1}, []float64{1}, LineConfig{Lambdas: []float64{1}, Signs: []int{1, 1}}, true},
+		{"no penalties", [][]float64{{1}}, []float64{1}, []float64{1}, LineOptions{}, true},
+		{"sign count", [][]float64{{1}}, []float64{1}, []float64{1}, LineOptions{Lambdas: []float64{1}, Signs: []int{1, 1}}, true},
 		{"ragged", [][]float64{{1}, {1, 2}}, []float64{1, 1}, []float64{1, 1}, ok, true},
 		{"NaN weight", [][]float64{{1}}, []float64{1}, []float64{math.NaN()}, ok, true},
 		{"one row", [][]float64{{1}}, []float64{4}, []float64{1}, ok, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			lin, _, err := FitLine(tt.X, tt.y, tt.w, tt.cfg, 1e-3)
+			lin, _, err := Line(tt.X, tt.y, tt.w, tt.cfg, 1e-3)
 			if (err != nil) != tt.wantErr {
 				t.Fatalf("err = %v, want error %v", err, tt.wantErr)
 			}

@@ -1,4 +1,4 @@
-package trainer
+package fit
 
 import (
 	"math"
@@ -26,7 +26,7 @@ const (
 )
 
 // LabelBand is the range of labels a fit believes, learned from the labels
-// themselves (labelBand).
+// themselves (NewLabelBand).
 type LabelBand struct {
 	Lo, Hi float64
 	// Low is the low quantile itself (q_low): the smallest label whose
@@ -34,10 +34,10 @@ type LabelBand struct {
 	Low float64
 }
 
-// labelBand learns the believable range of a target's labels: a robust
+// NewLabelBand learns the believable range of a target's labels: a robust
 // quantile band that one sample, or a few (1% at each end), cannot move.
 // Labels that are not finite and positive are ignored.
-func labelBand(y []float64) LabelBand {
+func NewLabelBand(y []float64) LabelBand {
 	s := make([]float64, 0, len(y))
 	for _, v := range y {
 		if v > 0 && !math.IsInf(v, 0) {

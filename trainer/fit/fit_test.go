@@ -1,14 +1,14 @@
-package trainer
+package fit
 
 import (
 	"context"
 	"math"
 	"math/rand/v2"
 	"testing"
-	"time"
 
 	"github.com/headroomhq/headroom/features"
 	"github.com/headroomhq/headroom/model"
+	"github.com/headroomhq/headroom/trainer/fit/fittest"
 )
 
 // fitSchema is a small schema for fit tests: load, prompt.
@@ -94,6 +94,7 @@ func TestTreeShrinkFollowsForwardEvidence(t *testing.T) {
 // holdout, pooled with cross-fitted training residuals when it is small.
 // Never in-sample.
 func TestCalibrationSource(t *testing.T) {
+	in := serviceInputs
 	rng := rand.New(rand.NewPCG(3, 3))
 	train := fitRows(rng, 300, 0.1, nil)
 	var forward []ForwardSample
@@ -114,9 +115,9 @@ func TestCalibrationSource(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			cfg := DefaultFitConfig()
-			cfg.Forward = tt.forward
-			m, err := Fit(context.Background(), fitSchema, train, fitRows(rng, tt.holdout, 0.1, nil), cfg)
+			cfg := DefaultOptions()
+			in.Forward = tt.forward
+			m, err := Model(context.Background(), fitSchema, train, fitRows(rng, tt.holdout, 0.1, nil), cfg, in)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -141,14 +142,15 @@ func TestCalibrationSource(t *testing.T) {
 // are errors on rows each fold's model did not see: quantiles calibrated on
 // them cover new rows as often as they claim, where in-sample ones do not.
 func TestCrossFitCalibrationCoversNewRows(t *testing.T) {
-	x := realXGBoost(t)
+	in := serviceInputs
+	x := fittest.XGBoost(t)
 	rng := rand.New(rand.NewPCG(8, 8))
-	cfg := DefaultFitConfig()
+	cfg := DefaultOptions()
 	cfg.XGBoost = x
 	cfg.Params.MaxDepth = 6
 	cfg.Params.Lambda = 0.1
 	train := fitRows(rng, 150, 0.1, nil)
-	m, err := Fit(context.Background(), fitSchema, train, Dataset{}, cfg)
+	m, err := Model(context.Background(), fitSchema, train, Dataset{}, cfg, in)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -185,6 +187,7 @@ func TestCrossFitCalibrationCoversNewRows(t *testing.T) {
 // (latency drifting up) move the new model's shift up by ForwardShiftGain
 // of that, over the shift its training rows alone give.
 func TestForwardShiftFollowsDrift(t *testing.T) {
+	in := serviceInputs
 	rng := rand.New(rand.NewPCG(9, 9))
 	train, holdout := fitRows(rng, 400, 0.05, nil), fitRows(rng, 100, 0.05, nil)
 	var forward []ForwardSample
@@ -193,10 +196,10 @@ func TestForwardShiftFollowsDrift(t *testing.T) {
 		forward = append(forward, ForwardSample{Actual: 1.1 * x.Y[0], Base: 10 + x.X[0][0] + x.X[0][1]/20})
 	}
 	fit := func(gain float64, f []ForwardSample) float64 {
-		cfg := DefaultFitConfig()
+		cfg := DefaultOptions()
 		cfg.ForwardShiftGain = gain
-		cfg.Forward = f
-		m, err := Fit(context.Background(), fitSchema, train, holdout, cfg)
+		in.Forward = f
+		m, err := Model(context.Background(), fitSchema, train, holdout, cfg, in)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -222,10 +225,11 @@ func TestForwardShiftFollowsDrift(t *testing.T) {
 // Coverage on the holdout is measured on rows the calibration did not
 // come from, so it can disagree with q; on well-behaved data it is near q.
 func TestHoldoutCoverage(t *testing.T) {
+	in := serviceInputs
 	rng := rand.New(rand.NewPCG(4, 4))
-	cfg := DefaultFitConfig()
-	cfg.CoverageQuantile = 0.8
-	m, err := Fit(context.Background(), fitSchema, fitRows(rng, 500, 0.1, nil), fitRows(rng, 2000, 0.1, nil), cfg)
+	cfg := DefaultOptions()
+	in.Quantile = 0.8
+	m, err := Model(context.Background(), fitSchema, fitRows(rng, 500, 0.1, nil), fitRows(rng, 2000, 0.1, nil), cfg, in)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -239,8 +243,8 @@ func TestHoldoutCoverage(t *testing.T) {
 	for range 100 {
 		forward = append(forward, ForwardSample{Actual: 100 * math.Exp(0.01*rng.NormFloat64()), Base: 100})
 	}
-	cfg.Forward = forward
-	m, err = Fit(context.Background(), fitSchema, fitRows(rng, 500, 0.1, nil), fitRows(rng, 500, 0.1, nil), cfg)
+	in.Forward = forward
+	m, err = Model(context.Background(), fitSchema, fitRows(rng, 500, 0.1, nil), fitRows(rng, 500, 0.1, nil), cfg, in)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -250,13 +254,14 @@ func TestHoldoutCoverage(t *testing.T) {
 }
 
 func TestFitTreesOnlyWithEnoughRows(t *testing.T) {
-	x := realXGBoost(t)
+	in := serviceInputs
+	x := fittest.XGBoost(t)
 	rng := rand.New(rand.NewPCG(5, 5))
-	cfg := DefaultFitConfig()
+	cfg := DefaultOptions()
 	cfg.XGBoost = x
 	cfg.Params.Rounds = 20
 	for _, n := range []int{cfg.MinTreeRows - 1, cfg.MinTreeRows} {
-		m, err := Fit(context.Background(), fitSchema, fitRows(rng, n, 0.1, nil), Dataset{}, cfg)
+		m, err := Model(context.Background(), fitSchema, fitRows(rng, n, 0.1, nil), Dataset{}, cfg, in)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -270,7 +275,8 @@ func TestFitTreesOnlyWithEnoughRows(t *testing.T) {
 // corner of the feature space must not grow leaves that multiply ordinary
 // predictions there: the trees' labels are clipped.
 func TestTreeLabelClipResistsStalls(t *testing.T) {
-	x := realXGBoost(t)
+	in := serviceInputs
+	x := fittest.XGBoost(t)
 	stalled := func(x []float64) bool { return x[0] >= 10 && x[0] < 13 }
 	stall := func(rng *rand.Rand) func([]float64) float64 {
 		return func(x []float64) float64 {
@@ -282,10 +288,10 @@ func TestTreeLabelClipResistsStalls(t *testing.T) {
 	}
 	ratio := func(clip float64) float64 {
 		rng := rand.New(rand.NewPCG(6, 6))
-		cfg := DefaultFitConfig()
+		cfg := DefaultOptions()
 		cfg.XGBoost = x
 		cfg.TreeLabelClip = clip
-		m, err := Fit(context.Background(), fitSchema, fitRows(rng, 1500, 0.05, stall(rng)), Dataset{}, cfg)
+		m, err := Model(context.Background(), fitSchema, fitRows(rng, 1500, 0.05, stall(rng)), Dataset{}, cfg, in)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -295,7 +301,7 @@ func TestTreeLabelClipResistsStalls(t *testing.T) {
 				r = append(r, m.Predict([]float64{running, prompt})/(10+running+prompt/20))
 			}
 		}
-		return medianOf(r)
+		return Median(r)
 	}
 	if got := ratio(3); got > 1.15 {
 		t.Errorf("with clipping, ordinary requests near the stalls predicted %.2fx their latency", got)
@@ -305,36 +311,11 @@ func TestTreeLabelClipResistsStalls(t *testing.T) {
 	}
 }
 
-// The trainer feeds the fit what its models predicted for samples before
-// training on them (ObserveServed), and the fit calibrates on them.
-func TestTrainerCalibratesOnForwardSamples(t *testing.T) {
-	f := newFixture(t)
-	tr, err := New(Config{Drift: DriftConfig{Window: 200}}, f.db) // linear only
-	if err != nil {
-		t.Fatal(err)
-	}
-	f.add(t, 300)
-	if pub := retrain(t, tr); pub == nil || pub.Bundle.TTFT.Calibration.Source == "forward" {
-		t.Fatalf("first model: %+v", pub)
-	}
-	next := syntheticSamples(f.rng, 300)
-	if _, err := f.db.Add(next); err != nil {
-		t.Fatal(err)
-	}
-	tr.ObserveServed(next)
-	pub := retrain(t, tr)
-	if pub == nil {
-		t.Fatal("no retrain after 300 new samples")
-	}
-	if c := pub.Bundle.TTFT.Calibration; c.Source != "forward" || c.Rows != 200 {
-		t.Errorf("calibration %s on %d rows, want forward on the window's 200", c.Source, c.Rows)
-	}
-}
-
 // Unshifted, a model predicts its line (and trees) as fitted, whatever the
 // forward samples say, and calibrates on them as unshifted models would
 // have predicted them.
 func TestFitNoShift(t *testing.T) {
+	in := serviceInputs
 	rng := rand.New(rand.NewPCG(9, 9))
 	train := fitRows(rng, 300, 0.3, nil)
 	fwd := make([]ForwardSample, 100)
@@ -342,10 +323,10 @@ func TestFitNoShift(t *testing.T) {
 		fwd[i] = ForwardSample{Actual: 100, Base: 80, LogShift: math.Log(1.25)} // shifted models were exact
 	}
 	for _, noShift := range []bool{false, true} {
-		cfg := DefaultFitConfig()
+		cfg := DefaultOptions()
 		cfg.NoShift = noShift
-		cfg.Forward = fwd
-		m, err := Fit(context.Background(), fitSchema, train, Dataset{}, cfg)
+		in.Forward = fwd
+		m, err := Model(context.Background(), fitSchema, train, Dataset{}, cfg, in)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -367,18 +348,19 @@ func TestFitNoShift(t *testing.T) {
 // quantiles only: every central prediction, and so every MAPE, is the
 // same as without it.
 func TestFitCarriesTheLevelAndKeepsThePrediction(t *testing.T) {
+	in := serviceInputs
 	train, holdout := fitRows(rand.New(rand.NewPCG(9, 9)), 400, 0.1, nil), fitRows(rand.New(rand.NewPCG(9, 10)), 100, 0.1, nil)
-	cfg := DefaultFitConfig()
-	plain, err := Fit(context.Background(), fitSchema, train, holdout, cfg)
+	cfg := DefaultOptions()
+	plain, err := Model(context.Background(), fitSchema, train, holdout, cfg, in)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg.Levels = &model.LevelAdjustment{Quantile: 0.9, Level: 0.96, Samples: 300}
-	adj, err := Fit(context.Background(), fitSchema, train, holdout, cfg)
+	in.Levels = &model.LevelAdjustment{Quantile: 0.9, Level: 0.96, Samples: 300}
+	adj, err := Model(context.Background(), fitSchema, train, holdout, cfg, in)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if adj.Calibration.Adjustment != cfg.Levels || plain.Calibration.Adjustment != nil {
+	if adj.Calibration.Adjustment != in.Levels || plain.Calibration.Adjustment != nil {
 		t.Fatalf("adjustments %+v and %+v", adj.Calibration.Adjustment, plain.Calibration.Adjustment)
 	}
 	if adj.Holdout != plain.Holdout {
@@ -398,39 +380,6 @@ func TestFitCarriesTheLevelAndKeepsThePrediction(t *testing.T) {
 	}
 }
 
-// A trainer whose models' quantiles are exceeded more often than claimed
-// publishes its next model with a higher level, and /model/info shows it.
-func TestTrainerPublishesTheAdaptedLevel(t *testing.T) {
-	f := newFixture(t)
-	tr, err := New(Config{Drift: DriftConfig{Window: 200, Quantile: 0.9}}, f.db) // linear only
-	if err != nil {
-		t.Fatal(err)
-	}
-	f.add(t, 300)
-	first := retrain(t, tr)
-	if first == nil || first.Bundle.TTFT.Calibration.Adjustment != nil {
-		t.Fatalf("first model: %+v", first)
-	}
-	// Requests now take 30% longer than the model says: far more than one
-	// in ten is above its 0.9 quantile.
-	next := syntheticSamples(f.rng, 150)
-	for i := range next {
-		next[i].ActualTTFTMs *= 1.3
-	}
-	if _, err := f.db.Add(next); err != nil {
-		t.Fatal(err)
-	}
-	tr.ObserveServed(next)
-	pub := retrain(t, tr)
-	if pub == nil {
-		t.Fatal("no retrain after 150 new samples")
-	}
-	a := pub.Bundle.TTFT.Calibration.Adjustment
-	if a == nil || a.Quantile != 0.9 || a.Level <= 0.9 || a.Samples == 0 {
-		t.Fatalf("adjustment %+v, want a level above 0.9", a)
-	}
-	info := model.NewInfo(pub, time.Now(), time.Now(), nil)
-	if got := info.TTFT.CalibrationAdjustment; got == nil || *got != *a {
-		t.Errorf("/model/info shows %+v, want %+v", got, a)
-	}
-}
+// serviceInputs are a fit's inputs at the service's quantile, and nothing
+// else: no forward samples, levels or model in service.
+var serviceInputs = Inputs{Quantile: model.DefaultQuantile}

@@ -1,0 +1,156 @@
+package fit
+
+import (
+	"context"
+	"errors"
+	"math"
+	"math/rand/v2"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/headroomhq/headroom/features"
+	"github.com/headroomhq/headroom/model"
+	"github.com/headroomhq/headroom/trainer/fit/fittest"
+)
+
+func medianBias(t *testing.T, m *model.TransferModel, samples []features.Sample) float64 {
+	t.Helper()
+	var signed []float64
+	for _, s := range samples {
+		y, ok := m.Predict(s.Transfer.Class(), s.Transfer.Tokens, 0, s.Transfer.Concurrent)
+		if !ok {
+			t.Fatalf("no prediction for a seen class %s", s.Transfer.Class())
+		}
+		signed = append(signed, 100*(y-s.Transfer.Ms)/s.Transfer.Ms)
+	}
+	sort.Float64s(signed)
+	return signed[len(signed)/2]
+}
+
+func TestFitTransferLearnsTheLinks(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	all := []features.LinkClass{features.SameNode, features.SameRack, features.SameZone, features.CrossZone, features.CrossRegion}
+	train := fittest.TransferSamples(rng, 3000, all, 16, 8192, 0)
+	holdout := fittest.TransferSamples(rng, 400, all, 16, 8192, 0)
+	m, err := transferLaw(context.Background(), train, holdout, TransferOptions{BytesPerToken: fittest.BytesPerToken})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(m.Classes) != int(features.NumLinkClasses) {
+		t.Fatalf("%d classes fitted, want all 5", len(m.Classes))
+	}
+	for _, k := range m.Classes {
+		c, _ := features.ParseLinkClass(k.Class)
+		if r := k.BytesPerSec / fittest.Links[c].BW; r < 0.95 || r > 1.05 {
+			t.Errorf("%s: bandwidth %.3g B/s, true %.3g", c, k.BytesPerSec, fittest.Links[c].BW)
+		}
+		if k.Contention < 0.9 || k.Contention > 1.1 {
+			t.Errorf("%s: contention %.3f, true 1 (equal sharing)", c, k.Contention)
+		}
+	}
+	t.Logf("holdout MAPE %.2f%%, p90 coverage %+v", m.Holdout.MAPE, m.HoldoutCoverage)
+	if m.Holdout.MAPE > 6 || m.Holdout.Rows != 400 {
+		t.Errorf("holdout MAPE %.2f%% on %d rows, want about the 4%% of 5%% noise on 400", m.Holdout.MAPE, m.Holdout.Rows)
+	}
+	if c := m.HoldoutCoverage; c == nil || c.Percent < 82 || c.Percent > 97 {
+		t.Errorf("holdout coverage of p90 %+v, want near 90%%", c)
+	}
+	if m.DefaultBytesPerToken != fittest.BytesPerToken || m.TrainSamples != 3000 {
+		t.Errorf("default bytes per token %v, trained on %d", m.DefaultBytesPerToken, m.TrainSamples)
+	}
+}
+
+// The law learned on short transfers predicts long ones: the bandwidth
+// is what it learns, not the sizes it saw.
+func TestFitTransferExtrapolatesAcrossPromptLengths(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	classes := []features.LinkClass{features.SameRack, features.SameZone, features.CrossZone}
+	train := fittest.TransferSamples(rng, 1500, classes, 32, 1024, 7)
+	long := fittest.TransferSamples(rng, 600, classes, 2049, 32768, 7)
+	m, err := transferLaw(context.Background(), train, nil, TransferOptions{BytesPerToken: fittest.BytesPerToken})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range classes {
+		var of []features.Sample
+		for _, s := range long {
+			if s.Transfer.Class() == c {
+				of = append(of, s)
+			}
+		}
+		if b := medianBias(t, m, of); math.Abs(b) > 5 {
+			t.Errorf("%s: median bias %.1f%% on transfers of 2,049-32,768 tokens, trained on ≤ 1,024", c, b)
+		}
+	}
+}
+
+// A few absurd labels (a stalled transfer, a unit error) move neither the
+// bandwidth nor the median.
+func TestFitTransferIsRobust(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	train := fittest.TransferSamples(rng, 1000, []features.LinkClass{features.SameRack}, 64, 4096, 0)
+	for i := 0; i < len(train); i += 20 {
+		train[i].Transfer.Ms *= 100
+	}
+	m, err := transferLaw(context.Background(), train, nil, TransferOptions{BytesPerToken: fittest.BytesPerToken})
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := m.Class(features.SameRack)
+	if r := k.BytesPerSec / fittest.Links[features.SameRack].BW; r < 0.9 || r > 1.1 {
+		t.Fatalf("bandwidth %.3g B/s with 5%% of labels ×100, true %.3g", k.BytesPerSec, fittest.Links[features.SameRack].BW)
+	}
+}
+
+func TestFitTransferClassesAndDefaults(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	// Same-rack and cross-zone seen; same-zone has too few samples.
+	train := fittest.TransferSamples(rng, 500, []features.LinkClass{features.SameRack, features.CrossZone}, 64, 4096, 0)
+	train = append(train, fittest.TransferSamples(rng, 3, []features.LinkClass{features.SameZone}, 64, 4096, 0)...)
+	for i := range train {
+		train[i].Transfer.BytesPerToken = fittest.BytesPerToken // reported by the samples, no pool setting
+	}
+	m, err := transferLaw(context.Background(), train, nil, TransferOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.DefaultBytesPerToken != fittest.BytesPerToken {
+		t.Errorf("default bytes per token %v, want the samples' %v", m.DefaultBytesPerToken, fittest.BytesPerToken)
+	}
+	if m.Seen(features.SameZone) || !m.Seen(features.SameRack) || !m.Seen(features.CrossZone) {
+		t.Fatalf("classes %+v", m.Classes)
+	}
+	zone, ok := m.Predict(features.SameZone, 2000, 0, 1)
+	cross, _ := m.Predict(features.CrossZone, 2000, 0, 1)
+	if !ok || zone != cross {
+		t.Errorf("unseen same-zone: %v (%v), want cross-zone's %v", zone, ok, cross)
+	}
+	if _, ok := m.Predict(features.CrossRegion, 2000, 0, 1); ok {
+		t.Error("cross-region predicted with nothing seen beyond it")
+	}
+
+	// Only unknown concurrency: the effective bandwidth, no sharing claimed.
+	blind := fittest.TransferSamples(rng, 300, []features.LinkClass{features.SameRack}, 64, 4096, 1)
+	m, err = transferLaw(context.Background(), blind, nil, TransferOptions{BytesPerToken: fittest.BytesPerToken})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if k := m.Class(features.SameRack); k.Contention != 0 || k.UnknownContention != 1 ||
+		k.BytesPerSec > fittest.Links[features.SameRack].BW {
+		t.Errorf("without concurrency: %+v, want contention 0, factor 1, bandwidth under the link's (it was shared)", k)
+	}
+
+	if _, err := transferLaw(context.Background(), fittest.TransferSamples(rng, 4, []features.LinkClass{features.SameRack}, 1, 10, 0), nil,
+		TransferOptions{}); !errors.Is(err, ErrTooFewTransfers) || !strings.Contains(err.Error(), "no link class has") {
+		t.Errorf("4 samples: %v", err)
+	}
+	if _, err := transferLaw(context.Background(), []features.Sample{{ActualTTFTMs: 5}}, nil, TransferOptions{}); !errors.Is(err, ErrTooFewTransfers) {
+		t.Errorf("fitted without any transfer: %v", err)
+	}
+}
+
+// transferLaw is TransferLaw at the service's quantile.
+func transferLaw(ctx context.Context, train, holdout []features.Sample, opts TransferOptions) (*model.TransferModel, error) {
+	return TransferLaw(ctx, train, holdout, opts, model.DefaultQuantile)
+}
