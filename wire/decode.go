@@ -527,7 +527,12 @@ func (d *entryDecoder) entry(depth int, base locBase, out *features.Sample) bool
 		seen |= 1 << f
 		s.SkipSpace()
 		if fieldKinds[f] == kindTopology && s.Peek() == '{' {
-			if !d.topology(depth+1, base, f, out) {
+			dst := &transferOf(out).Prefill
+			if f == fDecodeTopology {
+				dst = &out.Transfer.Decode
+			}
+			loc := func(label string) []any { return append(base.loc(fieldNames[f]), label) }
+			if !d.topology(depth+1, loc, dst) {
 				return false
 			}
 			continue
@@ -608,17 +613,20 @@ func (d *entryDecoder) checkTransfer(base locBase, given fieldSet, start int, ou
 	}
 }
 
-// topology decodes a pod's placement, the object at the read position, into
-// the transfer's prefill or decode topology. node is required; the other
-// labels default to "", which equals "" (a cluster without zones has one
-// unnamed zone). It returns false only on a syntax error.
-func (d *entryDecoder) topology(depth int, base locBase, f fieldID, out *features.Sample) bool {
+// topology decodes a pod's placement, the object at the read position,
+// into dst, reporting each problem at loc(label). node is required; the
+// other labels may be left out or null and then default to "", which
+// equals "" (a cluster without zones has one unnamed zone); a label given
+// is 1 to MaxTopologyLabelLen characters, and a label given twice is a
+// duplicate_key (and, for node, not also missing). Every body that carries
+// a topology reads it here, a training entry's prefill_topology and
+// decode_topology as a /predict/pairs candidate's topology, so that the
+// same labels give the same link class, and the same errors, wherever
+// they come: a cluster without rack labels leaves them out on both sides.
+// It returns false only on a syntax error.
+func (d *entryDecoder) topology(depth int, loc func(label string) []any, dst *features.Topology) bool {
 	s := &d.s
 	start := s.Pos()
-	dst := &transferOf(out).Prefill
-	if f == fDecodeTopology {
-		dst = &out.Transfer.Decode
-	}
 	var seen, reported [len(topologyLabels)]bool
 	for more := s.Open(depth); more; more = s.Next('}') {
 		key, ok := s.ReadKey()
@@ -641,20 +649,20 @@ func (d *entryDecoder) topology(depth int, base locBase, f fieldID, out *feature
 		if !ok {
 			return false
 		}
-		loc := func() []any { return append(base.loc(fieldNames[f]), topologyLabels[label]) }
+		name := topologyLabels[label]
 		if seen[label] {
 			reported[label] = true
-			d.add(problem{code: probDuplicateKey, reason: topologyLabels[label]}.fieldError(loc(), s.Echo(t.Start, t.End)))
+			d.add(problem{code: probDuplicateKey, reason: name}.fieldError(loc(name), s.Echo(t.Start, t.End)))
 			continue
 		}
 		seen[label] = true
 		if t.Kind == jsonscan.Null {
-			continue
+			continue // as absent; a null node is then missing
 		}
 		v, code := labelValue(&t, MaxTopologyLabelLen)
 		if code != noProblem {
 			reported[label] = true
-			d.add(problem{code: code, bound: MaxTopologyLabelLen}.fieldError(loc(), s.Echo(t.Start, t.End)))
+			d.add(problem{code: code, bound: MaxTopologyLabelLen}.fieldError(loc(name), s.Echo(t.Start, t.End)))
 			continue
 		}
 		*topologyLabel(dst, label) = v
@@ -663,8 +671,7 @@ func (d *entryDecoder) topology(depth int, base locBase, f fieldID, out *feature
 		return false
 	}
 	if dst.Node == "" && !reported[0] {
-		loc := append(base.loc(fieldNames[f]), topologyLabels[0])
-		d.add(problem{code: probMissing}.fieldError(loc, s.Echo(start, s.Pos())))
+		d.add(problem{code: probMissing}.fieldError(loc(topologyLabels[0]), s.Echo(start, s.Pos())))
 	}
 	return true
 }

@@ -566,12 +566,9 @@ func (pd *pairsDecoder) candidate(list string, index int) (PairCandidate, bool) 
 	return c, true
 }
 
-// topology decodes a candidate's topology object by the rules of a
-// sample's prefill_topology and decode_topology (§5.1): node is required,
-// rack, zone and region may be left out or null, and a label given is 1 to
-// MaxTopologyLabelLen characters. The same labels must give the same link
-// class when a transfer is learned and when it is predicted, so a cluster
-// without rack labels leaves them out on both sides.
+// topology decodes a candidate's topology object by the rules of every
+// topology (entryDecoder.topology): those of a sample's prefill_topology
+// and decode_topology (§5.1).
 func (pd *pairsDecoder) topology(base locBase) features.Topology {
 	d := pd.d
 	s := &d.s
@@ -588,51 +585,7 @@ func (pd *pairsDecoder) topology(base locBase) features.Topology {
 		d.reportToken(problem{code: probModelType}, loc(""), 4)
 		return t
 	}
-	start := s.Pos()
-	var seen, reported [len(topologyLabels)]bool
-	for more := s.Open(4); more; more = s.Next('}') {
-		key, ok := s.ReadKey()
-		if !ok {
-			return t
-		}
-		i := -1
-		for k, name := range topologyLabels {
-			if string(key) == name {
-				i = k
-			}
-		}
-		if i < 0 {
-			if !s.SkipValue(5) {
-				return t
-			}
-			continue
-		}
-		if seen[i] {
-			d.reportToken(problem{code: probDuplicateKey, reason: topologyLabels[i]}, loc(topologyLabels[i]), 5)
-			continue
-		}
-		seen[i] = true
-		tok, ok := s.ReadToken(5)
-		if !ok {
-			return t
-		}
-		if tok.Kind == jsonscan.Null { // as absent; a null node is then missing
-			continue
-		}
-		v, code := labelValue(&tok, MaxTopologyLabelLen)
-		if code != noProblem {
-			reported[i] = true
-			d.add(problem{code: code, bound: MaxTopologyLabelLen}.fieldError(loc(topologyLabels[i]), s.Echo(tok.Start, tok.End)))
-			continue
-		}
-		*topologyLabel(&t, i) = v
-	}
-	if s.Failed() {
-		return t
-	}
-	if t.Node == "" && !reported[0] {
-		d.add(problem{code: probMissing}.fieldError(loc(topologyLabels[0]), s.Echo(start, s.Pos())))
-	}
+	d.topology(4, loc, &t)
 	return t
 }
 
