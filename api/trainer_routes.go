@@ -88,7 +88,7 @@ func newTrainerServer(t *trainer.Trainer, db *store.DB, opts TrainerOptions) (*t
 		opts.Objective = predictor.Mean
 	}
 	if opts.Quantile == 0 {
-		opts.Quantile = 0.9
+		opts.Quantile = model.DefaultQuantile
 	}
 	s := &trainerServer{t: t, db: db, opts: opts}
 	s.ingested = prometheus.NewCounterVec(prometheus.CounterOpts{

@@ -148,7 +148,7 @@ func DefaultConfig() Config {
 	return Config{
 		DataDir:   "./data",
 		Objective: predictor.Mean,
-		Quantile:  0.9,
+		Quantile:  model.DefaultQuantile,
 		Limits: api.Limits{MaxBodyBytes: 64 << 20, MaxRows: 10000, MaxPairCandidates: wire.DefaultMaxPairCandidates,
 			MaxPairs: api.DefaultMaxPairs},
 		ShutdownGrace: 15 * time.Second,
@@ -160,9 +160,9 @@ func DefaultConfig() Config {
 func DefaultTrainerConfig() TrainerConfig {
 	return TrainerConfig{
 		Listen:          "127.0.0.1:8000",
-		RetrainInterval: 10 * time.Second,
-		MinSamples:      100,
-		MinSamplesFresh: 10,
+		RetrainInterval: trainer.DefaultInterval,
+		MinSamples:      trainer.DefaultMinSamples,
+		MinSamplesFresh: trainer.DefaultMinSamplesFresh,
 		MaxTrainRows:    trainer.DefaultMaxTrainRows,
 		Store: store.Options{
 			BucketCapacity:  500,

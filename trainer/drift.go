@@ -45,7 +45,8 @@ type DriftConfig struct {
 	// retrain in a loop.
 	MinGap time.Duration
 	// Quantile is the quantile whose coverage is tracked and exported
-	// (default 0.9); set it to the predictors' quantile.
+	// (default model.DefaultQuantile); set it to the predictors' quantile.
+	// New refuses one outside (0, 1).
 	Quantile float64
 	// ServedQuantile says what served predictions are: 0 for the mean
 	// objective, else the quantile the predictors serve. Served error is
@@ -125,8 +126,8 @@ func (c *DriftConfig) setDefaults() {
 	if c.MinGap <= 0 {
 		c.MinGap = 2 * time.Minute
 	}
-	if !(c.Quantile > 0 && c.Quantile < 1) {
-		c.Quantile = 0.9
+	if c.Quantile == 0 {
+		c.Quantile = model.DefaultQuantile
 	}
 	if c.CoverageGain <= 0 {
 		c.CoverageGain = defaultCoverageGain

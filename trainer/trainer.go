@@ -20,15 +20,17 @@ import (
 	"github.com/headroomhq/headroom/trainer/fit"
 )
 
-// Config configures a Trainer. The zero value of each field means its default.
+// Config configures a Trainer. The zero value of each field means its
+// default, the Default constants below; New refuses a negative count or
+// interval.
 type Config struct {
-	// Interval between retrain attempts (default 10 s).
+	// Interval between retrain attempts (DefaultInterval).
 	Interval time.Duration
 	// MinSamplesFresh is the number of samples a target needs for its
-	// first model (default 10), held-out ones included: it is what a
-	// router must send before it gets predictions, and a tenth of its
-	// samples are held out. MinSamples is the number of training samples
-	// it needs to retrain once it has one (default 100). The reference
+	// first model (DefaultMinSamplesFresh), held-out ones included: it is
+	// what a router must send before it gets predictions, and a tenth of
+	// its samples are held out. MinSamples is the number of training
+	// samples it needs to retrain once it has one (DefaultMinSamples). The reference
 	// lowered its threshold for the whole process after a cold start; here
 	// the fresh threshold applies only until a target has a model.
 	MinSamplesFresh int
@@ -68,6 +70,14 @@ type Config struct {
 	Now func() time.Time
 }
 
+// The retrain cadence and thresholds the service runs with (Config); the
+// service's configuration takes them from here.
+const (
+	DefaultInterval        = 10 * time.Second
+	DefaultMinSamplesFresh = 10
+	DefaultMinSamples      = 100
+)
+
 // DefaultMaxTrainRows is the brief's full store (40 buckets of 500): a
 // fit of that size takes under 2 s. A store stratified more finely holds
 // more (the default scheme's 360 buckets, 180,000 samples per target; fits
@@ -75,15 +85,34 @@ type Config struct {
 // so fits sample it evenly instead.
 const DefaultMaxTrainRows = 20000
 
+// validate refuses what no default stands for: a negative count or
+// interval, a quantile outside (0, 1).
+func (c *Config) validate() error {
+	var errs []error
+	for _, n := range []struct {
+		name string
+		v    int64
+	}{{"interval", int64(c.Interval)}, {"min samples", int64(c.MinSamples)}, {"min samples fresh", int64(c.MinSamplesFresh)},
+		{"nice", int64(c.Nice)}, {"keep bundles", int64(c.KeepBundles)}} {
+		if n.v < 0 {
+			errs = append(errs, fmt.Errorf("trainer: %s %d is negative", n.name, n.v))
+		}
+	}
+	if q := c.Drift.Quantile; q != 0 && !(q > 0 && q < 1) {
+		errs = append(errs, fmt.Errorf("trainer: quantile %v, want a value strictly between 0 and 1", q))
+	}
+	return errors.Join(errs...)
+}
+
 func (c *Config) setDefaults() {
-	if c.Interval <= 0 {
-		c.Interval = 10 * time.Second
+	if c.Interval == 0 {
+		c.Interval = DefaultInterval
 	}
-	if c.MinSamplesFresh <= 0 {
-		c.MinSamplesFresh = 10
+	if c.MinSamplesFresh == 0 {
+		c.MinSamplesFresh = DefaultMinSamplesFresh
 	}
-	if c.MinSamples <= 0 {
-		c.MinSamples = 100
+	if c.MinSamples == 0 {
+		c.MinSamples = DefaultMinSamples
 	}
 	if c.MaxTrainRows == 0 {
 		c.MaxTrainRows = DefaultMaxTrainRows
@@ -189,6 +218,9 @@ type Trainer struct {
 // cfg.BundleDir, if any. A missing xgboost binary is not an error: the
 // trainer then fits linear models and says so in Status and metrics.
 func New(cfg Config, db *store.DB) (*Trainer, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
 	cfg.setDefaults()
 	t := &Trainer{cfg: cfg, db: db, published: make(chan struct{}), arrived: make(chan struct{}, 1)}
 	t.drift = newDriftTracker(cfg.Drift, cfg.Now, cfg.Metrics)

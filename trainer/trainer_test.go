@@ -416,3 +416,30 @@ func TestFitConfigIdleOnlyWithAModel(t *testing.T) {
 		t.Error("no idle-class xgboost a minute after a starved run")
 	}
 }
+
+// New refuses what no default stands for, saying what it refused; zero
+// takes the default.
+func TestNewValidatesConfig(t *testing.T) {
+	f := newFixture(t)
+	for _, tc := range []struct {
+		cfg  Config
+		want string
+	}{
+		{Config{MinSamples: -1}, "min samples -1"},
+		{Config{Interval: -time.Second}, "interval"},
+		{Config{MinSamplesFresh: -3}, "min samples fresh -3"},
+		{Config{Drift: DriftConfig{Quantile: 1.5}}, "quantile 1.5"},
+	} {
+		if _, err := New(tc.cfg, f.db); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("New(%+v) = %v, want an error naming %q", tc.cfg, err, tc.want)
+		}
+	}
+	tr, err := New(Config{}, f.db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := tr.cfg; c.Interval != DefaultInterval || c.MinSamples != DefaultMinSamples || c.MinSamplesFresh != DefaultMinSamplesFresh ||
+		tr.drift.cfg.Quantile != model.DefaultQuantile {
+		t.Errorf("defaults %v %d %d %v", c.Interval, c.MinSamples, c.MinSamplesFresh, tr.drift.cfg.Quantile)
+	}
+}

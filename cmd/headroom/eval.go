@@ -47,7 +47,7 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		trainMax   = fs.Int64("train-max", 1024, "extrapolate: train on prompts of at most this many tokens")
 		testMin    = fs.Int64("test-min", 2048, "extrapolate: test on prompts of more than this many tokens")
 		asJSON     = fs.Bool("json", false, "print JSON instead of a table")
-		quantile   = fs.Float64("quantile", 0.9, "quantile whose coverage is reported")
+		quantile   = fs.Float64("quantile", model.DefaultQuantile, "quantile whose coverage is reported")
 		scheme     = fs.String("bucket-scheme", store.DefaultSchemeName, "store stratification, as for serve")
 		capacity   = fs.Int("bucket-capacity", store.DefaultBucketCapacity, "samples kept per store bucket, as for serve")
 		modelKind  = fs.String("model-kind", string(model.KindResidual), "Headroom's model: linear, log-trees, or linear+log-trees")

@@ -58,7 +58,7 @@ type Options struct {
 
 func (o Options) withDefaults() Options {
 	if o.Quantile == 0 {
-		o.Quantile = 0.9
+		o.Quantile = model.DefaultQuantile
 	}
 	o.Drift.Quantile = o.Quantile
 	if o.Store.Scheme.IsZero() {

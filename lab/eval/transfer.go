@@ -55,7 +55,7 @@ func (o *TransferOptions) setDefaults() {
 		o.TestMin = 2048
 	}
 	if !(o.Quantile > 0 && o.Quantile < 1) {
-		o.Quantile = 0.9
+		o.Quantile = model.DefaultQuantile
 	}
 }
 

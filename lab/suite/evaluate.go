@@ -11,6 +11,7 @@ import (
 
 	"github.com/headroomhq/headroom/features"
 	"github.com/headroomhq/headroom/lab/eval"
+	"github.com/headroomhq/headroom/model"
 )
 
 // Baselines are the plain models Headroom is judged against on every
@@ -83,7 +84,7 @@ func Evaluate(ctx context.Context, m *Manifest, traces [][]features.Sample, opts
 	}
 	rep := &Report{Seeds: seeds, Every: every, Quantile: opts.Quantile}
 	if rep.Quantile == 0 {
-		rep.Quantile = 0.9
+		rep.Quantile = model.DefaultQuantile
 	}
 	for i := range m.Traces {
 		t := &m.Traces[i]
