@@ -374,7 +374,7 @@ func (s *predictorServer) status(c *gin.Context) {
 
 func (s *predictorServer) modelInfo(c *gin.Context) {
 	pub, loadedAt := s.p.Current()
-	c.JSON(http.StatusOK, model.NewInfo(pub, loadedAt, s.opts.Now(), nil))
+	c.JSON(http.StatusOK, wire.NewModelInfo(pub, loadedAt, s.opts.Now(), nil))
 }
 
 func (s *predictorServer) reload(c *gin.Context) {

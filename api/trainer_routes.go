@@ -287,12 +287,9 @@ func (s *trainerServer) counts(t features.Target) (int, int) {
 }
 
 func (s *trainerServer) modelInfo(c *gin.Context) {
-	info := model.NewInfo(s.t.Current(), time.Time{}, s.opts.Now(), s.counts)
-	c.JSON(http.StatusOK, gin.H{
-		"version": info.Version, "epoch": info.Epoch, "checksum": info.Checksum, "trained_at": info.TrainedAt,
-		"age_seconds": info.AgeSeconds, "xgboost_missing": info.XGBoostMissing,
-		"ttft": info.TTFT, "tpot": info.TPOT, "kv_transfer": info.KVTransfer, "training": s.t.Status(),
-	})
+	info := wire.NewModelInfo(s.t.Current(), time.Time{}, s.opts.Now(), s.counts)
+	info.Training = s.t.Status()
+	c.JSON(http.StatusOK, info)
 }
 
 func (s *trainerServer) downloadInfo(c *gin.Context) {

@@ -60,11 +60,6 @@ func TestSelectionInBundle(t *testing.T) {
 	if !reflect.DeepEqual(got.TTFT.Selection, b.TTFT.Selection) || got.TPOT.Selection != nil {
 		t.Errorf("decoded selections %+v, %+v", got.TTFT.Selection, got.TPOT.Selection)
 	}
-	info := NewInfo(&Published{Bundle: got, Encoded: data}, time.Time{}, got.CreatedAt, nil)
-	if info.TTFT.Selection == nil || info.TTFT.Selection.Chosen != "line" || info.TPOT.Selection != nil {
-		t.Errorf("info selections %+v, %+v", info.TTFT.Selection, info.TPOT.Selection)
-	}
-
 	b.TTFT.Selection.Chosen = "nowhere"
 	if data, err = b.Encode(nil); err != nil {
 		t.Fatal(err)

@@ -5,7 +5,6 @@ import (
 	"math"
 	"strings"
 	"testing"
-	"time"
 )
 
 func TestFeatureDistance(t *testing.T) {
@@ -215,20 +214,4 @@ func linearTargetModel(t *testing.T) *TargetModel {
 		t.Fatal(err)
 	}
 	return m
-}
-
-// /model/info shows the widening by column name, and nothing for a model
-// without it.
-func TestInfoShowsExtrapolationSpreads(t *testing.T) {
-	m := linearTargetModel(t)
-	pub := &Published{Bundle: &Bundle{Version: 1, TTFT: m}}
-	if e := NewInfo(pub, time.Time{}, time.Now(), nil).TTFT.Extrapolation; e != nil {
-		t.Fatalf("model without support shows %+v", e)
-	}
-	m.Support = &Support{SpreadUp: []float64{0.2}, SpreadDown: []float64{0.05}, Folds: []string{"input_token_length"}}
-	e := NewInfo(pub, time.Time{}, time.Now(), nil).TTFT.Extrapolation
-	if e == nil || e.SpreadUp["input_token_length"] != 0.2 || e.SpreadDown["input_token_length"] != 0.05 ||
-		len(e.MeasuredColumns) != 1 {
-		t.Fatalf("extrapolation info %+v", e)
-	}
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/headroomhq/headroom/features"
 	"github.com/headroomhq/headroom/model"
 	"github.com/headroomhq/headroom/trainer/fit"
+	"github.com/headroomhq/headroom/wire"
 )
 
 // driftModel is a linear TTFT model predicting 100 ms for every row, with
@@ -651,8 +652,8 @@ func TestTrainerPublishesTheAdaptedLevel(t *testing.T) {
 	if a == nil || a.Quantile != 0.9 || a.Level <= 0.9 || a.Samples == 0 {
 		t.Fatalf("adjustment %+v, want a level above 0.9", a)
 	}
-	info := model.NewInfo(pub, time.Now(), time.Now(), nil)
-	if got := info.TTFT.CalibrationAdjustment; got == nil || *got != *a {
+	info := wire.NewModelInfo(pub, time.Now(), time.Now(), nil)
+	if got := info.Pod(features.TTFT).CalibrationAdjustment; got == nil || *got != *a {
 		t.Errorf("/model/info shows %+v, want %+v", got, a)
 	}
 }

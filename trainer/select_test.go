@@ -6,8 +6,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/headroomhq/headroom/features"
 	"github.com/headroomhq/headroom/model"
 	"github.com/headroomhq/headroom/trainer/fit"
+	"github.com/headroomhq/headroom/wire"
 )
 
 // The trainer chooses a target's configuration at its first retrain with
@@ -53,9 +55,9 @@ func TestTrainerChoosesAndKeepsConfigurations(t *testing.T) {
 	if err := first.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	info := model.NewInfo(tr.Current(), first.At, first.At, nil)
-	if info.TTFT.Selection == nil || info.TTFT.Selection.Chosen != first.Chosen {
-		t.Errorf("/model/info selection %+v, want %q", info.TTFT.Selection, first.Chosen)
+	info := wire.NewModelInfo(tr.Current(), first.At, first.At, nil)
+	if s := info.Pod(features.TTFT).Selection; s == nil || s.Chosen != first.Chosen {
+		t.Errorf("/model/info selection %+v, want %q", s, first.Chosen)
 	}
 
 	f.add(t, 50)
