@@ -123,7 +123,7 @@ func NewPredictorHandler(p *predictor.Predictor, opts PredictorOptions) http.Han
 	r.GET("/model/info", read, s.modelInfo)
 	r.POST("/reload", write, guardWrites(opts.Tokens, opts.AllowedHosts), s.reload)
 	r.GET("/healthz", func(c *gin.Context) {
-		c.JSON(http.StatusOK, gin.H{"status": "ok", "service": "http-based-latency-predictor"})
+		c.JSON(http.StatusOK, wire.Health{Status: "ok", Service: "http-based-latency-predictor"})
 	})
 	r.GET("/readyz", s.readyz)
 	r.GET("/", s.root)
@@ -224,21 +224,13 @@ func (s *predictorServer) bulk(c *gin.Context) {
 	defer s.put(&pool)
 	if preds == nil {
 		s.notReady.WithLabelValues("/predict/bulk").Inc()
-		type rowError struct {
-			Index   int    `json:"index"`
-			Error   string `json:"error"`
-			Request any    `json:"request"`
-		}
-		errs := make([]rowError, len(rows))
-		nulls := make([]any, len(rows))
+		ans := wire.BulkNotReady{Predictions: make([]any, len(rows)), Errors: make([]wire.BulkRowError, len(rows)),
+			TotalRequests: len(rows), Failed: len(rows)}
 		for i := range rows {
-			errs[i] = rowError{Index: i, Error: "Batch prediction error: 503: Models not ready", Request: wire.RowObject(&rows[i])}
+			ans.Errors[i] = wire.BulkRowError{Index: i, Error: "Batch prediction error: 503: Models not ready", Request: wire.RowObject(&rows[i])}
 		}
-		c.JSON(http.StatusOK, gin.H{
-			"predictions": nulls, "errors": errs, "total_requests": len(rows),
-			"successful_predictions": 0, "failed_predictions": len(rows),
-			"processing_time_ms": msSince(start, s.opts.Now()),
-		})
+		ans.ProcessingTimeMs = msSince(start, s.opts.Now())
+		c.JSON(http.StatusOK, ans)
 		return
 	}
 	s.writeBulk(c, preds, loadedAt, start, &pool.ticket)
@@ -346,30 +338,19 @@ func (s *predictorServer) status(c *gin.Context) {
 	if pub != nil {
 		b, version = pub.Bundle, pub.Bundle.Version
 	}
-	exist := gin.H{}
+	st := wire.PredictorStatus{
+		IsReady: s.p.Ready(), Serving: s.serving(), LastModelLoad: nullableTimestamp(loadedAt),
+		TrainingServerURL: s.opts.TrainerURL, ModelsExist: map[string]bool{}, KVTransfer: pub.TransferStatus(),
+		ModelGeneration: version, Trained: slices.ContainsFunc(features.PodTargets[:], b.Has),
+	}
 	for _, tg := range features.Targets {
-		exist[tg.String()+"_model"] = b.Has(tg)
+		st.ModelsExist[tg.String()+"_model"] = b.Has(tg)
 	}
-	resp := gin.H{
-		"is_ready":            s.p.Ready(),
-		"model_type":          wire.ModelType,
-		"objective_type":      string(s.p.Objective()),
-		"quantile":            s.p.Quantile(),
-		"last_model_load":     nullableTimestamp(loadedAt),
-		"training_server_url": s.opts.TrainerURL,
-		"models_exist":        exist,
-		"kv_transfer":         pub.TransferStatus(),
-		"ensemble_active":     false,
-		"model_generation":    version,
-		"trained":             slices.ContainsFunc(features.PodTargets[:], b.Has),
+	if b != nil {
+		st.LoadedBundle = &wire.LoadedBundle{AgeSeconds: s.opts.Now().Sub(b.CreatedAt).Seconds(), Checksum: b.Checksum,
+			Epoch: b.Epoch, SamplesSeen: b.SamplesSeen()}
 	}
-	if pub != nil {
-		resp["bundle_age_seconds"] = s.opts.Now().Sub(pub.Bundle.CreatedAt).Seconds()
-		resp["bundle_checksum"] = pub.Bundle.Checksum
-		resp["bundle_epoch"] = pub.Bundle.Epoch
-		resp["samples_seen"] = pub.Bundle.SamplesSeen()
-	}
-	c.JSON(http.StatusOK, resp)
+	c.JSON(http.StatusOK, st)
 }
 
 func (s *predictorServer) modelInfo(c *gin.Context) {
@@ -394,11 +375,8 @@ func (s *predictorServer) reload(c *gin.Context) {
 		}
 	}
 	_, loadedAt := s.p.Current()
-	c.JSON(http.StatusOK, gin.H{
-		"synced": synced, "loaded": s.p.Ready(), "is_ready": s.p.Ready(),
-		"model_type": wire.ModelType, "objective_type": string(s.p.Objective()), "quantile": s.p.Quantile(),
-		"last_load_time": nullableTimestamp(loadedAt),
-	})
+	c.JSON(http.StatusOK, wire.ReloadAnswer{Synced: synced, Loaded: s.p.Ready(), IsReady: s.p.Ready(), Serving: s.serving(),
+		LastLoadTime: nullableTimestamp(loadedAt)})
 }
 
 func (s *predictorServer) readyz(c *gin.Context) {
@@ -406,8 +384,7 @@ func (s *predictorServer) readyz(c *gin.Context) {
 		writeDetail(c, http.StatusServiceUnavailable, "Models are not ready")
 		return
 	}
-	c.JSON(http.StatusOK, gin.H{"status": "ready", "model_type": wire.ModelType,
-		"objective_type": string(s.p.Objective()), "quantile": s.p.Quantile()})
+	c.JSON(http.StatusOK, wire.PredictorReadiness{Status: "ready", Serving: s.serving()})
 }
 
 func (s *predictorServer) root(c *gin.Context) {
@@ -417,11 +394,13 @@ func (s *predictorServer) root(c *gin.Context) {
 		})
 		return
 	}
-	c.JSON(http.StatusOK, gin.H{
-		"message": "HTTP-based Latency Predictor is running", "model_type": wire.ModelType,
-		"objective_type": string(s.p.Objective()), "quantile": s.p.Quantile(), "is_ready": s.p.Ready(),
-		"sync_interval": int(s.opts.SyncEvery / time.Second), "training_server": s.opts.TrainerURL,
-	})
+	c.JSON(http.StatusOK, wire.PredictorRoot{Message: "HTTP-based Latency Predictor is running", Serving: s.serving(),
+		IsReady: s.p.Ready(), SyncInterval: int(s.opts.SyncEvery / time.Second), TrainingServer: s.opts.TrainerURL})
+}
+
+// serving is the statistic this predictor serves.
+func (s *predictorServer) serving() wire.Serving {
+	return wire.NewServing(string(s.p.Objective()), s.p.Quantile())
 }
 
 func msSince(start, now time.Time) float64 {

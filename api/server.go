@@ -142,12 +142,12 @@ func newEngine(m *httpmetrics.Metrics) *gin.Engine {
 // writeDetail answers {"detail": "<msg>"}, the reference's error shape for
 // handler errors.
 func writeDetail(c *gin.Context, status int, msg string) {
-	c.JSON(status, gin.H{"detail": msg})
+	c.JSON(status, wire.Detail{Detail: msg})
 }
 
 // writeValidation answers 422 {"detail": [...]}.
 func writeValidation(c *gin.Context, errs []wire.FieldError) {
-	c.JSON(http.StatusUnprocessableEntity, gin.H{"detail": errs})
+	c.JSON(http.StatusUnprocessableEntity, wire.Detail{Detail: errs})
 }
 
 // errBodyTooLarge is returned by readBody past the limit.

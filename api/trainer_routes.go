@@ -130,7 +130,7 @@ func newTrainerServer(t *trainer.Trainer, db *store.DB, opts TrainerOptions) (*t
 	r.GET("/model/:target/xgb/json", read, s.treesJSON)
 	r.GET("/data/status", read, s.dataStatus)
 	r.GET("/status", read, s.status)
-	r.GET("/healthz", func(c *gin.Context) { c.JSON(http.StatusOK, gin.H{"status": "ok"}) })
+	r.GET("/healthz", func(c *gin.Context) { c.JSON(http.StatusOK, wire.Health{Status: "ok"}) })
 	r.GET("/readyz", s.readyz)
 	r.GET("/", s.root)
 	r.GET("/metrics", gin.WrapH(promhttp.HandlerFor(opts.Registry, promhttp.HandlerOpts{})))
@@ -186,7 +186,7 @@ func (s *trainerServer) ingest(c *gin.Context, decode func([]byte, int) ([]featu
 		for _, r := range rejected {
 			details = append(details, r.Errors...)
 		}
-		c.JSON(http.StatusUnprocessableEntity, gin.H{"detail": details, "rejected": rejected})
+		c.JSON(http.StatusUnprocessableEntity, wire.Detail{Detail: details, Rejected: rejected})
 		return
 	}
 	now := s.opts.Now().UTC()
@@ -202,20 +202,13 @@ func (s *trainerServer) ingest(c *gin.Context, decode func([]byte, int) ([]featu
 	}
 	s.t.ObserveServed(samples)
 	s.ingested.WithLabelValues("stored").Add(float64(len(samples)))
-	resp := gin.H{
-		"message":  fmt.Sprintf("Accepted %d training samples.", len(samples)),
-		"accepted": len(samples),
-		"rejected": rejectedOrEmpty(rejected),
-		"stored":   res,
+	if rejected == nil {
+		rejected = []wire.Rejection{}
 	}
-	c.JSON(http.StatusAccepted, resp)
-}
-
-func rejectedOrEmpty(r []wire.Rejection) []wire.Rejection {
-	if r == nil {
-		return []wire.Rejection{}
-	}
-	return r
+	c.JSON(http.StatusAccepted, wire.IngestAnswer{
+		Message: fmt.Sprintf("Accepted %d training samples.", len(samples)), Accepted: len(samples), Rejected: rejected,
+		Stored: wire.Stored{Train: res.Train[:], Holdout: res.Holdout[:], Evicted: res.Evicted[:], Discarded: res.Discarded},
+	})
 }
 
 func (s *trainerServer) flush(c *gin.Context) {
@@ -297,26 +290,21 @@ func (s *trainerServer) downloadInfo(c *gin.Context) {
 	if pub := s.t.Current(); pub != nil {
 		b = pub.Bundle
 	}
-	ready, trees := gin.H{}, gin.H{}
+	info := wire.DownloadInfo{Serving: s.serving(), ModelStatus: map[string]bool{},
+		Endpoints: wire.Endpoints{Trees: map[string]string{}, Bundle: "/model/bundle", Info: "/model/info"},
+		EvaluationInfo: wire.EvaluationInfo{
+			QuantileLoss:         "Lower is better",
+			CoveragePercent:      fmt.Sprintf("Target: %.1f%%", s.opts.Quantile*100),
+			ViolationRatePercent: fmt.Sprintf("Target: %.1f%%", (1-s.opts.Quantile)*100),
+			MAPEPercent:          "Holdout mean absolute percentage error, per target, in /model/info",
+		}}
 	for _, tg := range features.Targets {
-		ready[tg.String()+"_model_ready"] = b.Has(tg)
+		info.ModelStatus[tg.String()+"_model_ready"] = b.Has(tg)
 		if tg.PerPod() {
-			trees[tg.String()+"_trees"] = "/model/" + tg.String() + "/xgb/json"
+			info.Endpoints.Trees[tg.String()+"_trees"] = "/model/" + tg.String() + "/xgb/json"
 		}
 	}
-	c.JSON(http.StatusOK, gin.H{
-		"model_type":          wire.ModelType,
-		"quantile":            s.opts.Quantile,
-		"objective_type":      string(s.opts.Objective),
-		"model_status":        ready,
-		"available_endpoints": gin.H{"trees": trees, "bundle": "/model/bundle", "info": "/model/info"},
-		"evaluation_info": gin.H{
-			"quantile_loss":          "Lower is better",
-			"coverage_percent":       fmt.Sprintf("Target: %.1f%%", s.opts.Quantile*100),
-			"violation_rate_percent": fmt.Sprintf("Target: %.1f%%", (1-s.opts.Quantile)*100),
-			"mape_percent":           "Holdout mean absolute percentage error, per target, in /model/info",
-		},
-	})
+	c.JSON(http.StatusOK, info)
 }
 
 // treesJSON serves a target's trees in XGBoost's JSON dump format. The dump
@@ -361,23 +349,13 @@ func (s *trainerServer) status(c *gin.Context) {
 	}
 	st := s.t.Status()
 	cts := s.db.Counts()
-	samples := map[string]gin.H{}
+	ans := wire.TrainerStatus{IsReady: pub != nil, Serving: s.serving(), ModelGeneration: version, BundleEpoch: s.t.Epoch(),
+		XGBoostAvailable: st.XGBoostAvailable, XGBoostError: st.XGBoostError, Training: st.Targets,
+		Samples: map[string]wire.TargetSamples{}, KVTransfer: pub.TransferStatus()}
 	for _, tg := range features.Targets {
-		samples[tg.String()] = gin.H{"train": cts.Train(tg), "holdout": cts.Holdout(tg)}
+		ans.Samples[tg.String()] = wire.TargetSamples{Train: cts.Train(tg), Holdout: cts.Holdout(tg)}
 	}
-	c.JSON(http.StatusOK, gin.H{
-		"is_ready":          pub != nil,
-		"model_type":        wire.ModelType,
-		"objective_type":    string(s.opts.Objective),
-		"quantile":          s.opts.Quantile,
-		"model_generation":  version,
-		"bundle_epoch":      s.t.Epoch(),
-		"xgboost_available": st.XGBoostAvailable,
-		"xgboost_error":     st.XGBoostError,
-		"training":          st.Targets,
-		"samples":           samples,
-		"kv_transfer":       pub.TransferStatus(),
-	})
+	c.JSON(http.StatusOK, ans)
 }
 
 func (s *trainerServer) readyz(c *gin.Context) {
@@ -385,7 +363,7 @@ func (s *trainerServer) readyz(c *gin.Context) {
 	// then; model state is in /status. Reporting "not ready" until a first
 	// model would keep an EPP pod (whose sidecar this is) out of service
 	// exactly when it must start collecting samples.
-	c.JSON(http.StatusOK, gin.H{"status": "ready", "model_ready": s.t.Current() != nil})
+	c.JSON(http.StatusOK, wire.TrainerReadiness{Status: "ready", ModelReady: s.t.Current() != nil})
 }
 
 func (s *trainerServer) root(c *gin.Context) {
@@ -399,8 +377,10 @@ func (s *trainerServer) root(c *gin.Context) {
 	if s.opts.Objective == predictor.Quantile {
 		desc = fmt.Sprintf("Predicting %g%% quantile for TTFT and TPOT latencies", s.opts.Quantile*100)
 	}
-	c.JSON(http.StatusOK, gin.H{
-		"message": "Latency Predictor is running.", "model_type": wire.ModelType,
-		"objective_type": string(s.opts.Objective), "quantile": s.opts.Quantile, "description": desc,
-	})
+	c.JSON(http.StatusOK, wire.TrainerRoot{Message: "Latency Predictor is running.", Serving: s.serving(), Description: desc})
+}
+
+// serving is the statistic the predictors this trainer trains for serve.
+func (s *trainerServer) serving() wire.Serving {
+	return wire.NewServing(string(s.opts.Objective), s.opts.Quantile)
 }

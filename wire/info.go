@@ -89,18 +89,18 @@ type TransferInfo struct {
 	Ready bool `json:"ready"`
 	// TrainSamples and HoldoutSamples are what the store holds now
 	// (trainer) or held when the model was trained (predictor).
-	TrainSamples     int               `json:"train_samples"`
-	HoldoutSamples   int               `json:"holdout_samples"`
-	TrainedOnSamples int               `json:"trained_on_samples"`
+	TrainSamples     int                     `json:"train_samples"`
+	HoldoutSamples   int                     `json:"holdout_samples"`
+	TrainedOnSamples int                     `json:"trained_on_samples"`
 	Holdout          model.Quality           `json:"holdout"`
 	HoldoutCoverage  *model.QuantileCoverage `json:"holdout_coverage,omitempty"`
-	Calibration      string            `json:"calibration_source,omitempty"`
+	Calibration      string                  `json:"calibration_source,omitempty"`
 	// DefaultBytesPerToken applies to predictions and samples that do not
 	// give kv_bytes_per_token; 1 means the law is in tokens.
-	DefaultBytesPerToken float64         `json:"default_bytes_per_token,omitempty"`
+	DefaultBytesPerToken float64               `json:"default_bytes_per_token,omitempty"`
 	Classes              []model.TransferClass `json:"classes,omitempty"`
-	TrainedAt            any             `json:"trained_at"`
-	TrainSeconds         float64         `json:"train_seconds"`
+	TrainedAt            any                   `json:"trained_at"`
+	TrainSeconds         float64               `json:"train_seconds"`
 }
 
 // TargetInfo describes one target's model in a ModelInfo.
@@ -114,10 +114,10 @@ type TargetInfo struct {
 	TrainSamples   int `json:"train_samples"`
 	HoldoutSamples int `json:"holdout_samples"`
 	// Trained* are the counts the model was trained and measured on.
-	TrainedOnSamples int     `json:"trained_on_samples"`
+	TrainedOnSamples int           `json:"trained_on_samples"`
 	Holdout          model.Quality `json:"holdout"`
 	HoldoutLinear    model.Quality `json:"holdout_linear"`
-	Calibration      string  `json:"calibration_source,omitempty"`
+	Calibration      string        `json:"calibration_source,omitempty"`
 	// CalibrationAdjustment is the level the model serves its tracked
 	// quantile at, learned from live coverage (model.LevelAdjustment); absent
 	// while every level is served as calibrated.
@@ -126,14 +126,14 @@ type TargetInfo struct {
 	// the training ranges, learned from the live samples there alone
 	// (model.Calibration.OutOfRange); absent while they are served like rows in
 	// range.
-	CalibrationOutOfRangeAdjustment *model.LevelAdjustment   `json:"calibration_out_of_range_adjustment,omitempty"`
-	Trees                           int                `json:"trees"`
-	TrainedAt                       any                `json:"trained_at"`
-	TrainSeconds                    float64            `json:"train_seconds"`
-	FeatureRanges                   map[string]model.Range   `json:"feature_ranges,omitempty"`
-	Columns                         []string           `json:"columns,omitempty"`
-	LinearIntercept                 float64            `json:"linear_intercept"`
-	LinearCoefficients              map[string]float64 `json:"linear_coefficients,omitempty"`
+	CalibrationOutOfRangeAdjustment *model.LevelAdjustment `json:"calibration_out_of_range_adjustment,omitempty"`
+	Trees                           int                    `json:"trees"`
+	TrainedAt                       any                    `json:"trained_at"`
+	TrainSeconds                    float64                `json:"train_seconds"`
+	FeatureRanges                   map[string]model.Range `json:"feature_ranges,omitempty"`
+	Columns                         []string               `json:"columns,omitempty"`
+	LinearIntercept                 float64                `json:"linear_intercept"`
+	LinearCoefficients              map[string]float64     `json:"linear_coefficients,omitempty"`
 	// Selection is the configuration the trainer chose for this model and
 	// every candidate's error (model.Selection); absent when none was chosen.
 	Selection *model.Selection `json:"selection,omitempty"`
