@@ -133,7 +133,7 @@ func (r *Report) BesideFloor(floor *Report) error {
 		return fmt.Errorf("floor beside prequential: floor in blocks of %d rows, prequential retrains every %d", floor.Every, r.Every)
 	}
 	r.Floors = nil
-	for _, t := range features.Targets {
+	for _, t := range features.PodTargets {
 		h := r.Find(t, ModelHeadroom)
 		f, ok := floor.Lowest(t)
 		if h == nil || h.Rows == 0 || !ok || f.MAPE <= 0 {
