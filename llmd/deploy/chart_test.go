@@ -16,7 +16,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -29,6 +28,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/headroomhq/headroom/llmd/inproc"
+	"github.com/headroomhq/headroom/llmd/internal/headroomtest"
 )
 
 const (
@@ -203,8 +203,8 @@ func TestChart(t *testing.T) {
 			// image's entrypoint and command when the chart gives none), on
 			// loopback ports and a scratch data directory, is a Headroom
 			// trainer and predictor.
-			bin := headroomBinary(t)
-			tAddr, pAddr, besideAddr := freePort(t), freePort(t), freePort(t)
+			bin := headroomtest.Binary(t)
+			tAddr, pAddr, besideAddr := headroomtest.FreePort(t), headroomtest.FreePort(t), headroomtest.FreePort(t)
 			tEnv := imageEnv(t)
 			for k, v := range env(t, objects, trainer) {
 				tEnv[k] = v
@@ -341,46 +341,4 @@ func get(t *testing.T, url string) string {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-}
-
-func freePort(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
-
-var (
-	buildOnce sync.Once
-	binary    string
-	buildErr  error
-)
-
-// headroomBinary is $HEADROOM_BIN, or headroom built once from the
-// repository.
-func headroomBinary(t *testing.T) string {
-	t.Helper()
-	if b := os.Getenv("HEADROOM_BIN"); b != "" {
-		return b
-	}
-	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "headroom-chart-test-")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		binary = filepath.Join(dir, "headroom")
-		cmd := exec.Command("go", "build", "-o", binary, "./cmd/headroom")
-		cmd.Dir = "../.."
-		if out, err := cmd.CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("build headroom: %v\n%s", err, out)
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return binary
 }

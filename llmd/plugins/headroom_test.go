@@ -4,14 +4,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
+	"github.com/headroomhq/headroom/llmd/internal/headroomtest"
 	"io"
 	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -23,48 +22,6 @@ type headroom struct {
 	trainer, predictor string
 }
 
-var (
-	buildOnce sync.Once
-	binary    string
-	buildErr  error
-)
-
-// headroomBinary is the headroom command: $HEADROOM_BIN, or built once from
-// the repository this module sits in.
-func headroomBinary(t testing.TB) string {
-	t.Helper()
-	if b := os.Getenv("HEADROOM_BIN"); b != "" {
-		return b
-	}
-	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "headroom-llmd-test-")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		binary = filepath.Join(dir, "headroom")
-		cmd := exec.Command("go", "build", "-o", binary, "./cmd/headroom")
-		cmd.Dir = "../.."
-		if out, err := cmd.CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("build headroom: %v\n%s", err, out)
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return binary
-}
-
-func freePort(t testing.TB) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
-
 // startHeadroom starts an empty Headroom that fits linear models only, so
 // its models are a function of its samples and every retrain is quick.
 func startHeadroom(t testing.TB) *headroom { return startHeadroomWith(t, false) }
@@ -74,13 +31,13 @@ func startHeadroom(t testing.TB) *headroom { return startHeadroomWith(t, false) 
 // configurations.
 func startHeadroomWith(t testing.TB, trees bool) *headroom {
 	t.Helper()
-	tAddr, pAddr := freePort(t), freePort(t)
+	tAddr, pAddr := headroomtest.FreePort(t), headroomtest.FreePort(t)
 	args := []string{"serve", "--data-dir", t.TempDir(), "--trainer-listen", tAddr, "--predictor-listen", pAddr,
 		"--kv-bytes-per-token", "131072", "--log-level", "warn", "--self-tune=false"}
 	if !trees {
 		args = append(args, "--no-xgboost", "--model-kind", "linear")
 	}
-	cmd := exec.Command(headroomBinary(t), args...)
+	cmd := exec.Command(headroomtest.Binary(t), args...)
 	cmd.Stdout, cmd.Stderr = io.Discard, os.Stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
