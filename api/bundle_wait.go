@@ -8,8 +8,8 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/headroomhq/headroom/bundle"
 	"github.com/headroomhq/headroom/internal/admission"
-	"github.com/headroomhq/headroom/model"
 	"github.com/headroomhq/headroom/wire"
 )
 
@@ -20,7 +20,7 @@ import (
 // moment it is published instead of at their next poll; the poll stays as
 // the fallback (predictor.Syncer). "New" is by ETag, not by version: a
 // predictor holding v57 of a trainer whose bundles were since wiped is
-// answered with the new lineage's v1 (model.CheckSuccessor takes it, since
+// answered with the new lineage's v1 (bundle.CheckSuccessor takes it, since
 // the lineage began after v57 was made).
 
 // Defaults for TrainerOptions.MaxBundleWatchers and
@@ -58,7 +58,7 @@ func bundleWait(c *gin.Context) (time.Duration, bool) {
 // has gone or the server is draining, whichever comes first. A long poll
 // (wait > 0) takes a place under the watcher bounds; when none is free it
 // answers the request itself, 429 or 503, and ok is false.
-func (s *trainerServer) awaitBundle(c *gin.Context, inm string, wait time.Duration) (pub *model.Published, ok bool) {
+func (s *trainerServer) awaitBundle(c *gin.Context, inm string, wait time.Duration) (pub *bundle.Published, ok bool) {
 	if wait > 0 {
 		addr := clientAddress(c)
 		if err := s.watches.Enter(addr); err != nil {
@@ -69,7 +69,7 @@ func (s *trainerServer) awaitBundle(c *gin.Context, inm string, wait time.Durati
 		s.watchers.Inc()
 		defer s.watchers.Dec()
 	}
-	held := func(pub *model.Published) bool { return etagMatches(inm, pub.ETag()) }
+	held := func(pub *bundle.Published) bool { return etagMatches(inm, pub.ETag()) }
 	return s.t.Await(c.Request.Context(), wait, s.opts.Draining, held), true
 }
 

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/headroomhq/headroom/bundle"
 	"github.com/headroomhq/headroom/features"
 	"github.com/headroomhq/headroom/model"
 	"github.com/headroomhq/headroom/model/modeltest"
@@ -63,7 +64,7 @@ func benchPredictor(tb testing.TB) *predictor.Predictor {
 	b := &model.Bundle{Version: 1, CreatedAt: time.Now(),
 		TTFT: benchTreeModel(tb, features.DefaultTTFTColumns, 1, 200, 6),
 		TPOT: benchTreeModel(tb, features.DefaultTPOTColumns, 2, 200, 6)}
-	p.Swap(&model.Published{Bundle: b}, time.Now())
+	p.Swap(&bundle.Published{Bundle: b}, time.Now())
 	return p
 }
 

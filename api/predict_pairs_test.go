@@ -10,6 +10,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/headroomhq/headroom/bundle"
 	"github.com/headroomhq/headroom/model"
 	"github.com/headroomhq/headroom/predictor"
 )
@@ -51,7 +52,7 @@ func withTransfer(tb testing.TB, p *predictor.Predictor, m *model.TransferModel)
 	b.Version++
 	b.Checksum += "+transfer"
 	b.Transfer = m
-	if !p.Swap(&model.Published{Bundle: &b}, at) {
+	if !p.Swap(&bundle.Published{Bundle: &b}, at) {
 		tb.Fatal("bundle with a transfer model not swapped in")
 	}
 }

@@ -2,7 +2,6 @@ package model
 
 import (
 	"math"
-	"reflect"
 	"testing"
 	"time"
 )
@@ -41,30 +40,5 @@ func TestSelectionValidate(t *testing.T) {
 	var none *Selection
 	if err := none.Validate(); err != nil {
 		t.Errorf("a model without a selection: %v", err)
-	}
-}
-
-// A selection travels in the bundle, and one that does not validate makes
-// the bundle unreadable rather than show a choice that was not made.
-func TestSelectionInBundle(t *testing.T) {
-	b := testBundle(t)
-	b.TTFT.Selection = testSelection()
-	data, err := b.Encode(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, err := Decode(data, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !reflect.DeepEqual(got.TTFT.Selection, b.TTFT.Selection) || got.TPOT.Selection != nil {
-		t.Errorf("decoded selections %+v, %+v", got.TTFT.Selection, got.TPOT.Selection)
-	}
-	b.TTFT.Selection.Chosen = "nowhere"
-	if data, err = b.Encode(nil); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := Decode(data, nil); err == nil {
-		t.Error("decoded a bundle whose selection names no scored candidate")
 	}
 }

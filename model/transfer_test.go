@@ -159,56 +159,10 @@ func TestTransferPrepareRefuses(t *testing.T) {
 	}
 }
 
-func TestBundleCarriesTheTransferModel(t *testing.T) {
-	b := testBundle(t)
-	b.Transfer = testTransferModel(t)
-	data, err := b.Encode(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, err := Decode(data, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got.Transfer == nil {
-		t.Fatal("transfer model lost in the round trip")
-	}
-	want, _ := b.Transfer.Predict(features.CrossZone, 3000, 0, 2)
-	if have, ok := got.Transfer.Predict(features.CrossZone, 3000, 0, 2); !ok || have != want {
-		t.Fatalf("decoded model predicts %v (ok %v), the original %v", have, ok, want)
-	}
-
-	// A bundle whose transfer model is inconsistent is refused whole.
-	b.Transfer.Classes[0].BytesPerSec = -1
-	bad, err := b.Encode(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := Decode(bad, nil); err == nil || !strings.Contains(err.Error(), "bandwidth") {
-		t.Fatalf("Decode of a bundle with a negative bandwidth: %v", err)
-	}
-
-	// A bundle without one (every bundle before this target) still decodes.
-	b.Transfer = nil
-	old, err := b.Encode(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if strings.Contains(string(old), "kv_transfer") {
-		t.Fatal("a bundle without a transfer model mentions it")
-	}
-	if got, err := Decode(old, nil); err != nil || got.Transfer != nil {
-		t.Fatalf("Decode of a bundle without a transfer model: %v, %v", got, err)
-	}
-}
-
 // The /status line: {"ready": false} alone without a model; with one, its
 // holdout figures and each class's.
 func TestTransferStatus(t *testing.T) {
 	var none *TransferModel
-	if b, err := json.Marshal((*Published)(nil).TransferStatus()); err != nil || string(b) != `{"ready":false}` {
-		t.Errorf("no bundle: %s, %v", b, err)
-	}
 	if b, err := json.Marshal(none.Status()); err != nil || string(b) != `{"ready":false}` {
 		t.Errorf("no transfer model: %s, %v", b, err)
 	}

@@ -3,9 +3,8 @@ package predictor
 import (
 	"time"
 
+	"github.com/headroomhq/headroom/bundle"
 	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/headroomhq/headroom/model"
 )
 
 // Metrics are the predictor's model-sync series. A nil *Metrics records
@@ -60,7 +59,7 @@ func (m *Metrics) epochChanged() {
 	}
 }
 
-func (m *Metrics) observeBundle(p *model.Published) {
+func (m *Metrics) observeBundle(p *bundle.Published) {
 	if m == nil || p == nil {
 		return
 	}
@@ -71,7 +70,7 @@ func (m *Metrics) observeBundle(p *model.Published) {
 
 // ObserveBundle records a bundle put in service by other means than a sync
 // (a local file at start, or a trainer in the same process).
-func (m *Metrics) ObserveBundle(p *model.Published) { m.observeBundle(p) }
+func (m *Metrics) ObserveBundle(p *bundle.Published) { m.observeBundle(p) }
 
 // WatchAge exports the age of p's bundle in service, computed at scrape time,
 // so a stalled trainer shows as a growing number.

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/headroomhq/headroom/bundle"
 	"github.com/headroomhq/headroom/features"
 	"github.com/headroomhq/headroom/model"
 	"github.com/headroomhq/headroom/model/modeltest"
@@ -72,9 +73,9 @@ func BenchmarkPredictRow(b *testing.B) {
 	for _, depth := range []int{3, 4, 6} {
 		for _, n := range []int{100, 200, 400} {
 			p, _ := New(Mean, 0.9)
-			bundle := &model.Bundle{Version: 1, CreatedAt: time.Now(),
+			mb := &model.Bundle{Version: 1, CreatedAt: time.Now(),
 				TTFT: treeModel(b, features.TTFT, n, depth), TPOT: treeModel(b, features.TPOT, n, depth)}
-			p.Swap(&model.Published{Bundle: bundle}, time.Now())
+			p.Swap(&bundle.Published{Bundle: mb}, time.Now())
 			b.Run(fmt.Sprintf("trees=%d/depth=%d", n, depth), func(b *testing.B) {
 				out := make([]wire.Prediction, len(rows))
 				b.ReportAllocs()

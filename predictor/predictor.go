@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/headroomhq/headroom/bundle"
 	"github.com/headroomhq/headroom/features"
 	"github.com/headroomhq/headroom/model"
 	"github.com/headroomhq/headroom/wire"
@@ -47,7 +48,7 @@ const (
 
 // loaded is one bundle in service with the time it was swapped in.
 type loaded struct {
-	pub      *model.Published
+	pub      *bundle.Published
 	loadedAt time.Time
 }
 
@@ -77,11 +78,11 @@ func (p *Predictor) Quantile() float64    { return p.stat.Quantile }
 // Statistic is what every prediction of p reports.
 func (p *Predictor) Statistic() Statistic { return p.stat }
 
-// Swap puts pub in service if it is current (model.CheckSuccessor at
+// Swap puts pub in service if it is current (bundle.CheckSuccessor at
 // now): not the bundle in service, not an older version of its lineage,
 // not of another lineage that began before the bundle in service was
 // made. It returns whether it swapped.
-func (p *Predictor) Swap(pub *model.Published, now time.Time) bool {
+func (p *Predictor) Swap(pub *bundle.Published, now time.Time) bool {
 	_, err := p.swap(pub, now, false)
 	return err == nil
 }
@@ -89,16 +90,16 @@ func (p *Predictor) Swap(pub *model.Published, now time.Time) bool {
 // swap is Swap, also returning the bundle it replaced (nil if none) and
 // why it did not swap. With anyAge, what an operator asks for, it takes
 // pub whatever its lineage and age, if it is not the bundle in service.
-func (p *Predictor) swap(pub *model.Published, now time.Time, anyAge bool) (*model.Published, error) {
+func (p *Predictor) swap(pub *bundle.Published, now time.Time, anyAge bool) (*bundle.Published, error) {
 	for {
 		cur := p.cur.Load()
-		var prev *model.Published
+		var prev *bundle.Published
 		var prevBundle *model.Bundle
 		if cur != nil {
 			prev, prevBundle = cur.pub, cur.pub.Bundle
 		}
-		err := model.CheckSuccessor(pub.Bundle, prevBundle, now)
-		if anyAge && err != nil && !errors.Is(err, model.ErrSameBundle) {
+		err := bundle.CheckSuccessor(pub.Bundle, prevBundle, now)
+		if anyAge && err != nil && !errors.Is(err, bundle.ErrSameBundle) {
 			err = nil
 		}
 		if err != nil {
@@ -112,7 +113,7 @@ func (p *Predictor) swap(pub *model.Published, now time.Time, anyAge bool) (*mod
 
 // Current returns the bundle in service and when it was loaded; nil before
 // the first.
-func (p *Predictor) Current() (*model.Published, time.Time) {
+func (p *Predictor) Current() (*bundle.Published, time.Time) {
 	cur := p.cur.Load()
 	if cur == nil {
 		return nil, time.Time{}

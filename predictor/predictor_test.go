@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/headroomhq/headroom/bundle"
 	"github.com/headroomhq/headroom/features"
 	"github.com/headroomhq/headroom/model"
 	"github.com/headroomhq/headroom/wire"
@@ -39,29 +40,29 @@ func linearModel(t testing.TB, cols []string, base, perRunning, spread float64) 
 	return m
 }
 
-func testPublished(t testing.TB, version uint64, ttftBase float64) *model.Published {
+func testPublished(t testing.TB, version uint64, ttftBase float64) *bundle.Published {
 	t.Helper()
 	b := &model.Bundle{Version: version, CreatedAt: time.Now().UTC(),
 		TTFT: linearModel(t, features.DefaultTTFTColumns, ttftBase, 10, 0.2),
 		TPOT: linearModel(t, features.DefaultTPOTColumns, 15, 0.5, 0.1)}
-	data, err := b.Encode(nil)
+	data, err := bundle.Encode(b, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &model.Published{Bundle: b, Encoded: data}
+	return &bundle.Published{Bundle: b, Encoded: data}
 }
 
 // lineagePublished is testPublished in lineage epoch ("" for a bundle of a
 // trainer without epochs).
-func lineagePublished(t testing.TB, epoch string, version uint64, ttftBase float64) *model.Published {
+func lineagePublished(t testing.TB, epoch string, version uint64, ttftBase float64) *bundle.Published {
 	t.Helper()
 	b := testPublished(t, version, ttftBase).Bundle
 	b.Epoch = epoch
-	data, err := b.Encode(nil)
+	data, err := bundle.Encode(b, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &model.Published{Bundle: b, Encoded: data}
+	return &bundle.Published{Bundle: b, Encoded: data}
 }
 
 func TestPredictNotReady(t *testing.T) {
@@ -135,7 +136,7 @@ func TestSwapOnlyForwards(t *testing.T) {
 func TestSwapFollowsANewLineage(t *testing.T) {
 	p, _ := New(Mean, 0.9)
 	for _, step := range []struct {
-		pub  *model.Published
+		pub  *bundle.Published
 		want bool
 	}{
 		{lineagePublished(t, "", 57, 100), true},  // a trainer of a release without epochs
@@ -211,7 +212,7 @@ func BenchmarkPredict10Rows(b *testing.B) {
 // predictions its rows get one at a time, in order.
 func TestPredictLargeBatchMatchesRowByRow(t *testing.T) {
 	p, _ := New(Quantile, 0.9)
-	p.Swap(&model.Published{Bundle: &model.Bundle{Version: 1, CreatedAt: time.Now(),
+	p.Swap(&bundle.Published{Bundle: &model.Bundle{Version: 1, CreatedAt: time.Now(),
 		TTFT: treeModel(t, features.TTFT, 16, 4), TPOT: treeModel(t, features.TPOT, 16, 4)}}, time.Now())
 	for _, n := range []int{2*parallelRows - 1, 2 * parallelRows, 5*parallelRows + 3} {
 		rows := benchRows(n)

@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/headroomhq/headroom/bundle"
 	"github.com/headroomhq/headroom/internal/priority"
 	"github.com/headroomhq/headroom/model"
 )
@@ -259,12 +260,12 @@ func (s *Syncer) load(body io.Reader, anyAge bool) (bool, error) {
 		s.Metrics.syncResult("refused")
 		return false, fmt.Errorf("sync bundle from %s: larger than %d bytes", s.trainer(), maxBundleBytes)
 	}
-	b, err := model.Decode(data, s.SigningKey)
+	b, err := bundle.Decode(data, s.SigningKey)
 	if err != nil {
 		s.Metrics.syncResult("refused")
 		return false, fmt.Errorf("sync bundle from %s: refused: %w", s.trainer(), err)
 	}
-	pub := &model.Published{Bundle: b, Encoded: data}
+	pub := &bundle.Published{Bundle: b, Encoded: data}
 	prev, err := s.Predictor.swap(pub, time.Now().UTC(), anyAge)
 	if err != nil {
 		s.refused(b, prev, err)
@@ -273,7 +274,7 @@ func (s *Syncer) load(body io.Reader, anyAge bool) (bool, error) {
 	s.Metrics.syncResult("ok")
 	s.Metrics.observeBundle(pub)
 	lineageChanged := prev != nil && prev.Bundle.Epoch != b.Epoch
-	older := prev != nil && model.CheckSuccessor(b, prev.Bundle, time.Now().UTC()) != nil
+	older := prev != nil && bundle.CheckSuccessor(b, prev.Bundle, time.Now().UTC()) != nil
 	switch {
 	case older:
 		s.Metrics.epochChanged()
@@ -294,18 +295,18 @@ func (s *Syncer) load(body io.Reader, anyAge bool) (bool, error) {
 }
 
 // refused counts and logs a bundle the trainer served that was not taken
-// (err from model.CheckSuccessor), beside prev, the bundle in service.
+// (err from bundle.CheckSuccessor), beside prev, the bundle in service.
 // Nothing on disk changes: the bundles kept are the one in service's
 // lineage, which a replay must not erase.
-func (s *Syncer) refused(b *model.Bundle, prev *model.Published, err error) {
+func (s *Syncer) refused(b *model.Bundle, prev *bundle.Published, err error) {
 	var result, why string
 	switch {
-	case errors.Is(err, model.ErrSameBundle):
+	case errors.Is(err, bundle.ErrSameBundle):
 		s.Metrics.syncResult("ok")
 		return
-	case errors.Is(err, model.ErrStale):
+	case errors.Is(err, bundle.ErrStale):
 		result, why = "stale", "the trainer serves an older bundle of the lineage in service; keeping the newer"
-	case errors.Is(err, model.ErrOlderLineage):
+	case errors.Is(err, bundle.ErrOlderLineage):
 		result, why = "older_lineage", "the trainer serves a bundle of a lineage older than the bundle in service "+
 			"(a replay, or a trainer restored or replaced); keeping the newer: an operator may take it with POST /reload?accept_older=true"
 	default:
@@ -323,13 +324,13 @@ func (s *Syncer) refused(b *model.Bundle, prev *model.Published, err error) {
 // before it; on a new lineage (or an older bundle an operator asked for),
 // alone: the others would outrank it when a restart chooses (LoadDir).
 func (s *Syncer) keep(v uint64, data []byte, alone bool) {
-	if _, err := model.WriteBundle(s.SaveDir, v, data); err != nil {
+	if _, err := bundle.Write(s.SaveDir, v, data); err != nil {
 		s.logger().Warn("could not keep a local copy of the bundle", "error", err)
 		return
 	}
-	prune := func() error { return model.PruneBundles(s.SaveDir, 2) }
+	prune := func() error { return bundle.Prune(s.SaveDir, 2) }
 	if alone {
-		prune = func() error { return model.RemoveBundlesExcept(s.SaveDir, v) }
+		prune = func() error { return bundle.RemoveExcept(s.SaveDir, v) }
 	}
 	if err := prune(); err != nil {
 		s.logger().Warn("pruning local bundles failed", "error", err)
@@ -365,16 +366,16 @@ func (s *Syncer) logger() *slog.Logger {
 // LoadFile puts a bundle file in service, for a predictor that must answer
 // before the trainer does. The operator named it: it is taken whatever its
 // age.
-func LoadFile(p *Predictor, path string, key []byte) (*model.Published, error) {
+func LoadFile(p *Predictor, path string, key []byte) (*bundle.Published, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("load bundle %s: %w", path, err)
 	}
-	b, err := model.Decode(data, key)
+	b, err := bundle.Decode(data, key)
 	if err != nil {
 		return nil, fmt.Errorf("load bundle %s: %w", path, err)
 	}
-	pub := &model.Published{Bundle: b, Encoded: data}
+	pub := &bundle.Published{Bundle: b, Encoded: data}
 	p.swap(pub, time.Now().UTC(), true)
 	return pub, nil
 }
@@ -383,19 +384,19 @@ func LoadFile(p *Predictor, path string, key []byte) (*model.Published, error) {
 // newest by CheckSuccessor, not by version number, so that a crash between
 // saving a new lineage's v1 and removing the old lineage's v57 does not
 // bring the old one back.
-func LoadDir(p *Predictor, dir string, key []byte) (*model.Published, error) {
-	vs, err := model.BundleVersions(dir)
+func LoadDir(p *Predictor, dir string, key []byte) (*bundle.Published, error) {
+	vs, err := bundle.Versions(dir)
 	if err != nil {
 		return nil, err
 	}
 	now := time.Now().UTC()
-	var best *model.Published
+	var best *bundle.Published
 	for _, v := range vs {
-		data, err := os.ReadFile(model.BundlePath(dir, v))
+		data, err := os.ReadFile(bundle.Path(dir, v))
 		if err != nil {
 			continue
 		}
-		b, err := model.Decode(data, key)
+		b, err := bundle.Decode(data, key)
 		if err != nil {
 			continue // a copy that no longer verifies (another key): the trainer will answer
 		}
@@ -403,8 +404,8 @@ func LoadDir(p *Predictor, dir string, key []byte) (*model.Published, error) {
 		if best != nil {
 			cur = best.Bundle
 		}
-		if model.CheckSuccessor(b, cur, now) == nil {
-			best = &model.Published{Bundle: b, Encoded: data}
+		if bundle.CheckSuccessor(b, cur, now) == nil {
+			best = &bundle.Published{Bundle: b, Encoded: data}
 		}
 	}
 	if best == nil {

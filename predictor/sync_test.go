@@ -16,14 +16,14 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/headroomhq/headroom/bundle"
 	"github.com/headroomhq/headroom/internal/polltest"
-	"github.com/headroomhq/headroom/model"
 )
 
 // fakeTrainer serves a settable bundle on BundlePath with ETag support.
 type fakeTrainer struct {
 	mu       sync.Mutex
-	pub      *model.Published
+	pub      *bundle.Published
 	body     []byte // overrides pub.Encoded when set
 	down     bool
 	requests atomic.Int32
@@ -54,7 +54,7 @@ func (f *fakeTrainer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-func (f *fakeTrainer) set(pub *model.Published, body []byte, down bool) {
+func (f *fakeTrainer) set(pub *bundle.Published, body []byte, down bool) {
 	f.mu.Lock()
 	f.pub, f.body, f.down = pub, body, down
 	f.mu.Unlock()
@@ -159,8 +159,8 @@ func TestSyncRequiresSignatureWhenKeyed(t *testing.T) {
 		t.Fatalf("unsigned bundle accepted by a keyed predictor: %v", err)
 	}
 	b := testPublished(t, 2, 100).Bundle
-	data, _ := b.Encode(s.SigningKey)
-	ft.set(&model.Published{Bundle: b, Encoded: data}, nil, false)
+	data, _ := bundle.Encode(b, s.SigningKey)
+	ft.set(&bundle.Published{Bundle: b, Encoded: data}, nil, false)
 	if _, err := s.SyncOnce(context.Background()); err != nil || !s.Predictor.Ready() {
 		t.Fatalf("signed bundle refused: %v", err)
 	}
@@ -196,7 +196,7 @@ func TestRunPollsUntilCancelled(t *testing.T) {
 // first bundle, is held until the bundle changes or the wait has passed.
 type holdingTrainer struct {
 	mu       sync.Mutex
-	pub      *model.Published
+	pub      *bundle.Published
 	changed  chan struct{} // closed and replaced by set
 	held     atomic.Int32  // requests being held now
 	requests atomic.Int32
@@ -205,7 +205,7 @@ type holdingTrainer struct {
 
 func newHoldingTrainer() *holdingTrainer { return &holdingTrainer{changed: make(chan struct{})} }
 
-func (f *holdingTrainer) set(pub *model.Published) {
+func (f *holdingTrainer) set(pub *bundle.Published) {
 	f.mu.Lock()
 	f.pub = pub
 	close(f.changed)
@@ -388,7 +388,7 @@ func TestSyncFollowsATrainerWhoseBundlesWereWiped(t *testing.T) {
 	}
 	// The copy is saved after the swap: wait for it.
 	saved := func(want ...uint64) func() bool {
-		return func() bool { vs, _ := model.BundleVersions(s.SaveDir); return slices.Equal(vs, want) }
+		return func() bool { vs, _ := bundle.Versions(s.SaveDir); return slices.Equal(vs, want) }
 	}
 	polltest.Until(t, "only the new lineage's v1 saved", 20*time.Second, saved(1))
 	restarted, _ := New(Mean, 0.9)
@@ -415,15 +415,15 @@ func TestSyncFollowsATrainerWhoseBundlesWereWiped(t *testing.T) {
 }
 
 // madePublished is a bundle of lineage epoch at version, made at made.
-func madePublished(t testing.TB, epoch string, version uint64, made time.Time) *model.Published {
+func madePublished(t testing.TB, epoch string, version uint64, made time.Time) *bundle.Published {
 	t.Helper()
 	b := testPublished(t, version, float64(version)).Bundle
 	b.Epoch, b.CreatedAt = epoch, made
-	data, err := b.Encode(nil)
+	data, err := bundle.Encode(b, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &model.Published{Bundle: b, Encoded: data}
+	return &bundle.Published{Bundle: b, Encoded: data}
 }
 
 // Bundles are current, not only genuine. A predictor serving lineage B
@@ -435,8 +435,8 @@ func madePublished(t testing.TB, epoch string, version uint64, made time.Time) *
 // so one replay rolled every predictor back across restarts (issue 26).
 func TestSyncRefusesAnOlderLineageUnlessTheOperatorSaysSo(t *testing.T) {
 	now := time.Now().UTC()
-	old := model.NewEpoch(now.Add(-3 * time.Hour))
-	current := model.NewEpoch(now.Add(-10 * time.Minute))
+	old := bundle.NewEpoch(now.Add(-3 * time.Hour))
+	current := bundle.NewEpoch(now.Add(-10 * time.Minute))
 	ft := &fakeTrainer{}
 	srv := httptest.NewServer(ft)
 	defer srv.Close()
@@ -455,7 +455,7 @@ func TestSyncRefusesAnOlderLineageUnlessTheOperatorSaysSo(t *testing.T) {
 	}
 	saved := func(want ...uint64) {
 		t.Helper()
-		if vs, _ := model.BundleVersions(s.SaveDir); !slices.Equal(vs, want) {
+		if vs, _ := bundle.Versions(s.SaveDir); !slices.Equal(vs, want) {
 			t.Fatalf("saved versions %v, want %v", vs, want)
 		}
 	}
@@ -482,7 +482,7 @@ func TestSyncRefusesAnOlderLineageUnlessTheOperatorSaysSo(t *testing.T) {
 		t.Errorf("older_lineage syncs %v, want 1", got)
 	}
 
-	ft.set(madePublished(t, model.NewEpoch(now.Add(time.Hour)), 1, now.Add(time.Hour)), nil, false) // a forged future
+	ft.set(madePublished(t, bundle.NewEpoch(now.Add(time.Hour)), 1, now.Add(time.Hour)), nil, false) // a forged future
 	sync()
 	serving(current, 2)
 	if got := testutil.ToFloat64(m.syncs.WithLabelValues("future")); got != 1 {
@@ -504,11 +504,11 @@ func TestSyncRefusesAnOlderLineageUnlessTheOperatorSaysSo(t *testing.T) {
 func TestLoadDirChoosesTheNewestLineage(t *testing.T) {
 	now := time.Now().UTC()
 	dir := t.TempDir()
-	for _, pub := range []*model.Published{
-		madePublished(t, model.NewEpoch(now.Add(-3*time.Hour)), 57, now.Add(-2*time.Hour)),
-		madePublished(t, model.NewEpoch(now.Add(-time.Hour)), 1, now.Add(-50*time.Minute)),
+	for _, pub := range []*bundle.Published{
+		madePublished(t, bundle.NewEpoch(now.Add(-3*time.Hour)), 57, now.Add(-2*time.Hour)),
+		madePublished(t, bundle.NewEpoch(now.Add(-time.Hour)), 1, now.Add(-50*time.Minute)),
 	} {
-		if _, err := model.WriteBundle(dir, pub.Bundle.Version, pub.Encoded); err != nil {
+		if _, err := bundle.Write(dir, pub.Bundle.Version, pub.Encoded); err != nil {
 			t.Fatal(err)
 		}
 	}

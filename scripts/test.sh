@@ -105,10 +105,10 @@ if [ "$long" = 1 ]; then
 		fuzz wire "$target" 2m
 	done
 	fuzz internal/jsonscan FuzzScan 2m
-	fuzz model FuzzDecodeBundle 2m
-	fuzz model FuzzDecodeBundlePayload 2m
+	fuzz bundle FuzzDecodeBundle 2m
+	fuzz bundle FuzzDecodeBundlePayload 2m
 	fuzz trainer FuzzIngestThenGate 2m
 else
-	fuzz model FuzzDecodeBundle 100000x
-	fuzz model FuzzDecodeBundlePayload 50000x
+	fuzz bundle FuzzDecodeBundle 100000x
+	fuzz bundle FuzzDecodeBundlePayload 50000x
 fi

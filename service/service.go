@@ -21,7 +21,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/headroomhq/headroom/api"
-	"github.com/headroomhq/headroom/model"
+	"github.com/headroomhq/headroom/bundle"
 	"github.com/headroomhq/headroom/predictor"
 	"github.com/headroomhq/headroom/store"
 	"github.com/headroomhq/headroom/trainer"
@@ -236,7 +236,7 @@ func newRegistry() *prometheus.Registry {
 }
 
 // swapIn puts pub into service on the in-process predictor.
-func (s *Service) swapIn(pub *model.Published) {
+func (s *Service) swapIn(pub *bundle.Published) {
 	if pub != nil && s.pred.Swap(pub, time.Now().UTC()) {
 		s.predMetrics.ObserveBundle(pub)
 	}
@@ -363,7 +363,7 @@ func (s *Service) Close() error {
 // Retrain runs one retrain attempt now, as the retrain loop does every
 // interval; a trainer beside a predictor puts the new bundle into service
 // before it returns. It returns the bundle published, if any.
-func (s *Service) Retrain(ctx context.Context) (*model.Published, error) {
+func (s *Service) Retrain(ctx context.Context) (*bundle.Published, error) {
 	if s.trainer == nil {
 		return nil, errors.New("service: Retrain without a trainer")
 	}

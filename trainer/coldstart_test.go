@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/headroomhq/headroom/bundle"
 	"github.com/headroomhq/headroom/features"
 	"github.com/headroomhq/headroom/model"
 	"github.com/headroomhq/headroom/trainer/fit"
@@ -39,7 +40,7 @@ func runTrainer(t *testing.T, tr *Trainer) {
 
 // nextPublication waits for the publication after the one whose channel
 // ch is, failing the test after a generous timeout (a loaded machine).
-func nextPublication(t *testing.T, tr *Trainer, ch <-chan struct{}, what string) *model.Published {
+func nextPublication(t *testing.T, tr *Trainer, ch <-chan struct{}, what string) *bundle.Published {
 	t.Helper()
 	select {
 	case <-ch:

@@ -6,6 +6,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/headroomhq/headroom/bundle"
 	"github.com/headroomhq/headroom/features"
 	"github.com/headroomhq/headroom/model"
 	"github.com/headroomhq/headroom/store"
@@ -128,7 +129,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 }
 
 // watchAge exports the age of the current bundle, computed at scrape time.
-func (m *Metrics) watchAge(current func() *model.Published) {
+func (m *Metrics) watchAge(current func() *bundle.Published) {
 	if m == nil {
 		return
 	}
@@ -163,7 +164,7 @@ func (m *Metrics) publishFailed() {
 
 // observeBundle exports the version and age of a published bundle; each
 // target exports its own model's figures (observeQuality).
-func (m *Metrics) observeBundle(p *model.Published) {
+func (m *Metrics) observeBundle(p *bundle.Published) {
 	if m == nil || p == nil {
 		return
 	}

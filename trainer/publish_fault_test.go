@@ -14,7 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/headroomhq/headroom/model"
+	"github.com/headroomhq/headroom/bundle"
 	"github.com/headroomhq/headroom/trainer/fit"
 	"github.com/headroomhq/headroom/xgboost"
 )
@@ -74,7 +74,7 @@ func TestPublishFailureKeepsBundleAndRetries(t *testing.T) {
 	if pub == nil || pub.Bundle.Version != 2 {
 		t.Fatalf("after the directory recovered: %+v, want version 2 published without new samples", pub)
 	}
-	if loaded, err := model.LoadNewestBundle(dir, nil, nil); err != nil || loaded == nil || loaded.Bundle.Version != 2 {
+	if loaded, err := bundle.LoadNewest(dir, nil, nil); err != nil || loaded == nil || loaded.Bundle.Version != 2 {
 		t.Errorf("bundle on disk: %+v, %v", loaded, err)
 	}
 }

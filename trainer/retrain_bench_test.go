@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/headroomhq/headroom/bundle"
 	"github.com/headroomhq/headroom/features"
 	"github.com/headroomhq/headroom/lab/loadgen"
 	"github.com/headroomhq/headroom/model"
@@ -261,13 +262,13 @@ func BenchmarkRetrainFullStore(b *testing.B) {
 				c.Support, c.Selection = nil, nil
 				*m = &c
 			}
-			encoded, err := legacy.Encode(nil)
+			encoded, err := bundle.Encode(&legacy, nil)
 			if err != nil {
 				b.Fatal(err)
 			}
 			loopCPU(b, func() {
 				bundles := b.TempDir()
-				if _, err := model.WriteBundle(bundles, legacy.Version, encoded); err != nil {
+				if _, err := bundle.Write(bundles, legacy.Version, encoded); err != nil {
 					b.Fatal(err)
 				}
 				tr, err := New(Config{Fit: opts, BundleDir: bundles}, db)

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/headroomhq/headroom/bundle"
 	"github.com/headroomhq/headroom/features"
 	"github.com/headroomhq/headroom/model"
 	"github.com/headroomhq/headroom/trainer/fit"
@@ -35,7 +36,7 @@ func TestTrainerChoosesAndKeepsConfigurations(t *testing.T) {
 	// Each retrain a minute after the last: choices are due by count and
 	// by rows, not held back by SelectConfig.MinInterval (tested below).
 	tr := newTrainer()
-	ttft := func(pub *model.Published) *model.Selection {
+	ttft := func(pub *bundle.Published) *model.Selection {
 		t.Helper()
 		if pub == nil || pub.Bundle.TTFT == nil {
 			t.Fatal("no TTFT model published")

@@ -4,6 +4,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/headroomhq/headroom/bundle"
 	"github.com/headroomhq/headroom/model"
 	"github.com/headroomhq/headroom/trainer/fit"
 )
@@ -27,11 +28,11 @@ func TestUpgradeMeasuresThenChooses(t *testing.T) {
 	m.Support, m.Selection = nil, nil
 	legacy.TTFT = &m
 	legacy.Version++
-	encoded, err := legacy.Encode(nil)
+	encoded, err := bundle.Encode(&legacy, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := model.WriteBundle(filepath.Join(f.dir, "bundles"), legacy.Version, encoded); err != nil {
+	if _, err := bundle.Write(filepath.Join(f.dir, "bundles"), legacy.Version, encoded); err != nil {
 		t.Fatal(err)
 	}
 

@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/headroomhq/headroom/bundle"
 	"github.com/headroomhq/headroom/features"
 	"github.com/headroomhq/headroom/internal/priority"
 	"github.com/headroomhq/headroom/model"
@@ -186,8 +187,8 @@ type Trainer struct {
 	// (target.go).
 	targets []target
 
-	current atomic.Pointer[model.Published]
-	// epoch names the lineage this trainer publishes into (model.NewEpoch):
+	current atomic.Pointer[bundle.Published]
+	// epoch names the lineage this trainer publishes into (bundle.NewEpoch):
 	// the newest saved bundle's, or a new one when there is none.
 	// versionFloor is the highest version of the bundle directory's files
 	// when none of them loaded: a new lineage there numbers above them, so
@@ -239,14 +240,14 @@ func New(cfg Config, db *store.DB) (*Trainer, error) {
 		t.xgbErr = errors.New("xgboost disabled by configuration")
 	}
 	if cfg.BundleDir != "" {
-		pub, err := model.LoadNewestBundle(cfg.BundleDir, cfg.SigningKey, func(path string, err error) {
+		pub, err := bundle.LoadNewest(cfg.BundleDir, cfg.SigningKey, func(path string, err error) {
 			cfg.Logger.Warn("skipping unreadable bundle", "path", path, "error", err)
 		})
 		if err != nil {
 			return nil, err
 		}
 		if pub == nil {
-			vs, err := model.BundleVersions(cfg.BundleDir)
+			vs, err := bundle.Versions(cfg.BundleDir)
 			if err != nil {
 				return nil, err
 			}
@@ -267,7 +268,7 @@ func New(cfg Config, db *store.DB) (*Trainer, error) {
 	if t.epoch == "" {
 		// No saved bundle (a first start, a wiped or unreadable directory,
 		// or none configured), or one of a release without epochs.
-		t.epoch = model.NewEpoch(cfg.Now())
+		t.epoch = bundle.NewEpoch(cfg.Now())
 		cfg.Logger.Info("new bundle lineage", "epoch", t.epoch, "bundle_dir", cfg.BundleDir)
 	}
 	cfg.Metrics.observeXGBoost(t.xgbErr == nil)
@@ -329,7 +330,7 @@ func (t *Trainer) inBackground(f func()) {
 }
 
 // Current is the newest published bundle, or nil before the first.
-func (t *Trainer) Current() *model.Published { return t.current.Load() }
+func (t *Trainer) Current() *bundle.Published { return t.current.Load() }
 
 // Epoch names the lineage of the bundles this trainer publishes.
 func (t *Trainer) Epoch() string { return t.epoch }
@@ -345,7 +346,7 @@ func (t *Trainer) Published() <-chan struct{} {
 // hold (held reports false for it), or when wait has passed, ctx is done
 // or stop is closed, whichever comes first: a long poll's wait for the
 // next publication.
-func (t *Trainer) Await(ctx context.Context, wait time.Duration, stop <-chan struct{}, held func(*model.Published) bool) *model.Published {
+func (t *Trainer) Await(ctx context.Context, wait time.Duration, stop <-chan struct{}, held func(*bundle.Published) bool) *bundle.Published {
 	if wait <= 0 {
 		return t.Current()
 	}
@@ -419,7 +420,7 @@ func (t *Trainer) Run(ctx context.Context) {
 // new model. It returns the published bundle, or nil when nothing changed.
 // Targets train one after the other (see below), each with a
 // single-threaded xgboost.
-func (t *Trainer) Retrain(ctx context.Context) (*model.Published, error) {
+func (t *Trainer) Retrain(ctx context.Context) (*bundle.Published, error) {
 	return t.retrain(ctx, pass{})
 }
 
@@ -455,7 +456,7 @@ func (t *Trainer) tuneAfterDrift() {
 // candidates and the models in service; publish it through the gate; and
 // settle each target, which rolls its status back when the bundle was not
 // published.
-func (t *Trainer) retrain(ctx context.Context, p pass) (*model.Published, error) {
+func (t *Trainer) retrain(ctx context.Context, p pass) (*bundle.Published, error) {
 	t.retrainMu.Lock()
 	defer t.retrainMu.Unlock()
 
@@ -510,7 +511,7 @@ func (t *Trainer) retrain(ctx context.Context, p pass) (*model.Published, error)
 	// Encoding and writing the bundle is background work too (but for a
 	// first model's).
 	var (
-		pub *model.Published
+		pub *bundle.Published
 		err error
 	)
 	run(func() { pub, err = t.publish(next, prev) })
@@ -527,7 +528,7 @@ func (t *Trainer) retrain(ctx context.Context, p pass) (*model.Published, error)
 // publication gate, then encodes, writes and swaps in the bundle with the
 // models that passed. Every bundle goes through here. It publishes nothing
 // (nil, no error) when no candidate is left.
-func (t *Trainer) publish(b, prev *model.Bundle) (*model.Published, error) {
+func (t *Trainer) publish(b, prev *model.Bundle) (*bundle.Published, error) {
 	changed := false
 	for _, tg := range t.targets {
 		tg.gate(b, prev)
@@ -540,29 +541,29 @@ func (t *Trainer) publish(b, prev *model.Bundle) (*model.Published, error) {
 }
 
 // write encodes, writes and swaps in a bundle.
-func (t *Trainer) write(b *model.Bundle) (*model.Published, error) {
-	encoded, err := b.Encode(t.cfg.SigningKey)
+func (t *Trainer) write(b *model.Bundle) (*bundle.Published, error) {
+	encoded, err := bundle.Encode(b, t.cfg.SigningKey)
 	if err != nil {
 		return nil, err
 	}
 	// Read the bundle back exactly as a predictor will: a bundle the
 	// predictors would refuse is never published.
-	if _, err := model.Decode(encoded, t.cfg.SigningKey); err != nil {
+	if _, err := bundle.Decode(encoded, t.cfg.SigningKey); err != nil {
 		t.cfg.Metrics.publishFailed()
 		return nil, fmt.Errorf("publish bundle %d: it does not read back: %w", b.Version, err)
 	}
 	if t.cfg.BundleDir != "" {
-		path, err := model.WriteBundle(t.cfg.BundleDir, b.Version, encoded)
+		path, err := bundle.Write(t.cfg.BundleDir, b.Version, encoded)
 		if err != nil {
 			t.cfg.Metrics.publishFailed()
 			return nil, fmt.Errorf("publish bundle %d: %w", b.Version, err)
 		}
-		if err := model.PruneBundles(t.cfg.BundleDir, t.cfg.KeepBundles); err != nil {
+		if err := bundle.Prune(t.cfg.BundleDir, t.cfg.KeepBundles); err != nil {
 			t.cfg.Logger.Warn("pruning old bundles failed", "error", err)
 		}
 		t.cfg.Logger.Info("published bundle", "version", b.Version, "path", path, "bytes", len(encoded))
 	}
-	pub := &model.Published{Bundle: b, Encoded: encoded}
+	pub := &bundle.Published{Bundle: b, Encoded: encoded}
 	t.current.Store(pub)
 	t.cfg.Metrics.observeBundle(pub)
 	t.publishedMu.Lock()

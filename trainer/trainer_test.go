@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/headroomhq/headroom/bundle"
 	"github.com/headroomhq/headroom/features"
 	"github.com/headroomhq/headroom/model"
 	"github.com/headroomhq/headroom/store"
@@ -77,7 +78,7 @@ func (f *trainerFixture) trainer(t *testing.T, xgb *xgboost.CLI) *Trainer {
 
 func realXGBoost(t *testing.T) *xgboost.CLI { return fittest.XGBoost(t) }
 
-func retrain(t *testing.T, tr *Trainer) *model.Published {
+func retrain(t *testing.T, tr *Trainer) *bundle.Published {
 	t.Helper()
 	pub, err := tr.Retrain(context.Background())
 	if err != nil {
@@ -237,7 +238,7 @@ func TestEpochFollowsTheBundleDirectory(t *testing.T) {
 		t.Fatal(err)
 	}
 	for v := uint64(7); v <= 9; v++ {
-		if _, err := model.WriteBundle(bundles, v, []byte(`{"format":"headroom-bundle/1"}`)); err != nil {
+		if _, err := bundle.Write(bundles, v, []byte(`{"format":"headroom-bundle/1"}`)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -262,11 +263,11 @@ func TestEpochFollowsTheBundleDirectory(t *testing.T) {
 	}
 	legacy := *unreadable.Current().Bundle
 	legacy.Epoch, legacy.Version = "", 57
-	data, err := legacy.Encode(nil)
+	data, err := bundle.Encode(&legacy, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := model.WriteBundle(bundles, 57, data); err != nil {
+	if _, err := bundle.Write(bundles, 57, data); err != nil {
 		t.Fatal(err)
 	}
 	upgraded := f.trainer(t, nil)
@@ -312,7 +313,7 @@ func TestStatusLastSuccess(t *testing.T) {
 func TestAwait(t *testing.T) {
 	f := newFixture(t)
 	tr := f.trainer(t, nil)
-	never := func(*model.Published) bool { return false }
+	never := func(*bundle.Published) bool { return false }
 	if pub := tr.Await(t.Context(), 0, nil, never); pub != nil {
 		t.Fatalf("no wait before the first bundle: %+v", pub)
 	}
@@ -335,10 +336,10 @@ func TestAwait(t *testing.T) {
 	if pub := tr.Await(t.Context(), time.Hour, nil, never); pub != first {
 		t.Fatalf("a bundle not held: %+v, want %+v", pub, first)
 	}
-	held := func(p *model.Published) bool { return p == first }
+	held := func(p *bundle.Published) bool { return p == first }
 	waiting, stopWaiting := context.WithCancel(t.Context())
 	defer stopWaiting()
-	next := make(chan *model.Published, 1)
+	next := make(chan *bundle.Published, 1)
 	go func() { next <- tr.Await(waiting, time.Hour, nil, held) }()
 	f.add(t, 150)
 	second := retrain(t, tr)
@@ -349,7 +350,7 @@ func TestAwait(t *testing.T) {
 	if pub := <-next; pub != second {
 		t.Fatalf("awaited %+v, want the next publication %+v", pub, second)
 	}
-	if pub := tr.Await(t.Context(), time.Millisecond, nil, func(*model.Published) bool { return true }); pub != second {
+	if pub := tr.Await(t.Context(), time.Millisecond, nil, func(*bundle.Published) bool { return true }); pub != second {
 		t.Fatalf("wait ran out holding everything: %+v, want the current %+v", pub, second)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/headroomhq/headroom/bundle"
 	"github.com/headroomhq/headroom/features"
 	"github.com/headroomhq/headroom/model"
 	"github.com/headroomhq/headroom/trainer/fit"
@@ -96,7 +97,7 @@ func TestRetrainPublishesTheTransferModel(t *testing.T) {
 		t.Fatalf("after 200 more: %+v", pub)
 	}
 	// The bundle as a predictor reads it.
-	got, err := model.Decode(pub.Encoded, nil)
+	got, err := bundle.Decode(pub.Encoded, nil)
 	if err != nil || got.Transfer == nil {
 		t.Fatalf("published bundle reads back as %+v, %v", got, err)
 	}

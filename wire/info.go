@@ -3,6 +3,7 @@ package wire
 import (
 	"time"
 
+	"github.com/headroomhq/headroom/bundle"
 	"github.com/headroomhq/headroom/features"
 	"github.com/headroomhq/headroom/internal/orderedjson"
 	"github.com/headroomhq/headroom/model"
@@ -152,7 +153,7 @@ type ExtrapolationInfo struct {
 // NewModelInfo describes pub (nil before the first model) as of now.
 // loadedAt is when a predictor put it in service (zero on the trainer), and
 // counts, when not nil, gives the store's live sample counts of a target.
-func NewModelInfo(pub *model.Published, loadedAt, now time.Time, counts func(t features.Target) (train, holdout int)) ModelInfo {
+func NewModelInfo(pub *bundle.Published, loadedAt, now time.Time, counts func(t features.Target) (train, holdout int)) ModelInfo {
 	info := ModelInfo{TrainedAt: nil}
 	if pub != nil {
 		b := pub.Bundle
@@ -188,7 +189,7 @@ func NewModelInfo(pub *model.Published, loadedAt, now time.Time, counts func(t f
 	return info
 }
 
-func targetInfo(pub *model.Published, t features.Target) TargetInfo {
+func targetInfo(pub *bundle.Published, t features.Target) TargetInfo {
 	var m *model.TargetModel
 	if pub != nil {
 		m = pub.Bundle.Target(t)
@@ -235,7 +236,7 @@ func targetInfo(pub *model.Published, t features.Target) TargetInfo {
 	return ti
 }
 
-func transferInfo(pub *model.Published) TransferInfo {
+func transferInfo(pub *bundle.Published) TransferInfo {
 	var m *model.TransferModel
 	if pub != nil {
 		m = pub.Bundle.Transfer

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/headroomhq/headroom/bundle"
 	"github.com/headroomhq/headroom/features"
 	"github.com/headroomhq/headroom/model"
 	"github.com/headroomhq/headroom/model/modeltest"
@@ -87,7 +88,7 @@ func TestNewInfo(t *testing.T) {
 
 	b := infoBundle(t)
 	loaded := now.Add(-time.Second)
-	info := NewModelInfo(&model.Published{Bundle: b}, loaded, now, nil)
+	info := NewModelInfo(&bundle.Published{Bundle: b}, loaded, now, nil)
 	if info.Version != 7 || info.TrainedAt != "2026-11-29T12:00:01Z" || *info.AgeSeconds != 60 ||
 		info.LoadedAt != "2026-11-29T12:01:00Z" {
 		t.Errorf("info %+v, want version 7 trained a minute ago", info)
@@ -114,7 +115,7 @@ func TestNewInfo(t *testing.T) {
 	}
 	adj := &model.LevelAdjustment{Quantile: 0.9, Level: 0.94, Samples: 321}
 	b.TPOT.Calibration.Adjustment = adj
-	info = NewModelInfo(&model.Published{Bundle: b}, loaded, now, nil)
+	info = NewModelInfo(&bundle.Published{Bundle: b}, loaded, now, nil)
 	if got := info.Pod(features.TPOT).CalibrationAdjustment; got == nil || *got != *adj {
 		t.Errorf("info shows adjustment %+v, want the model's %+v", got, adj)
 	}
@@ -123,7 +124,7 @@ func TestNewInfo(t *testing.T) {
 	}
 	out := &model.LevelAdjustment{Quantile: 0.9, Level: 0.985, Samples: 17}
 	b.TPOT.Calibration.OutOfRange = out
-	info = NewModelInfo(&model.Published{Bundle: b}, loaded, now, nil)
+	info = NewModelInfo(&bundle.Published{Bundle: b}, loaded, now, nil)
 	if got := info.Pod(features.TPOT).CalibrationOutOfRangeAdjustment; got == nil || *got != *out || *info.Pod(features.TPOT).CalibrationAdjustment != *adj {
 		t.Errorf("info shows out-of-range adjustment %+v beside %+v, want the model's %+v beside %+v", got, info.Pod(features.TPOT).CalibrationAdjustment, out, adj)
 	}
@@ -141,7 +142,7 @@ func TestNewInfoTransfer(t *testing.T) {
 	b := infoBundle(t)
 	b.Transfer = infoTransferModel(t)
 	b.Transfer.TrainSamples, b.Transfer.Holdout = 480, model.Quality{Rows: 52, MAPE: 4.5}
-	ti := NewModelInfo(&model.Published{Bundle: b}, time.Time{}, now, nil).Transfer()
+	ti := NewModelInfo(&bundle.Published{Bundle: b}, time.Time{}, now, nil).Transfer()
 	if !ti.Ready || ti.TrainedOnSamples != 480 || ti.Holdout.MAPE != 4.5 || len(ti.Classes) != 2 ||
 		ti.Classes[1].Class != "cross-zone" || ti.Classes[1].BytesPerSec != 3e9 || ti.DefaultBytesPerToken != 160<<10 {
 		t.Errorf("transfer info %+v", ti)
@@ -155,7 +156,7 @@ func TestNewInfoTransfer(t *testing.T) {
 // its bounds by column name; nothing for a model without them.
 func TestInfoShowsSelectionAndExtrapolation(t *testing.T) {
 	b := infoBundle(t)
-	info := NewModelInfo(&model.Published{Bundle: b}, time.Time{}, b.CreatedAt, nil)
+	info := NewModelInfo(&bundle.Published{Bundle: b}, time.Time{}, b.CreatedAt, nil)
 	if ti := info.Pod(features.TTFT); ti.Selection != nil || ti.Extrapolation != nil {
 		t.Fatalf("model without a choice or support shows %+v, %+v", ti.Selection, ti.Extrapolation)
 	}
@@ -165,7 +166,7 @@ func TestInfoShowsSelectionAndExtrapolation(t *testing.T) {
 	b.TTFT.Support = &model.Support{SpreadUp: make([]float64, len(cols)), SpreadDown: make([]float64, len(cols)), Folds: []string{"input_token_length"}}
 	j := features.MustSchema(cols...).Index("input_token_length")
 	b.TTFT.Support.SpreadUp[j], b.TTFT.Support.SpreadDown[j] = 0.2, 0.05
-	info = NewModelInfo(&model.Published{Bundle: b}, time.Time{}, b.CreatedAt, nil)
+	info = NewModelInfo(&bundle.Published{Bundle: b}, time.Time{}, b.CreatedAt, nil)
 	if s := info.Pod(features.TTFT).Selection; s == nil || s.Chosen != "line" || info.Pod(features.TPOT).Selection != nil {
 		t.Errorf("info selections %+v, %+v", s, info.Pod(features.TPOT).Selection)
 	}
@@ -181,7 +182,7 @@ func TestInfoShowsSelectionAndExtrapolation(t *testing.T) {
 func TestModelInfoEncodesEveryTarget(t *testing.T) {
 	b := infoBundle(t)
 	b.Transfer = infoTransferModel(t)
-	info := NewModelInfo(&model.Published{Bundle: b}, time.Time{}, b.CreatedAt, nil)
+	info := NewModelInfo(&bundle.Published{Bundle: b}, time.Time{}, b.CreatedAt, nil)
 	info.Training = map[string]int{"runs": 3}
 	data, err := json.Marshal(info)
 	if err != nil {

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/headroomhq/headroom/model"
+	"github.com/headroomhq/headroom/bundle"
 	"github.com/headroomhq/headroom/store"
 )
 
@@ -111,14 +111,14 @@ func (w *bundleWatcher) poll(ctx context.Context, url func() string) {
 // and the number of temporary files a kill left behind.
 func checkBundleDir(t *testing.T, dir string, served uint64) (newest uint64, leftovers int) {
 	t.Helper()
-	versions, err := model.BundleVersions(dir)
+	versions, err := bundle.Versions(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, v := range versions {
-		data, err := os.ReadFile(model.BundlePath(dir, v))
+		data, err := os.ReadFile(bundle.Path(dir, v))
 		if err == nil {
-			_, err = model.Decode(data, nil)
+			_, err = bundle.Decode(data, nil)
 		}
 		if err != nil {
 			t.Errorf("bundle %d left by a kill does not load: %v", v, err)

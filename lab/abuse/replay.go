@@ -12,7 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/headroomhq/headroom/model"
+	"github.com/headroomhq/headroom/bundle"
 	"github.com/headroomhq/headroom/service"
 )
 
@@ -79,7 +79,7 @@ func replay(ctx context.Context, c Config) (*Result, error) {
 		pred.Close()
 		return nil, err
 	}
-	future, err := madeAt(b[1], time.Now().Add(2*model.MaxClockSkew), key)
+	future, err := madeAt(b[1], time.Now().Add(2*bundle.MaxClockSkew), key)
 	if err != nil {
 		pred.Close()
 		return nil, err
@@ -124,7 +124,7 @@ func replay(ctx context.Context, c Config) (*Result, error) {
 
 // lineage runs a trainer on a fresh directory and returns the n bundles it
 // publishes, oldest first.
-func lineage(ctx context.Context, dir string, key []byte, n int) ([]*model.Published, error) {
+func lineage(ctx context.Context, dir string, key []byte, n int) ([]*bundle.Published, error) {
 	cfg := service.DefaultConfig()
 	cfg.DataDir, cfg.SigningKey, cfg.Manual = dir, key, true
 	tc := service.DefaultTrainerConfig()
@@ -140,7 +140,7 @@ func lineage(ctx context.Context, dir string, key []byte, n int) ([]*model.Publi
 	done := make(chan error, 1)
 	go func() { done <- svc.Run(runCtx) }()
 	defer func() { stop(); <-done }()
-	var out []*model.Published
+	var out []*bundle.Published
 	for i := range n {
 		if err := postGenerated(ctx, client(), svc.TrainerURL(), "", int64(i)*300, 300); err != nil {
 			return nil, err
@@ -156,24 +156,24 @@ func lineage(ctx context.Context, dir string, key []byte, n int) ([]*model.Publi
 
 // restamp is pub's bundle with a newer epoch, which the attacker cannot
 // sign with the deployment's key: it signs with one of its own.
-func restamp(pub *model.Published, key []byte) ([]byte, error) {
-	b, err := model.Decode(pub.Encoded, key)
+func restamp(pub *bundle.Published, key []byte) ([]byte, error) {
+	b, err := bundle.Decode(pub.Encoded, key)
 	if err != nil {
 		return nil, err
 	}
-	b.Epoch = model.NewEpoch(time.Now())
-	return b.Encode([]byte("an-attackers-key-that-is-not-the-deployments"))
+	b.Epoch = bundle.NewEpoch(time.Now())
+	return bundle.Encode(b, []byte("an-attackers-key-that-is-not-the-deployments"))
 }
 
 // madeAt is pub's bundle made at t, signed with key: what a trainer whose
 // clock runs ahead publishes.
-func madeAt(pub *model.Published, t time.Time, key []byte) ([]byte, error) {
-	b, err := model.Decode(pub.Encoded, key)
+func madeAt(pub *bundle.Published, t time.Time, key []byte) ([]byte, error) {
+	b, err := bundle.Decode(pub.Encoded, key)
 	if err != nil {
 		return nil, err
 	}
 	b.CreatedAt, b.Version = t, b.Version+1
-	return b.Encode(key)
+	return bundle.Encode(b, key)
 }
 
 // serveBundle answers GET /model/bundle with the bytes served holds.

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/headroomhq/headroom/bundle"
 	"github.com/headroomhq/headroom/features"
 	"github.com/headroomhq/headroom/model"
 	"github.com/headroomhq/headroom/predictor"
@@ -244,11 +245,11 @@ func (r *replica) retrain(ctx context.Context) error {
 		return nil
 	}
 	r.stats.retrains++
-	decoded, err := model.Decode(pub.Encoded, nil)
+	decoded, err := bundle.Decode(pub.Encoded, nil)
 	if err != nil {
 		return fmt.Errorf("eval: published bundle does not decode: %w", err)
 	}
-	served := &model.Published{Bundle: decoded, Encoded: pub.Encoded}
+	served := &bundle.Published{Bundle: decoded, Encoded: pub.Encoded}
 	r.mean.Swap(served, time.Time{})
 	r.quant.Swap(served, time.Time{})
 	r.bundle = decoded

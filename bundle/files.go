@@ -1,63 +1,15 @@
-package model
+package bundle
 
 import (
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 
-	"github.com/headroomhq/headroom/features"
+	"github.com/headroomhq/headroom/model"
 )
-
-// Published is a bundle together with its exact serialised bytes, which is
-// what a trainer serves and a predictor verifies. Immutable.
-type Published struct {
-	Bundle  *Bundle
-	Encoded []byte
-
-	dumps [features.NumTargets]struct { // by target: the per-pod ones have trees
-		once sync.Once
-		data []byte
-		err  error
-	}
-}
-
-// Target is the bundle's model for t; nil when p is nil or t has none.
-func (p *Published) Target(t features.Target) *TargetModel {
-	if p == nil {
-		return nil
-	}
-	return p.Bundle.Target(t)
-}
-
-// TransferStatus is the bundle's transfer model's status; not ready when
-// p is nil or the bundle has no transfer model.
-func (p *Published) TransferStatus() TransferStatus {
-	if p == nil {
-		return TransferStatus{}
-	}
-	return p.Bundle.Transfer.Status()
-}
-
-// TreeDump is t's trees in XGBoost's JSON dump format, with the model's
-// column names. It is computed once per bundle: the router fetches it every
-// minute, and the reference re-dumped 200 trees on every call.
-func (p *Published) TreeDump(t features.Target) ([]byte, error) {
-	m := p.Target(t)
-	if m == nil || m.Trees == nil {
-		return nil, fmt.Errorf("%s has no trees", t)
-	}
-	d := &p.dumps[t]
-	d.once.Do(func() { d.data, d.err = json.Marshal(m.Trees.Dump(m.Columns)) })
-	return d.data, d.err
-}
-
-// ETag is the HTTP entity tag of the bundle: its checksum, quoted.
-func (p *Published) ETag() string { return `"` + p.Bundle.Checksum + `"` }
 
 // bundleFilePrefix and bundleFileSuffix frame the version in a bundle's file
 // name; the version is zero-padded so names sort in version order.
@@ -66,20 +18,20 @@ const (
 	bundleFileSuffix = ".json"
 )
 
-// BundlePath is where version v lives in dir.
-func BundlePath(dir string, v uint64) string {
+// Path is where version v lives in dir.
+func Path(dir string, v uint64) string {
 	return filepath.Join(dir, fmt.Sprintf("%s%020d%s", bundleFilePrefix, v, bundleFileSuffix))
 }
 
-// WriteBundle writes encoded bundle bytes as version v in dir, atomically: a
+// Write writes encoded bundle bytes as version v in dir, atomically: a
 // temporary file is written and synced, then renamed, then the directory is
 // synced. A crash at any point leaves either the old set of files or the new
 // one, never a partial bundle under a bundle name.
-func WriteBundle(dir string, v uint64, encoded []byte) (string, error) {
+func Write(dir string, v uint64, encoded []byte) (string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", fmt.Errorf("write bundle %d: %w", v, err)
 	}
-	final := BundlePath(dir, v)
+	final := Path(dir, v)
 	tmp, err := os.CreateTemp(dir, ".bundle-*.tmp")
 	if err != nil {
 		return "", fmt.Errorf("write bundle %d: %w", v, err)
@@ -106,8 +58,8 @@ func WriteBundle(dir string, v uint64, encoded []byte) (string, error) {
 	return final, nil
 }
 
-// BundleVersions lists the versions present in dir, newest first.
-func BundleVersions(dir string) ([]uint64, error) {
+// Versions lists the versions present in dir, newest first.
+func Versions(dir string) ([]uint64, error) {
 	entries, err := os.ReadDir(dir)
 	if os.IsNotExist(err) {
 		return nil, nil
@@ -131,19 +83,19 @@ func BundleVersions(dir string) ([]uint64, error) {
 	return vs, nil
 }
 
-// LoadNewestBundle reads the newest bundle in dir that verifies, skipping
+// LoadNewest reads the newest bundle in dir that verifies, skipping
 // (and reporting through skipped) any that do not. It returns nil, nil when
 // dir holds no bundle.
-func LoadNewestBundle(dir string, key []byte, skipped func(path string, err error)) (*Published, error) {
-	vs, err := BundleVersions(dir)
+func LoadNewest(dir string, key []byte, skipped func(path string, err error)) (*Published, error) {
+	vs, err := Versions(dir)
 	if err != nil {
 		return nil, err
 	}
 	for _, v := range vs {
-		path := BundlePath(dir, v)
+		path := Path(dir, v)
 		data, err := os.ReadFile(path)
 		if err == nil {
-			var b *Bundle
+			var b *model.Bundle
 			if b, err = Decode(data, key); err == nil {
 				return &Published{Bundle: b, Encoded: data}, nil
 			}
@@ -155,12 +107,12 @@ func LoadNewestBundle(dir string, key []byte, skipped func(path string, err erro
 	return nil, nil
 }
 
-// PruneBundles removes all but the newest keep bundles in dir, and the
-// temporary files of writes a crash cut short (WriteBundle removes its own
+// Prune removes all but the newest keep bundles in dir, and the
+// temporary files of writes a crash cut short (Write removes its own
 // on every error it sees). Only the directory's one writer may call it, and
 // not during a write of its own.
-func PruneBundles(dir string, keep int) error {
-	vs, err := BundleVersions(dir)
+func Prune(dir string, keep int) error {
+	vs, err := Versions(dir)
 	if err != nil {
 		return err
 	}
@@ -173,7 +125,7 @@ func PruneBundles(dir string, keep int) error {
 	}
 	for i, v := range vs {
 		if i >= keep {
-			if err := os.Remove(BundlePath(dir, v)); err != nil && !os.IsNotExist(err) {
+			if err := os.Remove(Path(dir, v)); err != nil && !os.IsNotExist(err) {
 				return fmt.Errorf("prune bundle %d: %w", v, err)
 			}
 		}

@@ -1,66 +1,24 @@
-package model
+package bundle
 
 import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"math"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/headroomhq/headroom/features"
+	"github.com/headroomhq/headroom/model"
+	"github.com/headroomhq/headroom/model/modeltest"
 )
 
-// testTargetModel is a small, consistent residual model: a line with the
-// committed small tree ensemble on top.
-func testTargetModel(t testing.TB, trees bool) *TargetModel {
-	t.Helper()
-	cols := features.DefaultTPOTColumns
-	n := len(cols)
-	lin := &Linear{Intercept: 20, Coef: make([]float64, n), Mean: make([]float64, n), Scale: make([]float64, n)}
-	for i := range lin.Scale {
-		lin.Scale[i] = 1
-	}
-	lin.Coef[features.MustSchema(cols...).Index("num_request_running")] = 0.5
-	res := make([]float64, 200)
-	for i := range res {
-		res[i] = float64(i-100) / 500
-	}
-	cal, err := NewCalibration("holdout", res)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := &TargetModel{
-		Kind: KindLinear, Columns: cols, Linear: lin, BaseFloorMs: 1, MinMs: 0.5, MaxMs: 10000,
-		Ranges: make([]Range, n), Calibration: cal, TrainSamples: 500, HoldoutSamples: 50,
-		TrainedAt: time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC),
-	}
-	for i := range m.Ranges {
-		m.Ranges[i] = Range{Min: 0, Max: 10}
-	}
-	if trees {
-		tr := loadSmallModel(t)
-		if tr.NumFeatures() <= n {
-			m.Kind, m.Trees = KindResidual, tr
-		}
-	}
-	if err := m.Prepare(); err != nil {
-		t.Fatal(err)
-	}
-	return m
-}
-
-func testBundle(t testing.TB) *Bundle {
-	return &Bundle{Version: 7, CreatedAt: time.Date(2026, 11, 29, 12, 0, 1, 0, time.UTC),
-		TTFT: testTargetModel(t, true), TPOT: testTargetModel(t, false)}
-}
-
 func TestBundleRoundTrip(t *testing.T) {
-	b := testBundle(t)
-	data, err := b.Encode(nil)
+	b := modeltest.Bundle(t)
+	data, err := Encode(b, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,13 +40,13 @@ func TestBundleRoundTrip(t *testing.T) {
 }
 
 func TestDecodeRefuses(t *testing.T) {
-	b := testBundle(t)
+	b := modeltest.Bundle(t)
 	key := []byte("0123456789abcdef-key")
-	signed, err := b.Encode(key)
+	signed, err := Encode(b, key)
 	if err != nil {
 		t.Fatal(err)
 	}
-	unsigned, err := b.Encode(nil)
+	unsigned, err := Encode(b, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,12 +63,12 @@ func TestDecodeRefuses(t *testing.T) {
 		var payload map[string]any
 		json.Unmarshal(env["payload"], &payload)
 		edit(payload)
-		nb := &Bundle{}
+		nb := &model.Bundle{}
 		raw, _ := json.Marshal(payload)
 		if err := json.Unmarshal(raw, nb); err != nil {
 			t.Fatal(err)
 		}
-		out, err := nb.Encode(nil)
+		out, err := Encode(nb, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -124,7 +82,7 @@ func TestDecodeRefuses(t *testing.T) {
 		msg  string
 	}{
 		{"not json", []byte("{"), nil, nil, "decode bundle"},
-		{"other format", tamper(unsigned, BundleFormat, "pickle/1"), nil, nil, "format"},
+		{"other format", tamper(unsigned, Format, "pickle/1"), nil, nil, "format"},
 		{"payload edited", tamper(unsigned, `"intercept":20`, `"intercept":21`), nil, ErrChecksum, ""},
 		{"unsigned when a key is required", unsigned, key, ErrUnsigned, ""},
 		{"signed with another key", signed, []byte("another-key-of-16+"), ErrBadSignature, ""},
@@ -163,45 +121,21 @@ func TestDecodeRefuses(t *testing.T) {
 	}
 }
 
-func TestTargetModelPredictIsClampedAndFinite(t *testing.T) {
-	m := testTargetModel(t, false)
-	huge := features.Row{NumRequestRunning: 1 << 50}
-	neg := features.Row{NumRequestRunning: -1 << 50}
-	for _, row := range []features.Row{huge, neg} {
-		y := m.Predict(m.Schema().Build(&row, nil))
-		if math.IsNaN(y) || y < m.MinMs || y > m.MaxMs {
-			t.Errorf("prediction %v outside [%v, %v]", y, m.MinMs, m.MaxMs)
-		}
-	}
-}
-
-func TestLinearOriginalUnits(t *testing.T) {
-	l := &Linear{Intercept: 3, Coef: []float64{2, -1}, Mean: []float64{10, 5}, Scale: []float64{4, 0.5}}
-	b0, b := l.OriginalUnits()
-	for _, x := range [][]float64{{0, 0}, {10, 5}, {3, -7}} {
-		direct := l.Predict(x)
-		orig := b0 + b[0]*x[0] + b[1]*x[1]
-		if math.Abs(direct-orig) > 1e-9 {
-			t.Errorf("x=%v: standardised %v, original units %v", x, direct, orig)
-		}
-	}
-}
-
 func TestWriteLoadPruneBundles(t *testing.T) {
 	dir := t.TempDir()
-	b := testBundle(t)
+	b := modeltest.Bundle(t)
 	for v := uint64(1); v <= 4; v++ {
 		b.Version = v
-		data, err := b.Encode(nil)
+		data, err := Encode(b, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := WriteBundle(dir, v, data); err != nil {
+		if _, err := Write(dir, v, data); err != nil {
 			t.Fatal(err)
 		}
 	}
 	// A corrupt newest bundle is skipped, not served.
-	if err := os.WriteFile(BundlePath(dir, 5), []byte(`{"format":"headroom-bundle/1","version":5,"sha256":"00","payload":{}}`), 0o644); err != nil {
+	if err := os.WriteFile(Path(dir, 5), []byte(`{"format":"headroom-bundle/1","version":5,"sha256":"00","payload":{}}`), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	// A leftover temporary file from a crash mid-write is ignored.
@@ -209,28 +143,28 @@ func TestWriteLoadPruneBundles(t *testing.T) {
 		t.Fatal(err)
 	}
 	var skipped []string
-	pub, err := LoadNewestBundle(dir, nil, func(path string, err error) { skipped = append(skipped, path) })
+	pub, err := LoadNewest(dir, nil, func(path string, err error) { skipped = append(skipped, path) })
 	if err != nil {
 		t.Fatal(err)
 	}
 	if pub == nil || pub.Bundle.Version != 4 || len(skipped) != 1 {
 		t.Fatalf("loaded %+v, skipped %v; want version 4 and the corrupt 5 skipped", pub, skipped)
 	}
-	if err := PruneBundles(dir, 2); err != nil {
+	if err := Prune(dir, 2); err != nil {
 		t.Fatal(err)
 	}
-	vs, _ := BundleVersions(dir)
+	vs, _ := Versions(dir)
 	if len(vs) != 2 || vs[0] != 5 || vs[1] != 4 {
 		t.Errorf("after pruning to 2: versions %v, want [5 4]", vs)
 	}
-	if pub, err := LoadNewestBundle(t.TempDir(), nil, nil); pub != nil || err != nil {
+	if pub, err := LoadNewest(t.TempDir(), nil, nil); pub != nil || err != nil {
 		t.Errorf("empty dir: %v, %v", pub, err)
 	}
 }
 
 func TestTreeDump(t *testing.T) {
-	b := testBundle(t)
-	data, _ := b.Encode(nil)
+	b := modeltest.Bundle(t)
+	data, _ := Encode(b, nil)
 	pub := &Published{Bundle: b, Encoded: data}
 	if b.TTFT.Trees == nil {
 		t.Fatal("test bundle has no trees")
@@ -250,18 +184,79 @@ func TestTreeDump(t *testing.T) {
 		t.Error("dump of a linear model succeeded")
 	}
 }
-
-// SamplesSeen counts the TTFT and TPOT models' training and holdout rows,
-// not the transfer model's.
-func TestBundleSamplesSeen(t *testing.T) {
-	b := &Bundle{}
-	if n := b.SamplesSeen(); n != 0 {
-		t.Errorf("empty bundle saw %d samples", n)
+func TestBundleCarriesTheTransferModel(t *testing.T) {
+	b := modeltest.Bundle(t)
+	b.Transfer = modeltest.TransferModel(t)
+	data, err := Encode(b, nil)
+	if err != nil {
+		t.Fatal(err)
 	}
-	b.TTFT = &TargetModel{TrainSamples: 500, HoldoutSamples: 50}
-	b.TPOT = &TargetModel{TrainSamples: 300, HoldoutSamples: 30}
-	b.Transfer = &TransferModel{TrainSamples: 1000, HoldoutSamples: 100}
-	if n := b.SamplesSeen(); n != 880 {
-		t.Errorf("saw %d samples, want 880", n)
+	got, err := Decode(data, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Transfer == nil {
+		t.Fatal("transfer model lost in the round trip")
+	}
+	want, _ := b.Transfer.Predict(features.CrossZone, 3000, 0, 2)
+	if have, ok := got.Transfer.Predict(features.CrossZone, 3000, 0, 2); !ok || have != want {
+		t.Fatalf("decoded model predicts %v (ok %v), the original %v", have, ok, want)
+	}
+
+	// A bundle whose transfer model is inconsistent is refused whole.
+	b.Transfer.Classes[0].BytesPerSec = -1
+	bad, err := Encode(b, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Decode(bad, nil); err == nil || !strings.Contains(err.Error(), "bandwidth") {
+		t.Fatalf("Decode of a bundle with a negative bandwidth: %v", err)
+	}
+
+	// A bundle without one (every bundle before this target) still decodes.
+	b.Transfer = nil
+	old, err := Encode(b, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(old), "kv_transfer") {
+		t.Fatal("a bundle without a transfer model mentions it")
+	}
+	if got, err := Decode(old, nil); err != nil || got.Transfer != nil {
+		t.Fatalf("Decode of a bundle without a transfer model: %v, %v", got, err)
+	}
+}
+
+// A selection travels in the bundle, and one that does not validate makes
+// the bundle unreadable rather than show a choice that was not made.
+func TestSelectionInBundle(t *testing.T) {
+	b := modeltest.Bundle(t)
+	b.TTFT.Selection = &model.Selection{Chosen: "line", Reason: "first", At: time.Date(2026, 12, 1, 11, 0, 0, 0, time.UTC),
+		TrainRows: 1000, FitRows: 600, ScoreRows: 400, Candidates: []model.CandidateScore{
+			{Name: "configured", Kind: model.KindResidual, MAPE: 10.5}, {Name: "line", Kind: model.KindLinear, MAPE: 9.8}}}
+	data, err := Encode(b, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := Decode(data, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got.TTFT.Selection, b.TTFT.Selection) || got.TPOT.Selection != nil {
+		t.Errorf("decoded selections %+v, %+v", got.TTFT.Selection, got.TPOT.Selection)
+	}
+	b.TTFT.Selection.Chosen = "nowhere"
+	if data, err = Encode(b, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Decode(data, nil); err == nil {
+		t.Error("decoded a bundle whose selection names no scored candidate")
+	}
+}
+
+// A predictor without a bundle reports no transfer model on /status.
+func TestNoBundleNoTransferStatus(t *testing.T) {
+	if b, err := json.Marshal((*Published)(nil).TransferStatus()); err != nil || string(b) != `{"ready":false}` {
+		t.Errorf("no bundle: %s, %v", b, err)
 	}
 }

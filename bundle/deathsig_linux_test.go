@@ -1,4 +1,4 @@
-package model
+package bundle
 
 import (
 	"os/exec"

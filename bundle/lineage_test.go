@@ -1,4 +1,4 @@
-package model
+package bundle
 
 import (
 	"bytes"
@@ -7,6 +7,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/headroomhq/headroom/model"
+	"github.com/headroomhq/headroom/model/modeltest"
 )
 
 func TestNewEpoch(t *testing.T) {
@@ -32,14 +35,14 @@ func TestCheckSuccessor(t *testing.T) {
 	// A: a lineage begun at 10:00, its v57 made at 11:00. B: begun at 11:30
 	// (A's bundles wiped). O: begun at 09:00 (the lineage A replaced).
 	A, B, O := NewEpoch(now.Add(-2*hour)), NewEpoch(now.Add(-hour/2)), NewEpoch(now.Add(-3*hour))
-	bundle := func(epoch string, v uint64, made time.Time) *Bundle {
-		return &Bundle{Epoch: epoch, Version: v, CreatedAt: made, Checksum: fmt.Sprintf("%s/%d/%d", epoch, v, made.Unix())}
+	bundle := func(epoch string, v uint64, made time.Time) *model.Bundle {
+		return &model.Bundle{Epoch: epoch, Version: v, CreatedAt: made, Checksum: fmt.Sprintf("%s/%d/%d", epoch, v, made.Unix())}
 	}
 	a57 := bundle(A, 57, now.Add(-hour))
 	legacy := bundle("", 57, now.Add(-hour))
 	for _, tt := range []struct {
 		name      string
-		next, cur *Bundle
+		next, cur *model.Bundle
 		want      error
 	}{
 		{"first bundle", bundle(A, 1, now.Add(-2*hour)), nil, nil},
@@ -89,8 +92,8 @@ func TestCheckSuccessor(t *testing.T) {
 // wrote, and it loads; one with an epoch carries it in the envelope and
 // the payload, and the two must agree.
 func TestBundleEpochOnTheWire(t *testing.T) {
-	legacy := testBundle(t)
-	data, err := legacy.Encode(nil)
+	legacy := modeltest.Bundle(t)
+	data, err := Encode(legacy, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,9 +104,9 @@ func TestBundleEpochOnTheWire(t *testing.T) {
 		t.Fatalf("bundle without an epoch: %+v, %v", got, err)
 	}
 
-	b := testBundle(t)
+	b := modeltest.Bundle(t)
 	b.Epoch = NewEpoch(time.Now())
-	data, err = b.Encode([]byte("shared-secret-0123456789"))
+	data, err = Encode(b, []byte("shared-secret-0123456789"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,9 +124,9 @@ func TestBundleEpochOnTheWire(t *testing.T) {
 		t.Errorf("envelope and payload epochs differ: %v, want refused", err)
 	}
 	for _, bad := range []string{strings.Repeat("e", 65), "a b", `a"b`, "a\nb", "é"} {
-		b := testBundle(t)
+		b := modeltest.Bundle(t)
 		b.Epoch = bad
-		data, err := b.Encode(nil)
+		data, err := Encode(b, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -136,17 +139,17 @@ func TestBundleEpochOnTheWire(t *testing.T) {
 func TestRemoveBundlesExcept(t *testing.T) {
 	dir := t.TempDir()
 	for _, v := range []uint64{56, 57, 1} {
-		if _, err := WriteBundle(dir, v, fmt.Appendf(nil, "bundle %d", v)); err != nil {
+		if _, err := Write(dir, v, fmt.Appendf(nil, "bundle %d", v)); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := RemoveBundlesExcept(dir, 1); err != nil {
+	if err := RemoveExcept(dir, 1); err != nil {
 		t.Fatal(err)
 	}
-	if vs, _ := BundleVersions(dir); len(vs) != 1 || vs[0] != 1 {
+	if vs, _ := Versions(dir); len(vs) != 1 || vs[0] != 1 {
 		t.Errorf("versions left %v, want [1]", vs)
 	}
-	if err := RemoveBundlesExcept(t.TempDir()+"/missing", 1); err != nil {
+	if err := RemoveExcept(t.TempDir()+"/missing", 1); err != nil {
 		t.Errorf("missing directory: %v", err)
 	}
 }

@@ -1,4 +1,4 @@
-package model
+package bundle
 
 import (
 	"crypto/sha256"
@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	"github.com/headroomhq/headroom/features"
+	"github.com/headroomhq/headroom/model"
+	"github.com/headroomhq/headroom/model/modeltest"
 )
 
 // The bundle reader is where a predictor meets bytes from the network. The
@@ -33,7 +35,7 @@ var fuzzRows = []features.Row{
 }
 
 // checkAccepted asserts what a predictor needs of a bundle Decode accepted.
-func checkAccepted(t *testing.T, b *Bundle, payloadSum string) {
+func checkAccepted(t *testing.T, b *model.Bundle, payloadSum string) {
 	t.Helper()
 	if b.Checksum != payloadSum {
 		t.Fatalf("checksum %q, payload hashes to %q", b.Checksum, payloadSum)
@@ -75,7 +77,7 @@ func checkAccepted(t *testing.T, b *Bundle, payloadSum string) {
 	transferPreds := checkTransferAccepted(t, b.Transfer)
 	// A predictor that saves what it fetched, and a trainer that serves a
 	// loaded bundle, re-encode it: that must give back the same models.
-	data, err := b.Encode(nil)
+	data, err := Encode(b, nil)
 	if err != nil {
 		t.Fatalf("accepted bundle does not re-encode: %v", err)
 	}
@@ -106,7 +108,7 @@ func checkAccepted(t *testing.T, b *Bundle, payloadSum string) {
 // transfer model: finite predictions within its clamps for any class, size
 // and contention, farther classes never faster, quantiles within the
 // clamps. It returns the predictions it made.
-func checkTransferAccepted(t *testing.T, m *TransferModel) []float64 {
+func checkTransferAccepted(t *testing.T, m *model.TransferModel) []float64 {
 	t.Helper()
 	if m == nil {
 		return nil
@@ -145,7 +147,7 @@ func checkTransferAccepted(t *testing.T, m *TransferModel) []float64 {
 func FuzzDecodeBundle(f *testing.F) {
 	for _, b := range fuzzSeedBundles(f) {
 		for _, key := range [][]byte{nil, fuzzKey} {
-			data, err := b.Encode(key)
+			data, err := Encode(b, key)
 			if err != nil {
 				f.Fatal(err)
 			}
@@ -194,7 +196,7 @@ func FuzzDecodeBundlePayload(f *testing.F) {
 		}
 		json.Unmarshal(payload, &head)
 		sum := sha256.Sum256(payload)
-		data := fmt.Appendf(nil, `{"format":%q,"version":%d,"sha256":"%x","payload":%s}`, BundleFormat, head.Version, sum, payload)
+		data := fmt.Appendf(nil, `{"format":%q,"version":%d,"sha256":"%x","payload":%s}`, Format, head.Version, sum, payload)
 		b, err := Decode(data, nil)
 		if err != nil {
 			return
@@ -204,19 +206,19 @@ func FuzzDecodeBundlePayload(f *testing.F) {
 }
 
 // fuzzSeedBundles are small bundles of every kind.
-func fuzzSeedBundles(tb testing.TB) []*Bundle {
-	full := testBundle(tb)
-	ttftOnly := testBundle(tb)
+func fuzzSeedBundles(tb testing.TB) []*model.Bundle {
+	full := modeltest.Bundle(tb)
+	ttftOnly := modeltest.Bundle(tb)
 	ttftOnly.TPOT = nil
-	logTrees := testBundle(tb)
-	logTrees.TTFT.Kind = KindLogTrees
+	logTrees := modeltest.Bundle(tb)
+	logTrees.TTFT.Kind = model.KindLogTrees
 	if err := logTrees.TTFT.Prepare(); err != nil {
 		tb.Fatal(err)
 	}
-	linear := testBundle(tb)
-	linear.TTFT.Kind, linear.TTFT.Trees = KindLinear, nil
+	linear := modeltest.Bundle(tb)
+	linear.TTFT.Kind, linear.TTFT.Trees = model.KindLinear, nil
 	linear.XGBoostMissing = true
-	withTransfer := testBundle(tb)
-	withTransfer.Transfer = testTransferModel(tb)
-	return []*Bundle{full, ttftOnly, logTrees, linear, withTransfer, {Version: 1}}
+	withTransfer := modeltest.Bundle(tb)
+	withTransfer.Transfer = modeltest.TransferModel(tb)
+	return []*model.Bundle{full, ttftOnly, logTrees, linear, withTransfer, {Version: 1}}
 }

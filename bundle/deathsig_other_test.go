@@ -1,6 +1,6 @@
 //go:build !linux
 
-package model
+package bundle
 
 import "os/exec"
 

@@ -1,4 +1,4 @@
-package model
+package bundle
 
 import (
 	"bytes"
@@ -17,7 +17,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/headroomhq/headroom/features"
 	"github.com/headroomhq/headroom/internal/tmpfs"
+	"github.com/headroomhq/headroom/model"
+	"github.com/headroomhq/headroom/model/modeltest"
 )
 
 // envBundleWriterDir makes TestBundleWriterChild the helper process of
@@ -29,34 +32,16 @@ const (
 	envBundleFileLimit = "HEADROOM_TEST_BUNDLE_FILE_LIMIT"
 )
 
-// largeTestBundle is testBundle with its TTFT trees repeated copies times:
-// a bundle of any size, built in milliseconds.
-func largeTestBundle(t testing.TB, copies int) *Bundle {
-	b := testBundle(t)
-	raw, err := b.TTFT.Trees.MarshalJSON()
+// largeTestBundle is modeltest.Bundle with copies times its TTFT trees: a
+// bundle of any size, built in milliseconds.
+func largeTestBundle(t testing.TB, copies int) *model.Bundle {
+	b := modeltest.Bundle(t)
+	rows := []features.Row{{NumRequestRunning: 2}, {NumRequestRunning: 9, InputTokenLength: 700}}
+	trees, err := modeltest.CompleteTrees(rand.New(rand.NewPCG(3, 4)), b.TTFT.Schema(), rows, copies*b.TTFT.Trees.NumTrees(), 3)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var one, many treesJSON
-	if err := json.Unmarshal(raw, &one); err != nil {
-		t.Fatal(err)
-	}
-	many.BaseScore, many.NumFeature = one.BaseScore, one.NumFeature
-	for range copies {
-		many.TreeSizes = append(many.TreeSizes, one.TreeSizes...)
-		many.Left = append(many.Left, one.Left...)
-		many.Feature = append(many.Feature, one.Feature...)
-		many.Value = append(many.Value, one.Value...)
-		many.DefaultLeft = append(many.DefaultLeft, one.DefaultLeft...)
-	}
-	raw, err = json.Marshal(many)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b.TTFT.Trees = new(Trees)
-	if err := b.TTFT.Trees.UnmarshalJSON(raw); err != nil {
-		t.Fatal(err)
-	}
+	b.TTFT.Trees = trees
 	if err := b.TTFT.Prepare(); err != nil {
 		t.Fatal(err)
 	}
@@ -65,7 +50,7 @@ func largeTestBundle(t testing.TB, copies int) *Bundle {
 
 // TestBundleWriterChild is not a test of its own: see TestKillDuringPublish
 // and TestWriteBundleOnFullDisk. It publishes as the trainer does
-// (WriteBundle, then PruneBundles), each version after the newest it finds,
+// (Write, then Prune), each version after the newest it finds,
 // until it is killed.
 func TestBundleWriterChild(t *testing.T) {
 	dir := os.Getenv(envBundleWriterDir)
@@ -76,8 +61,8 @@ func TestBundleWriterChild(t *testing.T) {
 		writeOverFileLimit(t, dir, limit, largeTestBundle(t, 100))
 		return
 	}
-	b := testBundle(t)
-	vs, err := BundleVersions(dir)
+	b := modeltest.Bundle(t)
+	vs, err := Versions(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,7 +70,7 @@ func TestBundleWriterChild(t *testing.T) {
 	if len(vs) > 0 {
 		next = vs[0] + 1
 	}
-	// Re-encoding only the version keeps the writer inside WriteBundle
+	// Re-encoding only the version keeps the writer inside Write
 	// (whose fsync dominates) most of the time, where the kills are meant
 	// to land.
 	b.Version = 1 << 62
@@ -101,11 +86,11 @@ func TestBundleWriterChild(t *testing.T) {
 		p := bytes.Replace(payload, mark, []byte(`"version":`+strconv.FormatUint(next, 10)+`,`), 1)
 		sum := sha256.Sum256(p)
 		data := fmt.Appendf(nil, `{"format":%q,"version":%d,"sha256":%q,"payload":%s}`,
-			BundleFormat, next, hex.EncodeToString(sum[:]), p)
-		if _, err := WriteBundle(dir, next, data); err != nil {
+			Format, next, hex.EncodeToString(sum[:]), p)
+		if _, err := Write(dir, next, data); err != nil {
 			t.Fatal(err)
 		}
-		if err := PruneBundles(dir, 3); err != nil {
+		if err := Prune(dir, 3); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -117,7 +102,7 @@ func TestBundleWriterChild(t *testing.T) {
 // The temporary file of a write a kill cut short is cleared by the next
 // publication's prune. (A kill leaves the page cache intact, so it cannot
 // tear a write the way a power cut can; TestWriteBundleOnFullDisk, where a
-// write stops halfway, is the test a non-atomic WriteBundle fails.)
+// write stops halfway, is the test a non-atomic Write fails.)
 func TestKillDuringPublish(t *testing.T) {
 	kills := 12
 	if os.Getenv("HEADROOM_LONG_TESTS") == "1" {
@@ -144,7 +129,7 @@ func TestKillDuringPublish(t *testing.T) {
 		// moment of its next ones.
 		deadline := time.Now().Add(20 * time.Second)
 		for {
-			vs, _ := BundleVersions(dir)
+			vs, _ := Versions(dir)
 			if len(vs) > 0 && vs[0] > newest {
 				break
 			}
@@ -162,7 +147,7 @@ func TestKillDuringPublish(t *testing.T) {
 			t.Fatalf("writer ended on its own: %v; output:\n%s", err, out.String())
 		}
 
-		vs, err := BundleVersions(dir)
+		vs, err := Versions(dir)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -175,7 +160,7 @@ func TestKillDuringPublish(t *testing.T) {
 			if v <= newest {
 				break
 			}
-			data, err := os.ReadFile(BundlePath(dir, v))
+			data, err := os.ReadFile(Path(dir, v))
 			if err == nil {
 				_, err = Decode(data, nil)
 			}
@@ -197,8 +182,8 @@ func TestKillDuringPublish(t *testing.T) {
 		}
 		midWrite += tmp
 	}
-	if pub, err := LoadNewestBundle(dir, nil, nil); err != nil || pub == nil || pub.Bundle.Version != newest {
-		t.Fatalf("LoadNewestBundle = %v, %v; want version %d", pub, err, newest)
+	if pub, err := LoadNewest(dir, nil, nil); err != nil || pub == nil || pub.Bundle.Version != newest {
+		t.Fatalf("LoadNewest = %v, %v; want version %d", pub, err, newest)
 	}
 	t.Logf("%d kills, %d of them mid-write (a temporary file left); %d bundles published, newest v%d loads",
 		kills, midWrite, published, newest)
@@ -206,13 +191,13 @@ func TestKillDuringPublish(t *testing.T) {
 
 // writeOverFileLimit is the helper process of TestWriteBundleOnFullDisk's
 // file-size-limit case.
-func writeOverFileLimit(t *testing.T, dir, limit string, b *Bundle) {
+func writeOverFileLimit(t *testing.T, dir, limit string, b *model.Bundle) {
 	n, err := strconv.ParseUint(limit, 10, 64)
 	if err != nil {
 		t.Fatal(err)
 	}
 	b.Version = 2
-	data, err := b.Encode(nil)
+	data, err := Encode(b, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -223,7 +208,7 @@ func writeOverFileLimit(t *testing.T, dir, limit string, b *Bundle) {
 	if err := syscall.Setrlimit(syscall.RLIMIT_FSIZE, &syscall.Rlimit{Cur: n, Max: n}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := WriteBundle(dir, 2, data); err == nil {
+	if _, err := Write(dir, 2, data); err == nil {
 		t.Fatalf("writing %d bytes under a %d-byte file size limit succeeded", len(data), n)
 	} else {
 		t.Logf("write refused as expected: %v", err)
@@ -236,19 +221,19 @@ func writeOverFileLimit(t *testing.T, dir, limit string, b *Bundle) {
 // must fail, leave no file under the new bundle's name and no temporary
 // file, and the previous bundle must still load.
 func TestWriteBundleOnFullDisk(t *testing.T) {
-	small := testBundle(t)
+	small := modeltest.Bundle(t)
 	small.Version = 1
-	first, err := small.Encode(nil)
+	first, err := Encode(small, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	check := func(t *testing.T, dir string) {
 		t.Helper()
-		vs, err := BundleVersions(dir)
+		vs, err := Versions(dir)
 		if err != nil || len(vs) != 1 || vs[0] != 1 {
 			t.Errorf("bundles after the failed write: %v, %v; want only version 1", vs, err)
 		}
-		pub, err := LoadNewestBundle(dir, nil, func(path string, err error) { t.Errorf("unreadable %s: %v", path, err) })
+		pub, err := LoadNewest(dir, nil, func(path string, err error) { t.Errorf("unreadable %s: %v", path, err) })
 		if err != nil || pub == nil || pub.Bundle.Version != 1 {
 			t.Errorf("previous bundle: %v, %v", pub, err)
 		}
@@ -258,23 +243,23 @@ func TestWriteBundleOnFullDisk(t *testing.T) {
 	}
 	t.Run("tmpfs full (ENOSPC)", func(t *testing.T) {
 		dir := tmpfs.Mount(t, 64<<10)
-		if _, err := WriteBundle(dir, 1, first); err != nil {
+		if _, err := Write(dir, 1, first); err != nil {
 			t.Fatal(err)
 		}
 		b := largeTestBundle(t, 100)
 		b.Version = 2
-		data, err := b.Encode(nil)
+		data, err := Encode(b, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := WriteBundle(dir, 2, data); !errors.Is(err, syscall.ENOSPC) {
+		if _, err := Write(dir, 2, data); !errors.Is(err, syscall.ENOSPC) {
 			t.Fatalf("writing %d bytes on a 64 KiB tmpfs: %v, want ENOSPC", len(data), err)
 		}
 		check(t, dir)
 	})
 	t.Run("file size limit (EFBIG)", func(t *testing.T) {
 		dir := t.TempDir()
-		if _, err := WriteBundle(dir, 1, first); err != nil {
+		if _, err := Write(dir, 1, first); err != nil {
 			t.Fatal(err)
 		}
 		exe, err := os.Executable()
@@ -295,14 +280,14 @@ func TestWriteBundleOnFullDisk(t *testing.T) {
 // and nothing else is.
 func TestPruneRemovesStaleTemporaryFiles(t *testing.T) {
 	dir := t.TempDir()
-	b := testBundle(t)
+	b := modeltest.Bundle(t)
 	for v := uint64(1); v <= 2; v++ {
 		b.Version = v
-		data, err := b.Encode(nil)
+		data, err := Encode(b, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := WriteBundle(dir, v, data); err != nil {
+		if _, err := Write(dir, v, data); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -313,7 +298,7 @@ func TestPruneRemovesStaleTemporaryFiles(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := PruneBundles(dir, 5); err != nil {
+	if err := Prune(dir, 5); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(stale); !os.IsNotExist(err) {
@@ -322,7 +307,7 @@ func TestPruneRemovesStaleTemporaryFiles(t *testing.T) {
 	if _, err := os.Stat(other); err != nil {
 		t.Errorf("a file that is not a bundle's was removed: %v", err)
 	}
-	if vs, _ := BundleVersions(dir); len(vs) != 2 {
+	if vs, _ := Versions(dir); len(vs) != 2 {
 		t.Errorf("bundles after prune: %v, want both", vs)
 	}
 }

@@ -1,4 +1,4 @@
-package model
+package bundle
 
 import (
 	"crypto/rand"
@@ -8,6 +8,8 @@ import (
 	"os"
 	"strings"
 	"time"
+
+	"github.com/headroomhq/headroom/model"
 )
 
 // A bundle lineage is the sequence of bundles one trainer publishes into
@@ -111,7 +113,7 @@ const (
 //     starts its lineage then; a replay of a lineage it left, or of a
 //     trainer it replaced, began before and is refused. An upgraded
 //     trainer's first epoch begins after the bundles it made without one.
-func CheckSuccessor(next, cur *Bundle, now time.Time) error {
+func CheckSuccessor(next, cur *model.Bundle, now time.Time) error {
 	start, precision, ok := EpochStart(next.Epoch)
 	if !ok {
 		start, precision = next.CreatedAt, 0
@@ -135,12 +137,12 @@ func CheckSuccessor(next, cur *Bundle, now time.Time) error {
 	return nil
 }
 
-// RemoveBundlesExcept removes every bundle in dir but version keep: what a
+// RemoveExcept removes every bundle in dir but version keep: what a
 // predictor does to its local copies when the trainer starts a new lineage,
 // whose low versions the prune by version would otherwise delete first,
 // and whose restart would otherwise load the old lineage's newest.
-func RemoveBundlesExcept(dir string, keep uint64) error {
-	vs, err := BundleVersions(dir)
+func RemoveExcept(dir string, keep uint64) error {
+	vs, err := Versions(dir)
 	if err != nil {
 		return err
 	}
@@ -148,7 +150,7 @@ func RemoveBundlesExcept(dir string, keep uint64) error {
 		if v == keep {
 			continue
 		}
-		if err := os.Remove(BundlePath(dir, v)); err != nil && !os.IsNotExist(err) {
+		if err := os.Remove(Path(dir, v)); err != nil && !os.IsNotExist(err) {
 			return fmt.Errorf("remove bundle %d of an old lineage: %w", v, err)
 		}
 	}
