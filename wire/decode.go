@@ -527,12 +527,7 @@ func (d *entryDecoder) entry(depth int, base locBase, out *features.Sample) bool
 		seen |= 1 << f
 		s.SkipSpace()
 		if fieldKinds[f] == kindTopology && s.Peek() == '{' {
-			dst := &transferOf(out).Prefill
-			if f == fDecodeTopology {
-				dst = &out.Transfer.Decode
-			}
-			loc := func(label string) []any { return append(base.loc(fieldNames[f]), label) }
-			if !d.topology(depth+1, loc, dst) {
+			if !d.placement(depth+1, base, f, out) {
 				return false
 			}
 			continue
@@ -674,6 +669,17 @@ func (d *entryDecoder) topology(depth int, loc func(label string) []any, dst *fe
 		d.add(problem{code: probMissing}.fieldError(loc(topologyLabels[0]), s.Echo(start, s.Pos())))
 	}
 	return true
+}
+
+// placement decodes topology field f of a training entry (prefill_topology
+// or decode_topology), the object at the read position, into out's
+// transfer. It returns false only on a syntax error.
+func (d *entryDecoder) placement(depth int, base locBase, f fieldID, out *features.Sample) bool {
+	dst := &transferOf(out).Prefill
+	if f == fDecodeTopology {
+		dst = &out.Transfer.Decode
+	}
+	return d.topology(depth, func(label string) []any { return append(base.loc(fieldNames[f]), label) }, dst)
 }
 
 // topologyLabels are the keys of a topology object; node comes first

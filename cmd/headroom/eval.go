@@ -148,16 +148,11 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		Select:   sel,
 		Store:    store.Options{Scheme: sch, BucketCapacity: *capacity},
 		Quantile: *quantile,
-		Columns:  map[features.Target][]string{},
+		Columns:  columnsOf(map[features.Target]string{features.TTFT: *ttftCols, features.TPOT: *tpotCols}),
 		Drift: trainer.DriftConfig{Window: *liveWindow, CoverageGain: *covGain, MaxLevelShift: *covShift, OutOfRangeGain: *oorGain,
 			OutOfRangeStart: *oorStart,
 			FixedLevels:     *fixedLevel},
 		MinSamples: *minSamples,
-	}
-	for tg, list := range map[features.Target]string{features.TTFT: *ttftCols, features.TPOT: *tpotCols} {
-		if cols := columns(list); cols != nil {
-			opts.Columns[tg] = cols
-		}
 	}
 	if *verbose {
 		opts.Logger = slog.New(slog.NewTextHandler(stderr, nil))
@@ -247,6 +242,18 @@ func runEvalSuite(ctx context.Context, dir string, only []string, opts eval.Opti
 }
 
 // columns splits a comma-separated column list; "" means the defaults.
+// columnsOf is each target's columns from its flag's comma-separated list;
+// a target whose flag is empty takes its default columns.
+func columnsOf(lists map[features.Target]string) map[features.Target][]string {
+	out := map[features.Target][]string{}
+	for tg, list := range lists {
+		if cols := columns(list); cols != nil {
+			out[tg] = cols
+		}
+	}
+	return out
+}
+
 func columns(list string) []string {
 	if strings.TrimSpace(list) == "" {
 		return nil
