@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"fmt"
 	"net/http/httptest"
 	"path/filepath"
 	"strings"
@@ -18,8 +19,9 @@ import (
 // watcher gauge) and draining channel.
 type waitService struct {
 	*service
-	reg   *prometheus.Registry
-	drain chan struct{}
+	reg       *prometheus.Registry
+	drain     chan struct{}
+	published int // publish calls so far: each sends entries of its own
 }
 
 func newWaitService(t *testing.T) *waitService {
@@ -61,8 +63,12 @@ func (s *waitService) publish(t *testing.T) {
 	t.Helper()
 	var es []string
 	for i := range 100 {
-		es = append(es, entry(20+float64(i%30), 10+float64(i%30)/10, i%30))
+		// Distinct entries (identical ones count once): each with tokens
+		// in flight of its own.
+		e := entry(20+float64(i%30), 10+float64(i%30)/10, i%30)
+		es = append(es, strings.Replace(e, "{", fmt.Sprintf(`{"prefill_tokens_in_flight":%d,`, s.published*1000+i), 1))
 	}
+	s.published++
 	if w := do(s.trainerH, "POST", "/add_training_data_bulk", `{"entries":[`+strings.Join(es, ",")+`]}`); w.Code != 202 {
 		t.Fatalf("ingest: %d %s", w.Code, w.Body)
 	}

@@ -53,7 +53,7 @@ type fixture struct {
 func newFixture(t testing.TB, retrains int) *fixture {
 	t.Helper()
 	dir := t.TempDir()
-	db, err := store.Open(filepath.Join(dir, "samples.db"), store.Options{NoSync: true})
+	db, err := store.Open(filepath.Join(dir, "samples.db"), store.Options{NoSync: true, HoldoutSpread: 1}.ForReplay())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -168,6 +168,7 @@ func DefaultTrainerConfig() TrainerConfig {
 			BucketCapacity:  500,
 			HoldoutFraction: 0.1,
 			HoldoutCapacity: 1000,
+			HoldoutSpread:   store.DefaultHoldoutSpread,
 			Scheme:          store.DefaultScheme(),
 		},
 		MaxConcurrentIngest:        api.DefaultMaxConcurrentIngest,
@@ -298,6 +299,9 @@ func (t *TrainerConfig) validate(dataDir string) []error {
 	}
 	if t.Store.HoldoutCapacity < 1 {
 		bad("Store.HoldoutCapacity", "%d: want at least 1", t.Store.HoldoutCapacity)
+	}
+	if t.Store.HoldoutSpread < 1 {
+		bad("Store.HoldoutSpread", "%d: want at least 1 (1: one minute may fill the holdout)", t.Store.HoldoutSpread)
 	}
 	if t.MaxConcurrentIngest < 1 {
 		bad("MaxConcurrentIngest", "%d: want at least 1", t.MaxConcurrentIngest)

@@ -3,6 +3,7 @@ package store
 import (
 	"encoding/binary"
 	"fmt"
+	"time"
 
 	bolt "go.etcd.io/bbolt"
 
@@ -13,21 +14,33 @@ import (
 type AddResult struct {
 	Train   [numStreams]int // samples put into the target's training buckets
 	Holdout [numStreams]int // samples put into the target's holdout
+	// HoldoutOverflow counts samples of the holdout's side that the
+	// minute they arrived in had no room for in the holdout (holdout.go):
+	// put into training instead, and counted in Train.
+	HoldoutOverflow [numStreams]int
 	// Evicted counts the target's samples removed to make room, the call's
 	// own included when it brings more than a bucket holds.
 	Evicted   [numStreams]int
 	Discarded int // samples with neither label
+	// Duplicates counts samples identical to one the store holds, or to
+	// one before them in the call, and not stored again (dedup.go).
+	Duplicates int
 }
 
-// addPlan is the part of an Add that needs no lock: encoding and
-// placement.
+// addPlan is the part of an Add that needs no lock: encoding, identities
+// and placement by content.
 type addPlan struct {
 	enc  []byte  // every record, back to back
 	ends []int32 // record i is enc[ends[i-1]:ends[i]]
-	// train[t][idx] lists, ascending, the samples going to bucket idx.
-	train   [numStreams][][]int32
-	holdout [numStreams][]int32
-	res     AddResult
+	ids  []uint64
+	// bucket[t][i] is sample i's training bucket in stream t, -1 when it
+	// has no label for t; held[t][i] says its side is the holdout's.
+	bucket [numStreams][]int32
+	held   [numStreams][]bool
+	// labelled counts the samples with some label; latest is the newest
+	// timestamp among them (Options.ReplayTime).
+	labelled int
+	latest   time.Time
 }
 
 func (p *addPlan) record(i int32) []byte {
@@ -39,9 +52,15 @@ func (p *addPlan) record(i int32) []byte {
 }
 
 func (db *DB) plan(samples []features.Sample) (*addPlan, error) {
+	n := len(samples)
 	p := &addPlan{
-		enc:  make([]byte, 0, 64*len(samples)),
-		ends: make([]int32, len(samples)),
+		enc:  make([]byte, 0, 64*n),
+		ends: make([]int32, n),
+		ids:  make([]uint64, n),
+	}
+	for _, t := range streams {
+		p.bucket[t] = make([]int32, n)
+		p.held[t] = make([]bool, n)
 	}
 	for i := range samples {
 		s := &samples[i]
@@ -51,26 +70,22 @@ func (db *DB) plan(samples []features.Sample) (*addPlan, error) {
 		}
 		p.ends[i] = int32(len(p.enc))
 		rec := p.record(int32(i))
+		p.ids[i] = db.keys.identityOf(rec)
 		labelled := false
 		for _, t := range streams {
+			p.bucket[t][i] = -1
 			if _, ok := s.Label(t); !ok {
 				continue
 			}
 			labelled = true
-			if holdoutPoint(t, rec) < db.opts.HoldoutFraction {
-				p.holdout[t] = append(p.holdout[t], int32(i))
-				p.res.Holdout[t]++
-				continue
-			}
-			if p.train[t] == nil {
-				p.train[t] = make([][]int32, db.schemeOf(t).NumBuckets())
-			}
-			idx := db.bucketIndex(t, s)
-			p.train[t][idx] = append(p.train[t][idx], int32(i))
-			p.res.Train[t]++
+			p.bucket[t][i] = int32(db.bucketIndex(t, s))
+			p.held[t][i] = db.keys.holdoutPoint(t, rec) < db.opts.HoldoutFraction
 		}
-		if !labelled {
-			p.res.Discarded++
+		if labelled {
+			p.labelled++
+			if s.Timestamp.After(p.latest) {
+				p.latest = s.Timestamp
+			}
 		}
 	}
 	return p, nil
@@ -93,8 +108,8 @@ func (db *DB) Add(samples []features.Sample) (AddResult, error) {
 	if err != nil {
 		return AddResult{}, err
 	}
-	if p.res.Discarded == len(samples) {
-		return p.res, nil
+	if p.labelled == 0 {
+		return AddResult{Discarded: len(samples)}, nil
 	}
 
 	g, slot := db.join(p)
@@ -169,6 +184,13 @@ func (db *DB) commitPlans(plans []*addPlan, res []AddResult) error {
 	var st *txState
 	err := db.update(func(tx *bolt.Tx) error {
 		st = db.newTxState() // afresh on every attempt: nothing of a failed one leaks
+		if minute := db.arrivalMinute(plans); minute != st.slot.minute {
+			st.slot = arrivalSlot{seq: st.seq + 1, minute: minute}
+			st.slotHoldout = [numStreams]int{}
+			if err := tx.Bucket(bucketMeta).Put(keySlot, st.slot.encode()); err != nil {
+				return err
+			}
+		}
 		for i, p := range plans {
 			r, err := db.apply(tx, p, st)
 			if err != nil {
@@ -185,6 +207,23 @@ func (db *DB) commitPlans(plans []*addPlan, res []AddResult) error {
 	return nil
 }
 
+// arrivalMinute is the Unix minute a commit of plans arrives in: by
+// Options.Now, or with ReplayTime by the newest sample's timestamp.
+func (db *DB) arrivalMinute(plans []*addPlan) int64 {
+	var latest time.Time
+	if db.opts.ReplayTime {
+		for _, p := range plans {
+			if p.latest.After(latest) {
+				latest = p.latest
+			}
+		}
+	}
+	if latest.IsZero() {
+		latest = db.opts.Now()
+	}
+	return latest.Unix() / 60
+}
+
 // txState is what the in-memory counts become if the transaction being
 // built commits: copied from the DB when it starts, published after commit.
 type txState struct {
@@ -192,6 +231,11 @@ type txState struct {
 	gen     [numStreams]uint64
 	holdout [numStreams]int
 	train   map[bucketRef]int // counts of the training buckets written
+	// ids is what the transaction does to each stream's identities; slot
+	// and slotHoldout the arrival slot's as they become (holdout.go).
+	ids         [numStreams]idDelta
+	slot        arrivalSlot
+	slotHoldout [numStreams]int
 }
 
 type bucketRef struct {
@@ -204,7 +248,12 @@ type bucketRef struct {
 func (db *DB) newTxState() *txState {
 	db.mu.RLock()
 	defer db.mu.RUnlock()
-	return &txState{seq: db.seq, gen: db.gen, holdout: db.holdout, train: make(map[bucketRef]int)}
+	st := &txState{seq: db.seq, gen: db.gen, holdout: db.holdout, train: make(map[bucketRef]int),
+		slot: db.slot, slotHoldout: db.slotHoldout}
+	for _, t := range streams {
+		st.ids[t] = idDelta{}
+	}
+	return st
 }
 
 func (st *txState) trainCount(db *DB, r bucketRef) int {
@@ -226,14 +275,21 @@ func (db *DB) publish(st *txState) {
 	db.holdout = st.holdout
 	db.gen = st.gen
 	db.mu.Unlock()
+	for _, t := range streams {
+		db.ids[t].apply(st.ids[t])
+	}
+	db.slot, db.slotHoldout = st.slot, st.slotHoldout
 }
 
 // apply writes one plan into tx, numbering its samples after st.seq, and
-// advances st.
+// advances st. A sample identical to one a stream holds, or added before
+// it in the transaction, is a duplicate and not written (dedup.go); of the
+// others' held-out sides, what the arrival slot has no room for goes to
+// training (holdout.go).
 func (db *DB) apply(tx *bolt.Tx, p *addPlan, st *txState) (AddResult, error) {
-	res := p.res
 	n := len(p.ends)
-	// One key per sample, shared by both targets; live until commit, as
+	res := AddResult{Discarded: n - p.labelled}
+	// One key per sample, shared by every stream; live until commit, as
 	// bbolt requires of keys and values.
 	keys := make([]byte, 8*n)
 	for i := 0; i < n; i++ {
@@ -241,35 +297,71 @@ func (db *DB) apply(tx *bolt.Tx, p *addPlan, st *txState) (AddResult, error) {
 	}
 	key := func(i int32) []byte { return keys[8*i : 8*i+8] }
 
-	meta := tx.Bucket(bucketMeta)
-	for _, t := range streams {
-		if res.Train[t]+res.Holdout[t] == 0 {
+	dup := make([]bool, n)
+	for i := range n {
+		id, any := p.ids[i], false
+		for _, t := range streams {
+			if p.bucket[t][i] >= 0 {
+				any = true
+				dup[i] = dup[i] || has(db.ids[t], st.ids[t], id)
+			}
+		}
+		if !any {
 			continue
 		}
+		if dup[i] {
+			res.Duplicates++
+			continue
+		}
+		for _, t := range streams {
+			if p.bucket[t][i] >= 0 {
+				st.ids[t][id]++ // undone below if the call evicts it at once
+			}
+		}
+	}
+
+	meta := tx.Bucket(bucketMeta)
+	for _, t := range streams {
+		train, held, overflow := db.placeStream(p, t, dup, st.slotHoldout[t])
+		if len(held)+len(overflow) == 0 && !anyTrain(train) {
+			continue
+		}
+		res.HoldoutOverflow[t] = len(overflow)
 		root := tx.Bucket(targetBucket(t))
-		train := root.Bucket(bucketTrain)
-		for idx, list := range p.train[t] {
+		trainRoot := root.Bucket(bucketTrain)
+		gone := func(k, v []byte, holdout, stored bool) {
+			st.ids[t][db.keys.identityOf(v)]--
+			if holdout && stored && binary.BigEndian.Uint64(k) >= st.slot.seq {
+				st.slotHoldout[t]--
+			}
+		}
+		for idx, list := range train {
 			if len(list) == 0 {
 				continue
 			}
-			b, err := train.CreateBucketIfNotExists(db.keyBytes[t][idx])
+			b, err := trainRoot.CreateBucketIfNotExists(db.keyBytes[t][idx])
 			if err != nil {
 				return AddResult{}, fmt.Errorf("%s/%s/%s: %w", t, bucketTrain, db.keyBytes[t][idx], err)
 			}
 			ref := bucketRef{t, idx}
-			kept, evicted, err := appendBounded(b, st.trainCount(db, ref), db.opts.BucketCapacity, list, key, p.record)
+			kept, evicted, err := appendBounded(b, st.trainCount(db, ref), db.opts.BucketCapacity, list, key, p.record,
+				func(k, v []byte, stored bool) { gone(k, v, false, stored) })
 			if err != nil {
 				return AddResult{}, fmt.Errorf("%s/%s/%s: %w", t, bucketTrain, db.keyBytes[t][idx], err)
 			}
+			res.Train[t] += len(list)
 			res.Evicted[t] += evicted
 			st.train[ref] = kept
 		}
-		if list := p.holdout[t]; len(list) > 0 {
-			kept, evicted, err := appendBounded(root.Bucket(bucketHoldout), st.holdout[t], db.opts.HoldoutCapacity, list, key, p.record)
+		if len(held) > 0 {
+			kept, evicted, err := appendBounded(root.Bucket(bucketHoldout), st.holdout[t], db.opts.HoldoutCapacity, held, key, p.record,
+				func(k, v []byte, stored bool) { gone(k, v, true, stored) })
 			if err != nil {
 				return AddResult{}, fmt.Errorf("%s/%s: %w", t, bucketHoldout, err)
 			}
+			res.Holdout[t] += len(held)
 			res.Evicted[t] += evicted
+			st.slotHoldout[t] += len(held) - max(0, len(held)-db.opts.HoldoutCapacity)
 			st.holdout[t] = kept
 		}
 		st.gen[t]++
@@ -281,17 +373,64 @@ func (db *DB) apply(tx *bolt.Tx, p *addPlan, st *txState) (AddResult, error) {
 	return res, nil
 }
 
+// placeStream lists, ascending, where plan p's samples that are not
+// duplicates go in stream t: train[idx] for training bucket idx, held for
+// the holdout, when the arrival slot, which holds inSlot held-out samples
+// already, has room; the oldest of those it has no room for are overflow,
+// and go to their training buckets (in train too).
+func (db *DB) placeStream(p *addPlan, t features.Target, dup []bool, inSlot int) (train [][]int32, held, overflow []int32) {
+	heldSide := 0
+	for i, ok := range p.held[t] {
+		if ok && !dup[i] && p.bucket[t][i] >= 0 {
+			heldSide++
+		}
+	}
+	over := max(0, heldSide-max(0, db.slotShare()-inSlot))
+	for i := range p.bucket[t] {
+		idx := p.bucket[t][i]
+		if idx < 0 || dup[i] {
+			continue
+		}
+		if p.held[t][i] {
+			if over == 0 {
+				held = append(held, int32(i))
+				continue
+			}
+			over--
+			overflow = append(overflow, int32(i))
+		}
+		if train == nil {
+			train = make([][]int32, db.schemeOf(t).NumBuckets())
+		}
+		train[idx] = append(train[idx], int32(i))
+	}
+	return train, held, overflow
+}
+
+func anyTrain(train [][]int32) bool {
+	for _, l := range train {
+		if len(l) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
 // appendBounded appends the listed records to b, which holds have samples,
-// and evicts the oldest beyond capacity. Records the call itself would
-// evict at once are not written. It returns the new count and the number
-// evicted.
-func appendBounded(b *bolt.Bucket, have, capacity int, list []int32, key, val func(int32) []byte) (n, evicted int, err error) {
+// and evicts the oldest beyond capacity, calling gone with each record
+// that leaves: stored (evicted from b) or not (one of the list's own,
+// which the call would evict at once and so does not write). It returns
+// the new count and the number evicted.
+func appendBounded(b *bolt.Bucket, have, capacity int, list []int32, key, val func(int32) []byte, gone func(k, v []byte, stored bool)) (n, evicted int, err error) {
 	if over := len(list) - capacity; over > 0 {
+		for _, i := range list[:over] {
+			gone(key(i), val(i), false)
+		}
 		list = list[over:]
 		evicted = over
 	}
 	if over := have + len(list) - capacity; over > 0 {
-		d, err := trimOldest(b, over)
+		d, err := trimOldest(b, over, func(k, v []byte) { gone(k, v, true) })
 		if err != nil {
 			return 0, 0, err
 		}
@@ -308,46 +447,4 @@ func appendBounded(b *bolt.Bucket, have, capacity int, list []int32, key, val fu
 		}
 	}
 	return have + len(list), evicted, nil
-}
-
-// holdoutPoint maps a record to [0, 1), deterministically: a salted FNV-64a
-// of the record's bytes, finished by the SplitMix64 mixer because FNV's top
-// bits are poorly mixed. The per-target salt makes the two targets'
-// decisions for one sample independent.
-func holdoutPoint(t features.Target, rec []byte) float64 {
-	h := holdoutSeed[t]
-	for _, c := range rec {
-		h ^= uint64(c)
-		h *= fnvPrime
-	}
-	h ^= h >> 30
-	h *= 0xbf58476d1ce4e5b9
-	h ^= h >> 27
-	h *= 0x94d049bb133111eb
-	h ^= h >> 31
-	return float64(h>>11) * 0x1p-53
-}
-
-const (
-	fnvOffset = 14695981039346656037
-	fnvPrime  = 1099511628211
-)
-
-// holdoutSeed is FNV-64a's state after each target's salt,
-// "headroom/holdout/" and its name. The salts are part of the file format:
-// changing them moves future samples of a known content to the other side.
-var holdoutSeed = func() (seeds [numStreams]uint64) {
-	for _, t := range streams {
-		seeds[t] = fnvString("headroom/holdout/" + t.String())
-	}
-	return seeds
-}()
-
-func fnvString(s string) uint64 {
-	h := uint64(fnvOffset)
-	for i := 0; i < len(s); i++ {
-		h ^= uint64(s[i])
-		h *= fnvPrime
-	}
-	return h
 }

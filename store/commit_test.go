@@ -38,6 +38,9 @@ func TestGroupCommitEqualsSequentialAdds(t *testing.T) {
 	o := testOptions()
 	o.BucketCapacity = 40 // so later batches evict earlier ones' samples
 	o.HoldoutCapacity = 30
+	// The same sides, and one arrival slot for every Add of both stores.
+	o.Secret = make([]byte, secretLen)
+	o.Now = func() time.Time { return testEpoch }
 	batches := make([][]features.Sample, 5)
 	for i := range batches {
 		batches[i] = testSamples(300, uint64(i), time.Duration(i)*time.Second)
@@ -179,12 +182,13 @@ func BenchmarkAdd1000Concurrent(b *testing.B) {
 	var next sync.Mutex
 	i := 0
 	b.RunParallel(func(pb *testing.PB) {
+		scratch := make([]features.Sample, batch)
 		for pb.Next() {
 			next.Lock()
-			s := batches[i%len(batches)]
+			op := i
 			i++
 			next.Unlock()
-			if _, err := db.Add(s); err != nil {
+			if _, err := db.Add(distinct(scratch, batches, op)); err != nil {
 				b.Error(err)
 				return
 			}
@@ -223,12 +227,13 @@ func BenchmarkAdd1000ConcurrentFullStore(b *testing.B) {
 	var next sync.Mutex
 	i := 0
 	b.RunParallel(func(pb *testing.PB) {
+		scratch := make([]features.Sample, batch)
 		for pb.Next() {
 			next.Lock()
-			s := batches[i%len(batches)]
+			op := i
 			i++
 			next.Unlock()
-			if _, err := db.Add(s); err != nil {
+			if _, err := db.Add(distinct(scratch, batches, op)); err != nil {
 				b.Error(err)
 				return
 			}

@@ -14,6 +14,9 @@
 //	    generation.ttft   uint64 big-endian: DB.Generation of each stream
 //	    generation.tpot
 //	    generation.kv_transfer
+//	    secret            32 random bytes: the holdout sides and identities (keys.go)
+//	    slot              uint64 seq, int64 minute, big-endian: the newest
+//	                      arrival slot (holdout.go)
 //	ttft/
 //	    train/
 //	        kv_3_prefix_0/    key: uint64 big-endian sequence number
@@ -25,9 +28,13 @@
 //
 // Invariants:
 //   - A sample with a target's label is in exactly one of that target's
-//     training buckets or its holdout, chosen by a salted hash of its
-//     encoding; a sample with both labels is stored under each target with the
-//     same sequence number.
+//     training buckets or its holdout, chosen by a keyed hash of its
+//     encoding under the store's secret (keys.go), and, on the holdout's
+//     side, by room in the holdout for the minute it arrives in
+//     (holdout.go); a sample with both labels is stored under each target
+//     with the same sequence number.
+//   - No two samples stored in one stream are identical (dedup.go), but for
+//     copies a store held before it kept identities.
 //   - Sequence numbers come from one store-wide counter (meta/seq), grow with
 //     insertion and are never reused: every stored key is ≤ meta/seq. So each
 //     bucket iterates oldest first and a target's buckets merge into global
@@ -89,6 +96,7 @@ const (
 	DefaultHoldoutFraction = 0.1
 	DefaultHoldoutCapacity = 1000
 	DefaultLockTimeout     = time.Second
+	DefaultHoldoutSpread   = 10
 )
 
 // fillPercent packs pages full: keys only ever arrive at a bucket's end.
@@ -142,6 +150,23 @@ type Options struct {
 	NoSync bool
 	// Timeout bounds the wait for the file lock. Default 1 s.
 	Timeout time.Duration
+	// HoldoutSpread bounds what one minute of arrivals may put into a
+	// stream's holdout: a 1/HoldoutSpread share of HoldoutCapacity
+	// (holdout.go). Default 10.
+	HoldoutSpread int
+	// Now is the clock arrivals are timed by (holdout.go). Default
+	// time.Now; a replay in a time of its own gives its own.
+	Now func() time.Time
+	// Secret is a new store's secret (keys.go), secretLen bytes; nil: random.
+	// Only for replays that must be repeatable: whoever knows it can
+	// choose which samples are held out. A store that has one keeps it.
+	Secret []byte
+	// ReplayTime times arrivals by the newest timestamp among the samples
+	// of each commit rather than by Now: for a replay of a trace or a
+	// simulation, whose clock is its samples', so that a run is the same
+	// however fast it goes. Never for a service: its clients would choose
+	// their minute.
+	ReplayTime bool
 
 	// tune adjusts bbolt's options; tests use it to provoke failures.
 	tune func(*bolt.Options)
@@ -157,6 +182,16 @@ func (o Options) withDefaults() (Options, error) {
 		return o, fmt.Errorf("holdout fraction %v is not below 1", o.HoldoutFraction)
 	case o.Timeout < 0:
 		return o, fmt.Errorf("lock timeout %s is negative", o.Timeout)
+	case o.HoldoutSpread < 0:
+		return o, fmt.Errorf("holdout spread %d is negative", o.HoldoutSpread)
+	case o.Secret != nil && len(o.Secret) != secretLen:
+		return o, fmt.Errorf("store secret of %d bytes, want %d", len(o.Secret), secretLen)
+	}
+	if o.HoldoutSpread == 0 {
+		o.HoldoutSpread = DefaultHoldoutSpread
+	}
+	if o.Now == nil {
+		o.Now = time.Now
 	}
 	if o.BucketCapacity == 0 {
 		o.BucketCapacity = DefaultBucketCapacity
@@ -192,6 +227,14 @@ type DB struct {
 	// writer decides evictions on are exactly the committed ones.
 	writeMu sync.Mutex
 	seq     uint64 // last sequence number committed; guarded by writeMu
+	// Guarded by writeMu too, and only ever read by the writer: the
+	// identities of each stream's records (dedup.go), the newest arrival
+	// slot and the holdout records of each stream that arrived in it
+	// (holdout.go).
+	ids         [numStreams]identitySet
+	slot        arrivalSlot
+	slotHoldout [numStreams]int
+	keys        storeKeys // set by Open, then never changed
 
 	groupMu sync.Mutex   // guards pending
 	pending *commitGroup // Adds waiting to commit together (add.go); nil when none
@@ -318,6 +361,13 @@ type fileState struct {
 	gen     [numStreams]uint64
 	train   [numStreams][]int // per bucket index of scheme
 	holdout [numStreams]int
+	// secret is the store's (keys.go); newSecret says it is not in the
+	// file yet, but made up for this read, to be written by load.
+	secret      []byte
+	newSecret   bool
+	slot        arrivalSlot
+	slotHoldout [numStreams]int      // held-out records at or above slot.seq
+	ids         [numStreams]identitySet
 }
 
 func (s *fileState) trainTotal(t features.Target) int {
@@ -346,9 +396,10 @@ func (db *DB) load() error {
 			return fmt.Errorf("open store %s: initialize: %w", db.path, err)
 		}
 		db.report.Created = true
-		st = &fileState{scheme: db.opts.Scheme}
+		st = &fileState{scheme: db.opts.Scheme, slot: arrivalSlot{minute: -1 << 62}}
 		for _, t := range streams {
 			st.train[t] = make([]int, db.schemeOf(t).NumBuckets())
+			st.ids[t] = identitySet{}
 		}
 	case db.needsReshape(st):
 		if err := db.reshape(st); err != nil {
@@ -358,10 +409,16 @@ func (db *DB) load() error {
 			return err
 		}
 	}
+	if st.newSecret {
+		if err := db.update(func(tx *bolt.Tx) error { return tx.Bucket(bucketMeta).Put(keySecret, st.secret) }); err != nil {
+			return fmt.Errorf("open store %s: write its secret: %w", db.path, err)
+		}
+	}
 	db.seq = st.seq
 	db.train = st.train
 	db.holdout = st.holdout
 	db.gen = st.gen
+	db.ids, db.slot, db.slotHoldout = st.ids, st.slot, st.slotHoldout
 	for _, t := range streams {
 		db.trainTotal[t] = st.trainTotal(t)
 	}
@@ -448,6 +505,20 @@ func (db *DB) readMeta(tx *bolt.Tx) (*fileState, error) {
 			return nil, db.corrupt("%v", err)
 		}
 	}
+	if st.secret, err = readSecret(meta); err != nil {
+		return nil, db.corrupt("%v", err)
+	}
+	if st.secret == nil {
+		// Written before secrets: one is made now, and load writes it.
+		if st.secret, err = newSecret(db.opts); err != nil {
+			return nil, err
+		}
+		st.newSecret = true
+	}
+	db.keys = keysOf(st.secret)
+	if st.slot, err = readSlot(meta); err != nil {
+		return nil, db.corrupt("%v", err)
+	}
 	return st, nil
 }
 
@@ -455,6 +526,7 @@ func (db *DB) readMeta(tx *bolt.Tx) (*fileState, error) {
 // the rest of the package relies on, and counts them.
 func (db *DB) readTarget(tx *bolt.Tx, st *fileState, t features.Target) error {
 	root := tx.Bucket(targetBucket(t))
+	st.ids[t] = identitySet{}
 	if root == nil && t == features.KVTransfer && st.format < 2 {
 		st.train[t] = make([]int, transferScheme.NumBuckets())
 		return nil // added by the upgrade to version 2
@@ -479,18 +551,27 @@ func (db *DB) readTarget(tx *bolt.Tx, st *fileState, t features.Target) error {
 		case idx < 0:
 			return db.corrupt("%s/%s/%s is not a bucket of scheme %s", t, bucketTrain, name, schemeName)
 		}
-		n, err := db.checkRecords(train.Bucket(name), fmt.Sprintf("%s/%s/%s", t, bucketTrain, name), st.seq)
+		n, err := db.checkRecords(train.Bucket(name), fmt.Sprintf("%s/%s/%s", t, bucketTrain, name), st.seq, func(_ uint64, v []byte) {
+			st.ids[t].add(db.keys.identityOf(v))
+		})
 		st.train[t][idx] = n
 		return err
 	})
 	if err != nil {
 		return err
 	}
-	st.holdout[t], err = db.checkRecords(holdout, fmt.Sprintf("%s/%s", t, bucketHoldout), st.seq)
+	st.holdout[t], err = db.checkRecords(holdout, fmt.Sprintf("%s/%s", t, bucketHoldout), st.seq, func(seq uint64, v []byte) {
+		st.ids[t].add(db.keys.identityOf(v))
+		if seq >= st.slot.seq {
+			st.slotHoldout[t]++
+		}
+	})
 	return err
 }
 
-func (db *DB) checkRecords(b *bolt.Bucket, path string, maxSeq uint64) (int, error) {
+// checkRecords checks and counts b's records, calling each with every one
+// that decodes (its value valid only during the call).
+func (db *DB) checkRecords(b *bolt.Bucket, path string, maxSeq uint64, each func(seq uint64, v []byte)) (int, error) {
 	var s features.Sample
 	var prev uint64
 	n := 0
@@ -506,6 +587,7 @@ func (db *DB) checkRecords(b *bolt.Bucket, path string, maxSeq uint64) (int, err
 		if err := decodeSample(v, &s); err != nil {
 			return n, db.corrupt("%s key %d: %v", path, seq, err)
 		}
+		each(seq, v)
 		prev = seq
 		n++
 	}
@@ -556,6 +638,14 @@ func (db *DB) initialize() error {
 		if err := putUint64(meta, keySeq, 0); err != nil {
 			return err
 		}
+		secret, err := newSecret(db.opts)
+		if err != nil {
+			return err
+		}
+		if err := meta.Put(keySecret, secret); err != nil {
+			return err
+		}
+		db.keys = keysOf(secret)
 		for _, t := range streams {
 			if err := createStream(tx, meta, t); err != nil {
 				return err

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -19,8 +20,25 @@ import (
 // testOptions skip fsync; tests that measure or rely on durability set
 // NoSync false themselves. They use the brief's scheme, whose bucket keys
 // the tests spell out.
+// testOptions are a test's store options: HoldoutSpread 1 and a clock a
+// minute further on at every commit, so that the holdout is the newest
+// HoldoutCapacity held-out samples whatever the test adds, except where a
+// test bounds a minute's share (holdout_test.go).
 func testOptions() Options {
-	return Options{NoSync: true, Timeout: 200 * time.Millisecond, Scheme: MustParseScheme(BriefSchemeName)}
+	return Options{NoSync: true, Timeout: 200 * time.Millisecond, Scheme: MustParseScheme(BriefSchemeName),
+		HoldoutSpread: 1, Now: minuteClock()}
+}
+
+// minuteClock is a clock a minute further on at every reading.
+func minuteClock() func() time.Time {
+	var mu sync.Mutex
+	now := testEpoch
+	return func() time.Time {
+		mu.Lock()
+		defer mu.Unlock()
+		now = now.Add(time.Minute)
+		return now
+	}
 }
 
 func tempPath(t testing.TB) string {

@@ -54,12 +54,16 @@ func (db *DB) Flush(train, holdout bool, targets ...features.Target) (FlushResul
 		return res, nil // nothing to delete
 	}
 
+	// The identities of each flushed stream: none left, or those of the
+	// side kept, read in the same transaction.
+	var ids [numStreams]identitySet
 	err := db.update(func(tx *bolt.Tx) error {
 		meta := tx.Bucket(bucketMeta)
 		for _, t := range streams {
 			if gen[t] == db.gen[t] {
 				continue
 			}
+			defer func() { ids[t] = db.remainingIdentities(tx.Bucket(targetBucket(t))) }()
 			root := tx.Bucket(targetBucket(t))
 			// Deleting a whole bucket frees its pages without visiting
 			// every key.
@@ -96,9 +100,31 @@ func (db *DB) Flush(train, holdout bool, targets ...features.Target) (FlushResul
 		}
 		if res.Holdout[t] > 0 {
 			db.holdout[t] = 0
+			db.slotHoldout[t] = 0
+		}
+		if ids[t] != nil {
+			db.ids[t] = ids[t]
 		}
 	}
 	db.gen = gen
 	db.mu.Unlock()
 	return res, nil
+}
+
+// remainingIdentities reads the identities of the records a stream's root
+// holds.
+func (db *DB) remainingIdentities(root *bolt.Bucket) identitySet {
+	ids := identitySet{}
+	add := func(b *bolt.Bucket) {
+		c := b.Cursor()
+		for k, v := c.First(); k != nil; k, v = c.Next() {
+			if v != nil {
+				ids.add(db.keys.identityOf(v))
+			}
+		}
+	}
+	train := root.Bucket(bucketTrain)
+	_ = train.ForEachBucket(func(name []byte) error { add(train.Bucket(name)); return nil })
+	add(root.Bucket(bucketHoldout))
+	return ids
 }

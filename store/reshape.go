@@ -54,7 +54,7 @@ func (db *DB) reshape(st *fileState) error {
 			if err != nil {
 				return fmt.Errorf("%s: %w", t, err)
 			}
-			h, err := trimOldest(root.Bucket(bucketHoldout), st.holdout[t]-db.opts.HoldoutCapacity)
+			h, err := trimOldest(root.Bucket(bucketHoldout), st.holdout[t]-db.opts.HoldoutCapacity, nil)
 			if err != nil {
 				return fmt.Errorf("%s/%s: %w", t, bucketHoldout, err)
 			}
@@ -160,7 +160,7 @@ func (db *DB) trimTrain(train *bolt.Bucket, t features.Target, counts []int) (in
 		if n <= db.opts.BucketCapacity {
 			continue
 		}
-		d, err := trimOldest(train.Bucket(db.keyBytes[t][idx]), n-db.opts.BucketCapacity)
+		d, err := trimOldest(train.Bucket(db.keyBytes[t][idx]), n-db.opts.BucketCapacity, nil)
 		dropped += d
 		if err != nil {
 			return dropped, fmt.Errorf("%s/%s: %w", bucketTrain, db.keyBytes[t][idx], err)
@@ -169,15 +169,19 @@ func (db *DB) trimTrain(train *bolt.Bucket, t features.Target, counts []int) (in
 	return dropped, nil
 }
 
-// trimOldest deletes the n smallest keys of b (none if n ≤ 0) and returns
-// how many it deleted. Each deletion re-seeks the first key: a cursor that
-// deleted its current key is not safely advanced with Next.
-func trimOldest(b *bolt.Bucket, n int) (int, error) {
+// trimOldest deletes the n smallest keys of b (none if n ≤ 0), calling
+// each, when not nil, with every record before it goes, and returns how
+// many it deleted.
+func trimOldest(b *bolt.Bucket, n int, each func(k, v []byte)) (int, error) {
 	c := b.Cursor()
 	done := 0
 	for ; done < n; done++ {
-		if k, _ := c.First(); k == nil {
+		k, v := c.First()
+		if k == nil {
 			break
+		}
+		if each != nil {
+			each(k, v)
 		}
 		if err := c.Delete(); err != nil {
 			return done, err

@@ -73,7 +73,7 @@ func FuzzIngestThenGate(f *testing.F) {
 		}
 		samples = samples[:min(len(samples), fuzzBatchEntries)]
 
-		db, err := store.Open(filepath.Join(t.TempDir(), "samples.db"), store.Options{NoSync: true})
+		db, err := store.Open(filepath.Join(t.TempDir(), "samples.db"), store.Options{NoSync: true, HoldoutSpread: 1}.ForReplay())
 		if err != nil {
 			t.Fatal(err)
 		}

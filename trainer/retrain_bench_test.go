@@ -28,7 +28,7 @@ func fullStore(b *testing.B, dir, scheme string) *store.DB {
 	if err != nil {
 		b.Fatal(err)
 	}
-	db, err := store.Open(filepath.Join(dir, "samples.db"), store.Options{NoSync: true, Scheme: sch})
+	db, err := store.Open(filepath.Join(dir, "samples.db"), store.Options{NoSync: true, Scheme: sch, HoldoutSpread: 1}.ForReplay())
 	if err != nil {
 		b.Fatal(err)
 	}

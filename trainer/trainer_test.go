@@ -48,7 +48,10 @@ func newFixture(t *testing.T) *trainerFixture {
 
 func (f *trainerFixture) open(t *testing.T) {
 	t.Helper()
-	db, err := store.Open(filepath.Join(f.dir, "samples.db"), store.Options{NoSync: true})
+	// Repeatable sides (a fixed secret), and the holdout the newest
+	// HoldoutCapacity however fast a test adds: the trainer's tests are not
+	// about the store's bound on a minute's share.
+	db, err := store.Open(filepath.Join(f.dir, "samples.db"), store.Options{NoSync: true, HoldoutSpread: 1}.ForReplay())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -162,6 +162,7 @@ func (f *trainerFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&f.cfg.Store.BucketCapacity, "bucket-capacity", def.Store.BucketCapacity, "samples kept per store bucket (oldest evicted)")
 	fs.Float64Var(&f.cfg.Store.HoldoutFraction, "holdout-fraction", def.Store.HoldoutFraction, "fraction of samples held out for evaluation")
 	fs.IntVar(&f.cfg.Store.HoldoutCapacity, "holdout-capacity", def.Store.HoldoutCapacity, "held-out samples kept per target")
+	fs.IntVar(&f.cfg.Store.HoldoutSpread, "holdout-spread", def.Store.HoldoutSpread, "samples arriving in one minute take at most 1/N of a target's holdout (the rest of its side goes to training), so no burst replaces it")
 	fs.StringVar(&f.bucketScheme, "bucket-scheme", store.DefaultSchemeName, "store stratification: comma-separated dimensions of kv10, prefix4, queue5, prompt9, prompt")
 	fs.BoolVar(&f.cfg.StoreReset, "store-reset", false, "if the store file is corrupt or incompatible, move it aside and start empty")
 	fs.IntVar(&f.cfg.MaxConcurrentIngest, "max-concurrent-ingest", def.MaxConcurrentIngest, "training uploads handled at once (those waiting for the store share one commit); more wait briefly, then get 503")

@@ -76,6 +76,9 @@ func StartService(opts ServiceOptions) (_ *Service, err error) {
 	// loses only a run that is gone anyway, and ingest stays off the
 	// simulation's critical path.
 	tc.Store.NoSync = true
+	// A run is repeatable: the holdout follows the simulation's clock and
+	// a fixed secret, not the wall clock and a random one.
+	tc.Store = tc.Store.ForReplay()
 	// The simulation shares the cores and waits for each retrain: the fits
 	// run at its priority, not niced or in the idle class.
 	tc.Nice, tc.XGBoost = 0, nil

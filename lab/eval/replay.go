@@ -177,7 +177,9 @@ func newReplica(opts Options) (*replica, error) {
 		return nil, fmt.Errorf("eval: %w", err)
 	}
 	r := &replica{opts: opts, dir: dir}
-	if r.db, err = store.Open(filepath.Join(dir, "samples.db"), opts.Store); err != nil {
+	// A replay is repeatable: the holdout follows the trace's clock and a
+	// fixed secret.
+	if r.db, err = store.Open(filepath.Join(dir, "samples.db"), opts.Store.ForReplay()); err != nil {
 		os.RemoveAll(dir)
 		return nil, fmt.Errorf("eval: %w", err)
 	}

@@ -216,7 +216,7 @@ func (r *TransferReport) throughService(ctx context.Context, samples []features.
 		return err
 	}
 	defer os.RemoveAll(dir)
-	db, err := store.Open(filepath.Join(dir, "samples.db"), store.Options{NoSync: true})
+	db, err := store.Open(filepath.Join(dir, "samples.db"), store.Options{NoSync: true}.ForReplay())
 	if err != nil {
 		return err
 	}

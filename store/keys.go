@@ -1,0 +1,91 @@
+package store
+
+import (
+	"crypto/rand"
+	"fmt"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/headroomhq/headroom/features"
+)
+
+// The store's secret decides each new sample's holdout side and keys its
+// identity (dedup.go). Before it, the side was a public hash of the
+// sample's content, so a client could compute which of its samples would
+// be held out and send only those: one request of 1,000 copies of one such
+// row evicted every real holdout row (issue 26). Now whoever does not know
+// the secret can predict a sample's side no better than by its odds, the
+// holdout fraction.
+//
+// The secret is secretLen random bytes in meta/secret, created once, with
+// the store, or on the first open of a store written before it (by a
+// release without it, which also ignores it). Samples stored before it
+// keep their sides: nothing moves between training and holdout. Each
+// identical copy of one of them is a duplicate, not stored again.
+const secretLen = 32
+
+var keySecret = []byte("secret")
+
+// storeKeys are what the secret keys.
+type storeKeys struct {
+	holdout  [numStreams]sipKey // a record's point in [0, 1), per stream
+	identity sipKey             // a record's identity
+}
+
+func keysOf(secret []byte) storeKeys {
+	base := sipKeyOf(secret[:16])
+	var k storeKeys
+	for _, t := range streams {
+		k.holdout[t] = base.derive("headroom/holdout/" + t.String())
+	}
+	k.identity = sipKeyOf(secret[16:32])
+	return k
+}
+
+// ForReplay is o for a replay that must give the same figures on every
+// run: a fixed secret, the same for every replay (a replay's store serves
+// nobody), and arrivals timed by the samples' own clock (ReplayTime).
+func (o Options) ForReplay() Options {
+	o.Secret = []byte("headroom replay: not a secret...")
+	o.ReplayTime = true
+	return o
+}
+
+// newSecret returns the secret of a new store: opts' (Options.Secret, for
+// a replay that must be repeatable), else secretLen random bytes.
+func newSecret(opts Options) ([]byte, error) {
+	if opts.Secret != nil {
+		if len(opts.Secret) != secretLen {
+			return nil, fmt.Errorf("store secret of %d bytes, want %d", len(opts.Secret), secretLen)
+		}
+		return append([]byte(nil), opts.Secret...), nil
+	}
+	secret := make([]byte, secretLen)
+	rand.Read(secret) // never fails (crypto/rand since Go 1.24)
+	return secret, nil
+}
+
+// readSecret returns meta/secret, nil when the store has none yet.
+func readSecret(meta *bolt.Bucket) ([]byte, error) {
+	v := meta.Get(keySecret)
+	if v == nil {
+		return nil, nil
+	}
+	if len(v) != secretLen {
+		return nil, fmt.Errorf("meta/%s is %d bytes, want %d", keySecret, len(v), secretLen)
+	}
+	return append([]byte(nil), v...), nil
+}
+
+// holdoutPoint maps a record to [0, 1), deterministically for the store
+// and unpredictably without its secret: SipHash-2-4 of the record's bytes
+// under the stream's key, so that the streams' decisions for one sample
+// are independent.
+func (k *storeKeys) holdoutPoint(t features.Target, rec []byte) float64 {
+	return float64(k.holdout[t].sum(rec)>>11) * 0x1p-53
+}
+
+// identityOf is a record's identity: two records are one sample's exactly
+// when their identities are equal, but for a chance of about 2⁻⁶⁴ a pair
+// that nobody without the secret can aim at.
+func (k *storeKeys) identityOf(rec []byte) uint64 { return k.identity.sum(rec) }
