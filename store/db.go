@@ -366,7 +366,7 @@ type fileState struct {
 	secret      []byte
 	newSecret   bool
 	slot        arrivalSlot
-	slotHoldout [numStreams]int      // held-out records at or above slot.seq
+	slotHoldout [numStreams]int // held-out records at or above slot.seq
 	ids         [numStreams]identitySet
 }
 
