@@ -183,7 +183,7 @@ func (p *pdFlags) run(ctx context.Context, reqs []*sim.Request, engine sim.Confi
 	cfg := sim.PDConfig{
 		Prefill: engine, Decode: engine,
 		PrefillPods: p.resolvedTopology[0], DecodePods: p.resolvedTopology[1],
-		Links: sim.DefaultLinks(), KVBytesPerToken: p.kvBytesPerToken,
+		Links: sim.LayoutLinks(p.layout), KVBytesPerToken: p.kvBytesPerToken,
 		PrefillFailureRate: p.prefillFailRate, Seed: p.failureSeed,
 	}
 	results, err := sim.ComparePD(ctx, reqs, cfg, p.resolvedRouters)

@@ -50,8 +50,8 @@ var PDPolicies = []string{PDGreedy, PDTopologyConstant, PDJoint, PDJointSLO, PDO
 // slo_attainment is measured against. Zero values mean DefaultPDOptions'.
 type PDOptions struct {
 	Options
-	// Layout places the pods (sim.PlacePods): one-node, one-rack, racks or
-	// zones.
+	// Layout places the pods and sets the links (sim.PlacePods,
+	// sim.LayoutLinks): one of sim.PDLayouts.
 	Layout                  string
 	PrefillPods, DecodePods int
 	// KVBytesPerToken is the model's KV size; the sidecar reports it with
@@ -128,7 +128,7 @@ func (o *PDOptions) fleet() (sim.PDConfig, error) {
 		return sim.PDConfig{}, fmt.Errorf("demo --pd: %w", err)
 	}
 	cfg := sim.PDConfig{Prefill: engine, Decode: engine, PrefillPods: p, DecodePods: d,
-		Links: sim.DefaultLinks(), KVBytesPerToken: o.KVBytesPerToken,
+		Links: sim.LayoutLinks(o.Layout), KVBytesPerToken: o.KVBytesPerToken,
 		PrefillFailureRate: o.PrefillFailureRate, Seed: o.Seed}
 	return cfg, cfg.Validate()
 }

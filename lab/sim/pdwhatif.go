@@ -12,8 +12,8 @@ import (
 	"github.com/headroomhq/headroom/features"
 )
 
-// PDLayouts lists the names PlacePods accepts.
-var PDLayouts = []string{"one-node", "one-rack", "racks", "zones"}
+// PDLayouts lists the names PlacePods and LayoutLinks accept.
+var PDLayouts = []string{"one-node", "one-rack", "racks", "zones", "equal-links"}
 
 // PlacePods places a prefill pool and a decode pool on a cluster of the
 // named shape. Pods are numbered prefill first, then decode, and pod k gets
@@ -22,7 +22,9 @@ var PDLayouts = []string{"one-node", "one-rack", "racks", "zones"}
 //   - one-node: every pod on one host (the NVLink-only case);
 //   - one-rack: one node per pod, one rack;
 //   - racks: one node per pod, round-robin over 4 racks of one zone;
-//   - zones: one node per pod, round-robin over 2 zones of 2 racks each.
+//   - zones: one node per pod, round-robin over 2 zones of 2 racks each;
+//   - equal-links: placed as zones, every link as fast as NVLink
+//     (LayoutLinks).
 func PlacePods(layout string, prefill, decode int) (p, d []features.Topology, err error) {
 	if prefill < 0 || decode < 1 {
 		return nil, nil, fmt.Errorf("pods: %d prefill and %d decode, need at least 0 and 1", prefill, decode)
@@ -34,7 +36,7 @@ func PlacePods(layout string, prefill, decode int) (p, d []features.Topology, er
 			t.Node = "node-0"
 		case "racks":
 			t.Rack = fmt.Sprintf("rack-%d", k%4)
-		case "zones":
+		case "zones", "equal-links":
 			t.Zone = []string{"zone-a", "zone-b"}[k%2]
 			t.Rack = fmt.Sprintf("rack-%d", (k/2)%2)
 		}

@@ -33,6 +33,7 @@ func TestPlacePods(t *testing.T) {
 		{"one-rack", map[features.LinkClass]int{features.SameRack: 16}},
 		{"racks", map[features.LinkClass]int{features.SameZone: 12, features.SameRack: 4}},
 		{"zones", map[features.LinkClass]int{features.CrossZone: 8, features.SameZone: 4, features.SameRack: 4}},
+		{"equal-links", map[features.LinkClass]int{features.CrossZone: 8, features.SameZone: 4, features.SameRack: 4}},
 	} {
 		got := classes(tc.layout)
 		if len(got) != len(tc.want) {

@@ -70,6 +70,22 @@ func DefaultLinks() Links {
 	}
 }
 
+// LayoutLinks are the links of a PlacePods layout: DefaultLinks, but for
+// equal-links, whose every class is DefaultLinks' same-node link. That is
+// the cluster of llm-d-router #2315's evaluation, where same-node and
+// cross-node transfers performed alike: a router that learns the links must
+// then route as if there were no topology, where one that adds constants
+// for it still favours the nearer pods.
+func LayoutLinks(layout string) Links {
+	links := DefaultLinks()
+	if layout == "equal-links" {
+		for c := range links {
+			links[c] = links[features.SameNode]
+		}
+	}
+	return links
+}
+
 // Validate reports the first link that cannot carry data.
 func (l Links) Validate() error {
 	for c, k := range l {

@@ -30,6 +30,27 @@ func TestDefaultLinksAreOrdered(t *testing.T) {
 	}
 }
 
+// Every layout's links are the defaults, but equal-links', whose every
+// class is as fast as the same node's.
+func TestLayoutLinks(t *testing.T) {
+	def := DefaultLinks()
+	for _, layout := range PDLayouts {
+		l := LayoutLinks(layout)
+		if err := l.Validate(); err != nil {
+			t.Fatalf("%s: %v", layout, err)
+		}
+		for c := range l {
+			want := def[c]
+			if layout == "equal-links" {
+				want = def[features.SameNode]
+			}
+			if l[c] != want {
+				t.Errorf("%s: %v is %+v, want %+v", layout, features.LinkClass(c), l[c], want)
+			}
+		}
+	}
+}
+
 // runNetwork starts each transfer at its time and runs the network until
 // every transfer has ended.
 func runNetwork(t *testing.T, links Links, starts []time.Duration, pairs [][2]features.Topology, bytes []float64) []*Transfer {
