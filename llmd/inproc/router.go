@@ -44,8 +44,14 @@ type Router struct {
 	responseHeader []requestcontrol.ResponseHeaderProcessor
 	responseBody   []requestcontrol.ResponseBodyProcessor
 
+	// extractors are the plugins' extractors of endpoint events
+	// (datalayer.go).
+	extractors []fwkdl.EndpointExtractor
+
 	mu   sync.Mutex
 	pods []types.NamespacedName // what the handle's pod list reports
+	// servers are the data layer's model servers (Endpoint), by ID.
+	servers map[types.NamespacedName]*fwkdl.ModelServer
 }
 
 // New loads config (YAML) with llm-d's loader, after registering the
@@ -59,7 +65,7 @@ func New(ctx context.Context, config []byte, reg prometheus.Registerer) (*Router
 	if err != nil {
 		return nil, fmt.Errorf("inproc: %w", err)
 	}
-	r := &Router{}
+	r := &Router{servers: map[types.NamespacedName]*fwkdl.ModelServer{}}
 	r.handle = fwkplugin.NewEppHandle(ctx, r.podList, fwkplugin.WithMetricsRecorder(reg))
 	cfg, err := loader.InstantiateAndConfigure(raw, r.handle, log)
 	if err != nil {
@@ -76,6 +82,9 @@ func New(ctx context.Context, config []byte, reg prometheus.Registerer) (*Router
 		return nil, fmt.Errorf("inproc: %w", err)
 	}
 	datalayer.RegisterScopeSpecs(all)
+	if r.extractors, err = wireEndpointExtractors(all); err != nil {
+		return nil, err
+	}
 	byName := map[string]fwkplugin.Plugin{}
 	for _, p := range all {
 		byName[p.TypedName().String()] = p
@@ -156,6 +165,17 @@ func (r *Router) ResponseBody(ctx context.Context, request *fwksched.InferenceRe
 	for _, h := range r.responseBody {
 		h.ResponseBody(ctx, request, response, target)
 	}
+}
+
+// Producers returns the config's Headroom producers.
+func (r *Router) Producers() []*plugins.Producer {
+	var out []*plugins.Producer
+	for _, p := range r.handle.GetAllPlugins() {
+		if hp, ok := p.(*plugins.Producer); ok {
+			out = append(out, hp)
+		}
+	}
+	return out
 }
 
 // Producer returns the config's Headroom producer of that name, nil when
