@@ -38,6 +38,9 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs.Float64Var(&pd.PrefillFailureRate, "prefill-failure-rate", 0, "--pd: probability a prefill pod fails after its prefill (the decode pod then serves the request alone)")
 	fs.BoolVar(&pd.DecideSplit, "decide-split", false, "--pd: joint-slo also decides whether to split, every pair and every decode pod alone competing on SLO headroom")
 	fs.BoolVar(&pd.TrustExtrapolation, "trust-extrapolation", false, "--pd: the joint policies route on estimates the service marks extrapolated (a pod loaded beyond the TTFT model's training range) instead of falling back to topology-constant for a request when one of its competing routes is")
+	llmdURL := fs.String("llmd", "", "--pd: route with llm-d's own scheduler, served at this loopback URL by the llmd module's sim-scheduler (scripts/llmd-pd-demo.sh starts it), and compare "+
+		strings.Join(demo.LLMDConfigs, ", ")+" (docs/DEMO.md, \"llm-d's scheduler in the loop\")")
+	noTiming := fs.Bool("no-transfer-timing", false, "--llmd: the EPP sees no KV transfer times, as llm-d's sidecar reports today: Headroom's entries carry no actual_kv_transfer_ms")
 	fs.IntVar(&pd.SplitThreshold, "split-threshold", pd.SplitThreshold, "--pd: greedy policies split only requests with at least this many uncached prompt tokens on the decode pod (llm-d's nonCachedTokens)")
 	fs.DurationVar(&opts.Duration, "duration", opts.Duration, "simulated arrival window of each policy's run")
 	fs.DurationVar(&opts.Warmup, "warmup", opts.Warmup, "simulated arrival window of the warm-up that trains the first models (0: none)")
@@ -53,7 +56,8 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs.Float64Var(&opts.Service.Quantile, "quantile", 0, "predictor serves this quantile instead of the mean, e.g. 0.9 (0: mean)")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: headroom demo [--duration D] [--servers N] [--rate R | --sweep R1,R2,... [--plot DIR]] [--seed S] [--slo-ttft-ms X] [--json]")
-		fmt.Fprintln(stderr, "       headroom demo --pd one-node|one-rack|racks|zones [--prefill-pods N] [--decode-pods N] [--rate R] [--seed S] [--json]")
+		fmt.Fprintln(stderr, "       headroom demo --pd "+strings.Join(sim.PDLayouts, "|")+" [--prefill-pods N] [--decode-pods N] [--rate R] [--seed S] [--json]")
+		fmt.Fprintln(stderr, "       headroom demo --pd LAYOUT --llmd URL [--no-transfer-timing] [--seed S] [--json]")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -80,7 +84,11 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		opts.Warmup = -1 // the flag's 0 means none; the package's 0 means its default
 	}
 	if *layout != "" {
-		return runPDDemo(ctx, fs, opts, pd, *layout, *asJSON, *quiet, stdout, stderr)
+		llmd := demo.LLMDOptions{SchedulerURL: *llmdURL, NoTransferTiming: *noTiming}
+		return runPDDemo(ctx, fs, opts, pd, llmd, *layout, *asJSON, *quiet, stdout, stderr)
+	}
+	if *llmdURL != "" || *noTiming {
+		return fmt.Errorf("--llmd and --no-transfer-timing need --pd")
 	}
 	var rates []float64
 	if *sweep != "" {
@@ -138,13 +146,22 @@ func runSweep(ctx context.Context, opts demo.Options, rates []float64, plotDir s
 
 // runPDDemo is demo --pd: the monolithic flags that apply (traffic, seed,
 // cadence, service) carry over; --servers does not (the pools' sizes do),
-// nor --sweep.
-func runPDDemo(ctx context.Context, fs *flag.FlagSet, opts demo.Options, pd demo.PDOptions, layout string, asJSON, quiet bool, stdout, stderr io.Writer) error {
+// nor --sweep. With llmd's SchedulerURL it runs llm-d's scheduler in the
+// loop instead of the built-in policies.
+func runPDDemo(ctx context.Context, fs *flag.FlagSet, opts demo.Options, pd demo.PDOptions, llmd demo.LLMDOptions, layout string, asJSON, quiet bool, stdout, stderr io.Writer) error {
 	var conflict error
 	fs.Visit(func(f *flag.Flag) {
 		switch f.Name {
 		case "servers", "sweep", "plot", "quantile":
 			conflict = fmt.Errorf("--%s does not apply to --pd", f.Name)
+		case "decide-split", "trust-extrapolation":
+			if llmd.SchedulerURL != "" {
+				conflict = fmt.Errorf("--%s does not apply to --llmd: llm-d's config decides", f.Name)
+			}
+		case "no-transfer-timing":
+			if llmd.SchedulerURL == "" {
+				conflict = fmt.Errorf("--no-transfer-timing needs --llmd")
+			}
 		}
 	})
 	if conflict != nil {
@@ -170,6 +187,18 @@ func runPDDemo(ctx context.Context, fs *flag.FlagSet, opts demo.Options, pd demo
 	if !quiet {
 		fmt.Fprintln(stderr, demo.ProgressLegend)
 		pd.Progress = func(p demo.Progress) { fmt.Fprintln(stderr, p) }
+	}
+	if llmd.SchedulerURL != "" {
+		llmd.PDOptions = pd
+		res, err := demo.RunLLMD(ctx, llmd)
+		if err != nil {
+			return err
+		}
+		if asJSON {
+			return demo.WriteLLMDJSON(stdout, res)
+		}
+		fmt.Fprintln(stdout)
+		return demo.WriteLLMDTable(stdout, res)
 	}
 	res, err := demo.RunPD(ctx, pd)
 	if err != nil {

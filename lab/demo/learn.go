@@ -31,7 +31,8 @@ type learning struct {
 	// stats is what the router has done so far.
 	stats func() RouterStats
 	// The entries the router (and, for P/D, its sidecar) reports at the
-	// first token and at the end; tpotEntry's false means none.
+	// first token and at the end; tpotEntry's false means none. Both nil:
+	// the router reports its own (a flusher).
 	ttftEntry func(o *sim.PDOutcome, at time.Time) features.Sample
 	tpotEntry func(o *sim.PDOutcome, at time.Time) (features.Sample, bool)
 	// liveAgainstLabel measures the live TTFT error against the entry's
@@ -44,6 +45,45 @@ type learning struct {
 	// finish completes the policy's result from its router after the run
 	// (the regret of the predicted policy).
 	finish func(pr *PolicyResult)
+}
+
+// fleetObserver is a router that watches the fleet it routes (llm-d's
+// scheduler in the loop, llmd.go): it needs the simulated time (now, the
+// fleet's; stamp, a time of the run as the time of day its entries carry)
+// and what its EPP sees of each response. A router that also reports
+// entries of its own to the trainer is a flusher.
+type fleetObserver interface {
+	attach(now func() time.Duration, stamp func(time.Duration) time.Time)
+	firstToken(o *sim.PDOutcome)
+	finished(o *sim.PDOutcome)
+}
+
+// flusher posts entries a router reports to the trainer itself.
+type flusher interface {
+	flush(ctx context.Context) error
+}
+
+// observed are hooks with router's fleetObserver calls, when it is one,
+// after them, and how to attach it to the fleet the hooks are for.
+func observed(router sim.PDRouter, hooks sim.PDHooks, stamp func(time.Duration) time.Time) (sim.PDHooks, func(f *sim.PDFleet)) {
+	ob, ok := router.(fleetObserver)
+	if !ok {
+		return hooks, func(*sim.PDFleet) {}
+	}
+	first, finish := hooks.OnFirstToken, hooks.OnFinish
+	hooks.OnFirstToken = func(o *sim.PDOutcome) {
+		if first != nil {
+			first(o)
+		}
+		ob.firstToken(o)
+	}
+	hooks.OnFinish = func(o *sim.PDOutcome) {
+		if finish != nil {
+			finish(o)
+		}
+		ob.finished(o)
+	}
+	return hooks, func(f *sim.PDFleet) { ob.attach(f.Now, stamp) }
 }
 
 // live collects the error of what a router expected on the route it chose
@@ -108,22 +148,27 @@ type learner struct {
 func (l *learner) learn(ctx context.Context, phase string, reqs []*sim.Request, p learning) (PolicyResult, error) {
 	lv := newLive()
 	stamp := func(t time.Duration) time.Time { return l.opts.Epoch.Add(l.offset + t) }
-	f, err := sim.NewPDFleet(l.cfg, p.router, sim.PDHooks{
+	hooks, attach := observed(p.router, sim.PDHooks{
 		OnDispatch: func(o *sim.PDOutcome, _, _ []sim.PodState) {
 			if e, ok := p.estimate(o); ok {
 				lv.expected[o.Request.ID] = e
 			}
 		},
 		OnFirstToken: func(o *sim.PDOutcome) {
-			e := p.ttftEntry(o, stamp(o.Decode.FirstToken))
-			l.rep.Add(e)
 			actual := ms(o.Decode.TTFT())
-			if p.liveAgainstLabel {
-				actual = e.ActualTTFTMs
+			if p.ttftEntry != nil {
+				e := p.ttftEntry(o, stamp(o.Decode.FirstToken))
+				l.rep.Add(e)
+				if p.liveAgainstLabel {
+					actual = e.ActualTTFTMs
+				}
 			}
 			lv.firstToken(o, actual)
 		},
 		OnFinish: func(o *sim.PDOutcome) {
+			if p.tpotEntry == nil {
+				return
+			}
 			e, ok := p.tpotEntry(o, stamp(o.Decode.Finish))
 			if !ok {
 				return
@@ -131,9 +176,15 @@ func (l *learner) learn(ctx context.Context, phase string, reqs []*sim.Request, 
 			l.rep.Add(e)
 			lv.finished(o, e.ActualTPOTMs)
 		},
-	})
+	}, stamp)
+	f, err := sim.NewPDFleet(l.cfg, p.router, hooks)
 	if err != nil {
 		return PolicyResult{}, fmt.Errorf("demo %s: %w", phase, err)
+	}
+	attach(f)
+	if fl, ok := p.router.(flusher); ok {
+		l.rep.upstream = fl
+		defer func() { l.rep.upstream = nil }()
 	}
 	if err := f.Submit(reqs...); err != nil {
 		return PolicyResult{}, fmt.Errorf("demo %s: %w", phase, err)
@@ -190,6 +241,7 @@ func (l *learner) progress(p Progress) { p.send(l.opts.Progress, l.opts.Rate, l.
 func (l *learner) runFixed(ctx context.Context, name string, reqs []*sim.Request, router sim.PDRouter, foresight func() (estimate, bool)) (PolicyResult, error) {
 	lv := newLive()
 	var hooks sim.PDHooks
+	stamp := func(t time.Duration) time.Time { return l.opts.Epoch.Add(l.offset + t) }
 	if foresight != nil {
 		hooks = sim.PDHooks{
 			OnDispatch: func(o *sim.PDOutcome, _, _ []sim.PodState) {
@@ -206,7 +258,14 @@ func (l *learner) runFixed(ctx context.Context, name string, reqs []*sim.Request
 		}
 	}
 	start := time.Now()
-	f, err := sim.SimulatePD(ctx, l.cfg, router, hooks, reqs...)
+	hooks, attach := observed(router, hooks, stamp)
+	f, err := sim.NewPDFleet(l.cfg, router, hooks)
+	if err == nil {
+		attach(f)
+		if err = f.Submit(reqs...); err == nil {
+			err = f.Run(ctx)
+		}
+	}
 	if err != nil {
 		return PolicyResult{}, fmt.Errorf("demo %s: %w", name, err)
 	}

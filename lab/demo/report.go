@@ -48,6 +48,10 @@ type Reporter struct {
 	client  *Client
 	pending []features.Sample
 	sent    int // entries the trainer accepted
+	// upstream, when set, is a router that posts entries of its own
+	// (llm-d's scheduler with Headroom's producer): every flush flushes it
+	// first, so that a retrain has what it reported.
+	upstream flusher
 }
 
 // NewReporter reports to c's trainer.
@@ -63,6 +67,11 @@ func (r *Reporter) Sent() int { return r.sent }
 // failed flush, it keeps them for the next attempt: in the demo a lost
 // flush would only hide a bug.
 func (r *Reporter) Flush(ctx context.Context) error {
+	if r.upstream != nil {
+		if err := r.upstream.flush(ctx); err != nil {
+			return err
+		}
+	}
 	if len(r.pending) == 0 {
 		return nil
 	}
