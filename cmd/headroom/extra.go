@@ -10,5 +10,7 @@ func extraCommands() []command {
 		loadgenCommand(),
 		suiteCommand(),
 		abuseCommand(),
+		fidelityCommand(),
+		calibrateCommand(),
 	}
 }

@@ -9,10 +9,12 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 
 	"github.com/headroomhq/headroom/api"
+	"github.com/headroomhq/headroom/lab/sim"
 	"github.com/headroomhq/headroom/model"
 	"github.com/headroomhq/headroom/predictor"
 	"github.com/headroomhq/headroom/service"
@@ -355,4 +357,65 @@ func inFlagTerms(err error) error {
 		return errors.New(lines[0])
 	}
 	return fmt.Errorf("%d problems with the configuration:\n  %s", len(lines), strings.Join(lines, "\n  "))
+}
+
+// hardwareFlags price the engine's steps from a model and a GPU (the
+// Roofline step model) instead of the H200 trace's linear fit.
+type hardwareFlags struct {
+	model, gpu, engineArgs, coefficients string
+}
+
+func (h *hardwareFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&h.model, "model", "", "serve this model: its HuggingFace config.json (or the directory holding it); steps are then priced from its FLOPs and bytes on --gpu (docs/SIMULATOR.md, the Roofline)")
+	fs.StringVar(&h.gpu, "gpu", "", "--model: the GPU, one of "+strings.Join(sim.GPUNames(), ", ")+", or a data sheet (JSON)")
+	fs.StringVar(&h.engineArgs, "engine-args", "", "--model: vLLM engine arguments key=value,... ("+strings.Join(sim.EngineArgKeys, ", ")+"; default vLLM's)")
+	fs.StringVar(&h.coefficients, "coefficients", "", "--model: the step model's coefficients (JSON from headroom calibrate; default the shipped ones)")
+}
+
+// unused refuses the hardware flags without --model.
+func (h *hardwareFlags) unused(fs *flag.FlagSet) error {
+	var err error
+	fs.Visit(func(f *flag.Flag) {
+		switch f.Name {
+		case "gpu", "engine-args", "coefficients":
+			err = fmt.Errorf("--%s needs --model", f.Name)
+		}
+	})
+	return err
+}
+
+// config is the engine --model, --gpu, --engine-args and --coefficients
+// describe, one server.
+func (h *hardwareFlags) config() (sim.Config, error) {
+	path := h.model
+	if st, err := os.Stat(path); err == nil && st.IsDir() {
+		path = filepath.Join(path, "config.json")
+	}
+	arch, err := sim.ReadArchitecture(path)
+	if err != nil {
+		return sim.Config{}, fmt.Errorf("--model: %w", err)
+	}
+	if h.gpu == "" {
+		return sim.Config{}, fmt.Errorf("--model needs --gpu: one of %s, or a data sheet", strings.Join(sim.GPUNames(), ", "))
+	}
+	gpu, ok := sim.LookupGPU(h.gpu)
+	if !ok {
+		if gpu, err = sim.ReadGPU(h.gpu); err != nil {
+			return sim.Config{}, fmt.Errorf("--gpu: not one of %s, and %w", strings.Join(sim.GPUNames(), ", "), err)
+		}
+	}
+	args, err := sim.ParseEngineArgs(h.engineArgs, sim.DefaultEngineArgs())
+	if err != nil {
+		return sim.Config{}, fmt.Errorf("--engine-args: %w", err)
+	}
+	coef := sim.DefaultCoefficients()
+	if h.coefficients != "" {
+		if coef, err = sim.ReadCoefficients(h.coefficients); err != nil {
+			return sim.Config{}, fmt.Errorf("--coefficients: %w", err)
+		}
+	}
+	if arch.Name == "" {
+		arch.Name = filepath.Base(filepath.Dir(path))
+	}
+	return sim.DeploymentConfig(arch, gpu, args, coef)
 }

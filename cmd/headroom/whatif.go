@@ -9,8 +9,10 @@ import (
 	"io"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/headroomhq/headroom/features"
+	"github.com/headroomhq/headroom/lab/fidelity"
 	"github.com/headroomhq/headroom/lab/sim"
 	"github.com/headroomhq/headroom/lab/sim/workload"
 )
@@ -38,8 +40,12 @@ func runWhatif(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		requests   = fs.Int("requests", 1000, "chat workload: number of requests")
 		sessions   = fs.Int("sessions", 24, "agentic workload: number of sessions (8 turns each)")
 		routerName = fs.String("router", "load-prefix", "router: "+strings.Join(sim.RouterNames, ", "))
+		ipPath     = fs.String("inference-perf", "", "generate the workload as inference-perf does from this configuration (shared_prefix data, load stages back to back)")
+		timeout    = fs.Duration("timeout", 0, "clients give up on a request after this long (0: never; with --inference-perf, its 300s)")
+		hw         hardwareFlags
 		pd         pdFlags
 	)
+	hw.register(fs)
 	pd.register(fs)
 	fs.Func("config", "a configuration: a YAML file, inline key=value,... ("+strings.Join(sim.ConfigKeys, ", ")+
 		"), or 'default'; repeat to compare, the first is the baseline", func(s string) error {
@@ -47,7 +53,8 @@ func runWhatif(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return nil
 	})
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: headroom whatif (--log FILE | --workload agentic|chat) --config A [--config B ...] [flags]")
+		fmt.Fprintln(stderr, "usage: headroom whatif (--log FILE | --workload agentic|chat | --inference-perf FILE) --config A [--config B ...] [flags]")
+		fmt.Fprintln(stderr, "       headroom whatif --model CONFIG.json --gpu GPU [--engine-args k=v,...] (--log FILE | --inference-perf FILE | --workload W) --config default [--config k=v ...]")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -56,8 +63,14 @@ func runWhatif(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments: %v", fs.Args())
 	}
-	if (*logPath == "") == (*wl == "") {
-		return errors.New("give exactly one of --log and --workload")
+	sources := 0
+	for _, set := range []bool{*logPath != "", *wl != "", *ipPath != ""} {
+		if set {
+			sources++
+		}
+	}
+	if sources != 1 {
+		return errors.New("give exactly one of --log and --workload (or --inference-perf)")
 	}
 	if len(configs) == 0 && pd.layout == "" {
 		return errors.New("give at least one --config")
@@ -70,6 +83,14 @@ func runWhatif(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 
 	base := sim.DefaultConfig()
+	if hw.model != "" {
+		var err error
+		if base, err = hw.config(); err != nil {
+			return err
+		}
+	} else if err := hw.unused(fs); err != nil {
+		return err
+	}
 	if *servers != 0 {
 		base.Servers = *servers
 	}
@@ -89,6 +110,13 @@ func runWhatif(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		arrivals.Rate = 4
 	}
 	switch {
+	case *ipPath != "":
+		if reqs, err = inferencePerfRequests(*ipPath); err != nil {
+			return err
+		}
+		if *timeout == 0 {
+			*timeout = 300 * time.Second
+		}
 	case *logPath != "":
 		if reqs, err = workload.ReadLogFile(*logPath); err == nil {
 			reqs, err = workload.Rescale(reqs, *rate)
@@ -118,10 +146,10 @@ func runWhatif(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		}
 		return pd.run(ctx, reqs, engine, *asJSON, stdout)
 	}
-	results, err := sim.WhatIf(ctx, reqs, cfgs, func() sim.Router {
+	results, err := sim.WhatIf(ctx, reqs, cfgs, sim.WhatIfOptions{ClientTimeout: *timeout, NewRouter: func() sim.Router {
 		r, _ := sim.NewRouter(*routerName)
 		return r
-	})
+	}})
 	if err != nil {
 		return err
 	}
@@ -130,6 +158,32 @@ func runWhatif(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	fmt.Fprintf(stdout, "%d requests, router %s\n\n", len(reqs), *routerName)
 	return sim.WriteTable(stdout, results)
+}
+
+// inferencePerfRequests generates an inference-perf configuration's
+// requests, its stages back to back: each starts its interval after the
+// one before was due to end (inference-perf waits for the last request of
+// a stage; at a load the engine keeps up with that is the same).
+func inferencePerfRequests(path string) ([]*sim.Request, error) {
+	ip, err := fidelity.ReadInferencePerf(path)
+	if err != nil {
+		return nil, fmt.Errorf("--inference-perf: %w", err)
+	}
+	stages, err := ip.StageRequests()
+	if err != nil {
+		return nil, fmt.Errorf("--inference-perf: %w", err)
+	}
+	var reqs []*sim.Request
+	start := time.Duration(0)
+	for k, st := range stages {
+		for _, r := range st {
+			c := *r
+			c.Arrival += start
+			reqs = append(reqs, &c)
+		}
+		start += ip.Stages[k].Duration + ip.Interval
+	}
+	return reqs, nil
 }
 
 // pdFlags are whatif's disaggregated mode: the same workload through a

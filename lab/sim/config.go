@@ -16,13 +16,34 @@ import (
 // Config is one fleet configuration: how many servers, and how each engine
 // is set up. Every server in a fleet has the same configuration.
 type Config struct {
-	Name                string    `json:"name"`
-	Servers             int       `json:"servers"`
-	KVBlocks            int       `json:"kv_blocks"`
-	PrefixCaching       bool      `json:"prefix_caching"`
-	MaxNumSeqs          int       `json:"max_num_seqs"`
-	MaxNumBatchedTokens int       `json:"max_num_batched_tokens"`
-	Cost                CostModel `json:"cost"`
+	Name                string `json:"name"`
+	Servers             int    `json:"servers"`
+	KVBlocks            int    `json:"kv_blocks"`
+	PrefixCaching       bool   `json:"prefix_caching"`
+	MaxNumSeqs          int    `json:"max_num_seqs"`
+	MaxNumBatchedTokens int    `json:"max_num_batched_tokens"`
+	// MaxModelLen, when positive, is the longest sequence (prompt and
+	// output) the engine accepts; a longer request is rejected, as vLLM
+	// refuses it.
+	MaxModelLen int `json:"max_model_len,omitempty"`
+	// AsyncScheduling is vLLM's asynchronous scheduling: the scheduler
+	// prepares each step while the one before runs, so a request arriving
+	// during a step waits for the one after the next (it costs a new
+	// request one step of TTFT), and the steps run back to back.
+	AsyncScheduling bool `json:"async_scheduling,omitempty"`
+	// Cost is the linear step cost fitted to the H200 trace; Roofline, when
+	// set, prices steps from the model and the GPU instead (Steps).
+	Cost     CostModel `json:"cost"`
+	Roofline *Roofline `json:"roofline,omitempty"`
+}
+
+// Steps is the model that prices the engine's steps: Roofline when set,
+// else Cost.
+func (c Config) Steps() StepModel {
+	if c.Roofline != nil {
+		return *c.Roofline
+	}
+	return c.Cost
 }
 
 // DefaultConfig is a vLLM engine serving Qwen3-32B on one H200, as in the
@@ -56,9 +77,16 @@ func (c Config) Validate() error {
 		return fmt.Errorf("config %q: max_num_seqs = %d, need at least 1", c.Name, c.MaxNumSeqs)
 	case c.MaxNumBatchedTokens < 1:
 		return fmt.Errorf("config %q: max_num_batched_tokens = %d, need at least 1", c.Name, c.MaxNumBatchedTokens)
+	case c.MaxModelLen < 0:
+		return fmt.Errorf("config %q: max_model_len = %d, need 0 (none) or more", c.Name, c.MaxModelLen)
 	}
 	if err := c.Cost.Validate(); err != nil {
 		return fmt.Errorf("config %q: %w", c.Name, err)
+	}
+	if c.Roofline != nil {
+		if err := c.Roofline.Validate(); err != nil {
+			return fmt.Errorf("config %q: %w", c.Name, err)
+		}
 	}
 	return nil
 }

@@ -81,6 +81,25 @@ type Batch struct {
 	PrefillTokens int // tokens of sequences still prefilling (or recomputing)
 	DecodeSeqs    int // sequences computing their one next token
 	ContextTokens int // KV tokens each scheduled sequence attends, summed
+	// The same work in the detail a model of the hardware needs: the
+	// prefill chunks, the context of the decoding sequences (the KV they
+	// read) and of the prefill chunks, the query-key pairs the chunks'
+	// attention computes (a chunk of n tokens after c computed ones: n·c +
+	// n(n+1)/2), and the sequences that sample a token at the step's end.
+	PrefillSeqs    int
+	DecodeContext  int
+	PrefillContext int
+	PrefillPairs   float64
+	Sampling       int
+}
+
+// StepModel prices what an engine does: one step of a batch, and the
+// fixed delay between a client sending a request and the engine seeing it.
+// CostModel (a linear fit to one trace) and Roofline (the model's FLOPs
+// and bytes against the GPU) are its instances.
+type StepModel interface {
+	StepTime(b Batch) time.Duration
+	Frontend() time.Duration
 }
 
 // StepTimeMs is the time of one step in milliseconds.

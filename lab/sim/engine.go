@@ -5,9 +5,12 @@
 // An Engine schedules the way vLLM does, one step at a time: continuous
 // batching under a cap on running sequences, chunked prefill under a token
 // budget, a paged KV cache with a refcounted prefix cache and LRU eviction,
-// and preemption by recompute. A step's duration comes from a linear
-// CostModel fitted to a real trace. Time is simulated (no clock, no
-// goroutines) and a run is a pure function of its inputs.
+// and preemption by recompute, vLLM's asynchronous scheduling, and clients
+// that give up. A step's duration comes from a StepModel: the linear
+// CostModel fitted to one H200 trace, or the Roofline, which prices a step
+// from the model's architecture and the GPU with coefficients fitted
+// across real runs. Time is simulated (no clock, no goroutines) and a run
+// is a pure function of its inputs.
 package sim
 
 import (
@@ -41,6 +44,17 @@ type Outcome struct {
 	// cache; it then never runs.
 	Rejected bool
 	Done     bool
+	// Deadline, when positive, is when the client gives up on the request
+	// (its time-out after Dispatch); the engine then drops it at its next
+	// step, waiting or running, and frees its blocks, as vLLM aborts a
+	// request whose client disconnected. TimedOut says it did.
+	Deadline time.Duration
+	TimedOut bool
+	// Queued is when the engine's scheduler first saw the request: its
+	// arrival at an idle engine, else the start of the step after it. An
+	// engine-side log (vLLM's queued timestamp) measures latencies from
+	// here.
+	Queued time.Duration
 
 	prefillCharge int64 // tokens added to the router's prefill-in-flight count
 	started       bool
@@ -76,6 +90,10 @@ type seq struct {
 	generated int // output tokens sampled
 	hashed    int // leading blocks registered in (or taken from) the prefix cache
 	sched     int // tokens scheduled in the current step
+	// eligible is the first step (by the engine's step count) that may
+	// admit the sequence: with asynchronous scheduling, the step after the
+	// one already scheduled when it arrived.
+	eligible int
 
 	copy *seq // this sequence's copy in the lookahead being forked; nil otherwise
 }
@@ -98,6 +116,7 @@ type EventKind int
 const (
 	FirstToken EventKind = iota // the first output token was sampled
 	Finished                    // the last output token was sampled
+	TimedOut                    // the request passed its deadline and was dropped
 )
 
 // Event is one request reaching a milestone at the end of a step.
@@ -110,6 +129,7 @@ type Event struct {
 // requests, Next says when something next happens, Advance makes it happen.
 type Engine struct {
 	cfg  Config
+	step StepModel // cfg.Steps()
 	pool *blockPool
 	now  time.Duration
 
@@ -127,6 +147,9 @@ type Engine struct {
 	preemptions int
 	hitScratch  []int32
 	events      []Event
+	// nextDeadline is the earliest Deadline of the sequences waiting or
+	// running, 0 when none has one: no step before it looks for time-outs.
+	nextDeadline time.Duration
 }
 
 // NewEngine returns an idle engine with an empty cache.
@@ -134,13 +157,16 @@ func NewEngine(cfg Config) (*Engine, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	return &Engine{cfg: cfg, pool: newBlockPool(cfg.KVBlocks, cfg.PrefixCaching)}, nil
+	return &Engine{cfg: cfg, step: cfg.Steps(), pool: newBlockPool(cfg.KVBlocks, cfg.PrefixCaching)}, nil
 }
 
 // Fits reports whether a request can ever run here: its whole sequence (the
 // prompt and all but the last output token) must fit in the KV cache, or
-// it would preempt itself forever.
+// it would preempt itself forever, and within MaxModelLen.
 func (e *Engine) Fits(r *Request) bool {
+	if e.cfg.MaxModelLen > 0 && r.PromptTokens+r.OutputTokens > e.cfg.MaxModelLen {
+		return false
+	}
 	return blocksFor(r.PromptTokens+r.OutputTokens-1) <= e.cfg.KVBlocks
 }
 
@@ -191,7 +217,18 @@ func (e *Engine) Advance() []Event {
 		// Everything arriving at this instant joins together, so that a
 		// burst is scheduled as one batch, not one request per step.
 		for len(e.inbox) > 0 && e.inbox[0].at == t {
-			e.waiting = append(e.waiting, e.inbox[0].seq)
+			s := e.inbox[0].seq
+			s.out.Queued, s.eligible = t, e.steps+1
+			if e.busy {
+				s.out.Queued = e.stepEnd
+				if e.cfg.AsyncScheduling {
+					s.eligible = e.steps + 2
+				}
+			}
+			if d := s.out.Deadline; d > 0 && (e.nextDeadline == 0 || d < e.nextDeadline) {
+				e.nextDeadline = d
+			}
+			e.waiting = append(e.waiting, s)
 			e.inbox = e.inbox[1:]
 		}
 		if !e.busy {
@@ -209,6 +246,9 @@ func (e *Engine) Advance() []Event {
 // running prefills get chunks, then waiting requests are admitted, all
 // within the token budget and the cap on running sequences.
 func (e *Engine) startStep() {
+	if e.nextDeadline > 0 && e.now >= e.nextDeadline {
+		e.dropTimedOut()
+	}
 	e.batch = e.batch[:0]
 	e.budget = e.cfg.MaxNumBatchedTokens
 	for i := 0; i < len(e.running) && e.budget > 0; i++ {
@@ -228,18 +268,49 @@ func (e *Engine) startStep() {
 	}
 	var b Batch
 	for _, s := range e.batch {
+		ctx := s.computed + s.sched
 		if s.decoding() {
 			b.DecodeSeqs++
+			b.DecodeContext += ctx
+			b.Sampling++
 		} else {
 			b.PrefillTokens += s.sched
+			b.PrefillSeqs++
+			b.PrefillContext += ctx
+			b.PrefillPairs += float64(s.sched)*float64(s.computed) + float64(s.sched)*float64(s.sched+1)/2
+			if ctx == s.numTokens() {
+				b.Sampling++
+			}
 		}
-		b.ContextTokens += s.computed + s.sched
+		b.ContextTokens += ctx
 	}
-	d := e.cfg.Cost.StepTime(b)
+	d := e.step.StepTime(b)
 	e.busy = true
 	e.stepEnd = e.now + d
 	e.steps++
 	e.busyTime += d
+}
+
+// dropTimedOut removes the waiting and running sequences whose deadline
+// has passed, freeing their blocks, and finds the next deadline.
+func (e *Engine) dropTimedOut() {
+	e.nextDeadline = 0
+	keep := func(s *seq) bool {
+		d := s.out.Deadline
+		if d == 0 || d > e.now {
+			if d > 0 && (e.nextDeadline == 0 || d < e.nextDeadline) {
+				e.nextDeadline = d
+			}
+			return true
+		}
+		e.pool.releaseAll(s.blocks)
+		s.blocks = nil
+		s.out.TimedOut = true
+		e.events = append(e.events, Event{TimedOut, s.out})
+		return false
+	}
+	e.waiting = slices.DeleteFunc(e.waiting, func(s *seq) bool { return !keep(s) })
+	e.running = slices.DeleteFunc(e.running, func(s *seq) bool { return !keep(s) })
 }
 
 // scheduleRunning gives a running sequence n more tokens, preempting the
@@ -284,10 +355,16 @@ func (e *Engine) preempt(s *seq) {
 // admitWaiting moves waiting requests, in order, into the batch while the
 // budget, the running cap and the free blocks allow. The first request that
 // does not fit stops admission (head-of-line, as in vLLM); admission never
-// preempts.
+// preempts. With asynchronous scheduling a request that arrived during the
+// step before is not yet eligible, unless nothing else would run.
 func (e *Engine) admitWaiting() {
 	for len(e.waiting) > 0 && e.budget > 0 && len(e.running) < e.cfg.MaxNumSeqs {
 		s := e.waiting[0]
+		if s.eligible > e.steps+1 && len(e.batch) > 0 {
+			// Scheduled ahead of its arrival, this step cannot take it (an
+			// idle engine would run it at once).
+			return
+		}
 		// The last token is always computed, to sample from: a prompt that is
 		// entirely cached still needs one step of work.
 		hits := e.pool.match(s.req.BlockHashes, (s.numTokens()-1)/BlockSize, e.hitScratch)

@@ -280,12 +280,20 @@ func (f *PDFleet) Step() (bool, error) {
 		o := ev.Outcome
 		if pl == &f.prefill {
 			// A prefill run has one output token: its first token is its end.
-			if ev.Kind == Finished {
+			switch ev.Kind {
+			case Finished:
 				pl.prefillInFlight[si] -= o.prefillCharge
 				pl.inFlight[si]--
 				if err := f.prefilled(f.byPrefill[o]); err != nil {
 					return true, err
 				}
+			case TimedOut:
+				pl.prefillInFlight[si] -= o.prefillCharge
+				pl.inFlight[si]--
+				po := f.byPrefill[o]
+				delete(f.byPrefill, o)
+				po.Decode.TimedOut = true
+				f.ended(po)
 			}
 			continue
 		}
@@ -298,13 +306,25 @@ func (f *PDFleet) Step() (bool, error) {
 			}
 		case Finished:
 			pl.inFlight[si]--
-			if f.hooks.OnFinish != nil {
-				f.hooks.OnFinish(po)
+			f.ended(po)
+		case TimedOut:
+			if o.FirstToken == 0 {
+				pl.prefillInFlight[si] -= o.prefillCharge
 			}
-			f.pending.release(po.Decode, o.Finish)
+			pl.inFlight[si]--
+			f.ended(po)
 		}
 	}
 	return true, nil
+}
+
+// ended reports a request that finished or timed out and releases the
+// requests that wait for it.
+func (f *PDFleet) ended(po *PDOutcome) {
+	if f.hooks.OnFinish != nil {
+		f.hooks.OnFinish(po)
+	}
+	f.pending.release(po.Decode, f.now)
 }
 
 // dispatch routes po's request at time at and sends it on its way: to the
@@ -315,6 +335,9 @@ func (f *PDFleet) dispatch(at time.Duration, po *PDOutcome) error {
 	r := po.Request
 	d := po.Decode
 	d.Dispatch = at
+	if f.cfg.ClientTimeout > 0 {
+		d.Deadline = at + f.cfg.ClientTimeout
+	}
 	pStates := f.prefill.view(r, at)
 	dStates := f.decode.view(r, at)
 	var c PDChoice
@@ -343,7 +366,7 @@ func (f *PDFleet) dispatch(at time.Duration, po *PDOutcome) error {
 		po.PrefillPod, po.PrefillTopology = c.Prefill, f.prefill.topo[c.Prefill]
 		// The sidecar asks the prefill pod for one token.
 		pr := prefillCopy(r)
-		po.Prefill = &Outcome{Request: pr, Dispatch: at, Row: pStates[c.Prefill].Row(r)}
+		po.Prefill = &Outcome{Request: pr, Dispatch: at, Row: pStates[c.Prefill].Row(r), Deadline: d.Deadline}
 		po.PrefillFailed = f.rng.Float64() < f.cfg.PrefillFailureRate
 		if !f.prefill.engines[c.Prefill].Fits(pr) {
 			// The prefill pod refuses a prompt it can never hold: a failure
@@ -362,10 +385,10 @@ func (f *PDFleet) dispatch(at time.Duration, po *PDOutcome) error {
 		f.pending.release(po.Decode, at)
 		return nil
 	case !po.Split || po.Prefill.Rejected:
-		return f.decode.submit(c.Decode, d, dStates[c.Decode].PrefixCacheScore, at+f.cfg.Decode.Cost.Frontend())
+		return f.decode.submit(c.Decode, d, dStates[c.Decode].PrefixCacheScore, at+f.cfg.Decode.Steps().Frontend())
 	}
 	f.byPrefill[po.Prefill] = po
-	return f.prefill.submit(c.Prefill, po.Prefill, pStates[c.Prefill].PrefixCacheScore, at+f.cfg.Prefill.Cost.Frontend())
+	return f.prefill.submit(c.Prefill, po.Prefill, pStates[c.Prefill].PrefixCacheScore, at+f.cfg.Prefill.Steps().Frontend())
 }
 
 // Run steps until nothing is left or ctx ends.
@@ -422,6 +445,10 @@ type FleetOptions struct {
 	// this often, as llm-d's metrics scraping does; 0 means always fresh.
 	// Prefix scores and the router's own counts are always current.
 	ScrapeInterval time.Duration
+	// ClientTimeout is PDConfig.ClientTimeout: a request not finished this
+	// long after its dispatch is dropped and counts as timed out (no hook
+	// reports it; its Outcome says TimedOut).
+	ClientTimeout time.Duration
 }
 
 // Fleet is N identical engines behind a router: a PDFleet on
@@ -454,7 +481,7 @@ func NewFleet(cfg Config, opts FleetOptions) (*Fleet, error) {
 	}
 	f := &Fleet{on: opts.Hooks}
 	pd := SinglePool(cfg)
-	pd.ScrapeInterval = opts.ScrapeInterval
+	pd.ScrapeInterval, pd.ClientTimeout = opts.ScrapeInterval, opts.ClientTimeout
 	var err error
 	if f.PDFleet, err = newPDFleet("fleet", "server", pd, &DecodeOnly{Router: opts.Router}, f.pdHooks()); err != nil {
 		return nil, err
@@ -476,6 +503,9 @@ func (f *Fleet) pdHooks() PDHooks {
 	}
 	if f.on.OnFinish != nil || f.on.OnReject != nil {
 		h.OnFinish = func(o *PDOutcome) {
+			if o.Decode.TimedOut {
+				return
+			}
 			if o.Decode.Rejected {
 				if f.on.OnReject != nil {
 					f.on.OnReject(o.Decode)

@@ -82,7 +82,7 @@ func (l *Lookahead) run(i int, deadline time.Duration, toFinish bool) (Foresight
 		panic(fmt.Sprintf("sim: lookahead on %s %d of %d", f.decode.name, i, len(engines)))
 	}
 	l.fork()
-	fs, steps, ok := engines[i].lookahead(l.req, l.dispatch, l.dispatch+f.cfg.Decode.Cost.Frontend(), deadline, toFinish, &f.journal)
+	fs, steps, ok := engines[i].lookahead(l.req, l.dispatch, l.dispatch+f.cfg.Decode.Steps().Frontend(), deadline, toFinish, &f.journal)
 	f.lookStats.Steps += steps
 	if !ok && deadline >= 0 && engines[i].Fits(l.req) {
 		f.lookStats.Cutoffs++
@@ -141,8 +141,8 @@ func (e *Engine) lookaheadKV(r *Request, dispatch, arrive time.Duration, kvReady
 // but has its own sequences, queues and outcomes.
 func (e *Engine) fork() *Engine {
 	c := &Engine{
-		cfg: e.cfg, pool: e.pool, now: e.now, busy: e.busy, stepEnd: e.stepEnd, budget: e.budget,
-		steps: e.steps, busyTime: e.busyTime, preemptions: e.preemptions,
+		cfg: e.cfg, step: e.step, pool: e.pool, now: e.now, busy: e.busy, stepEnd: e.stepEnd, budget: e.budget,
+		steps: e.steps, busyTime: e.busyTime, preemptions: e.preemptions, nextDeadline: e.nextDeadline,
 	}
 	n, nblocks := len(e.inbox)+len(e.waiting)+len(e.running), 0
 	for _, s := range e.running {

@@ -31,6 +31,11 @@ type PDConfig struct {
 	// Seed drives the failures; a run is a pure function of its inputs and
 	// the seed.
 	Seed uint64
+	// ClientTimeout, when positive, is how long a client waits for its
+	// request to finish before it gives up (a benchmark client's time-out):
+	// the request is then dropped wherever it is, as vLLM aborts a request
+	// whose client disconnected, and counts as timed out.
+	ClientTimeout time.Duration
 	// ScrapeInterval, when positive, makes the router see pods' gauges (KV
 	// use, waiting, running) as of the last scrape, refreshed at most this
 	// often, as llm-d's metrics scraping does; 0 means always fresh. Prefix
@@ -66,8 +71,8 @@ func (c PDConfig) Validate() error {
 	if !(c.PrefillFailureRate >= 0 && c.PrefillFailureRate <= 1) {
 		return fmt.Errorf("pd config: prefill_failure_rate = %g, need 0 to 1", c.PrefillFailureRate)
 	}
-	if c.ScrapeInterval < 0 {
-		return fmt.Errorf("pd config: scrape interval %v, need 0 or more", c.ScrapeInterval)
+	if c.ScrapeInterval < 0 || c.ClientTimeout < 0 {
+		return fmt.Errorf("pd config: scrape interval %v and client timeout %v, need 0 or more", c.ScrapeInterval, c.ClientTimeout)
 	}
 	return nil
 }
@@ -159,7 +164,8 @@ type PDHooks struct {
 	OnTransfer func(o *PDOutcome)
 	// OnFirstToken: the client got its first token (o.Decode.FirstToken).
 	OnFirstToken func(o *PDOutcome)
-	// OnFinish: the request finished on its decode pod (or was rejected).
+	// OnFinish: the request finished on its decode pod, or was rejected or
+	// timed out (o.Decode.Rejected, o.Decode.TimedOut).
 	OnFinish func(o *PDOutcome)
 }
 
@@ -170,7 +176,7 @@ func (f *PDFleet) prefilled(po *PDOutcome) error {
 	delete(f.byPrefill, po.Prefill)
 	i := po.DecodePod
 	e := f.decode.engines[i]
-	arrive := f.now + f.cfg.Decode.Cost.Frontend()
+	arrive := f.now + f.cfg.Decode.Steps().Frontend()
 	if po.PrefillFailed {
 		return f.decode.submit(i, po.Decode, e.PrefixCacheScore(po.Request), arrive)
 	}

@@ -37,7 +37,7 @@ func (l *Lookahead) prefillEnd(p int) (time.Duration, bool) {
 		f := l.f
 		pr := prefillCopy(l.req)
 		l.fork()
-		fs, steps, ok := f.prefill.engines[p].lookahead(pr, l.dispatch, l.dispatch+f.cfg.Prefill.Cost.Frontend(), -1, true, &f.journal)
+		fs, steps, ok := f.prefill.engines[p].lookahead(pr, l.dispatch, l.dispatch+f.cfg.Prefill.Steps().Frontend(), -1, true, &f.journal)
 		f.lookStats.Steps += steps
 		*pf = prefillForesight{done: true, end: l.dispatch + fs.E2E, ok: ok}
 	}
@@ -59,7 +59,7 @@ func (l *Lookahead) Split(p, d int) (fs Foresight, transfer time.Duration, ok bo
 	}
 	r := l.req
 	e := f.decode.engines[d]
-	start := end + f.cfg.Decode.Cost.Frontend()
+	start := end + f.cfg.Decode.Steps().Frontend()
 	cached := e.pool.matchLen(r.BlockHashes, r.promptBlocks()) * BlockSize
 	bytes := float64(r.PromptTokens-cached) * f.cfg.KVBytesPerToken
 	arrive := f.net.foresee(start, f.prefill.topo[p], f.decode.topo[d], bytes)

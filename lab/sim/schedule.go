@@ -16,9 +16,8 @@ type schedule struct {
 }
 
 // add schedules o: at its arrival for a first turn (parent nil, r.After
-// 0); for a
-// follow-up, a think time after its parent ended or was rejected (and not
-// before now), or when the parent ends.
+// 0); for a follow-up, a think time after its parent ended, was rejected
+// or timed out (and not before now), or when the parent ends.
 func (s *schedule) add(o, parent *Outcome, now time.Duration) {
 	r := o.Request
 	switch {
@@ -28,6 +27,8 @@ func (s *schedule) add(o, parent *Outcome, now time.Duration) {
 		s.push(max(r.Arrival, parent.Finish+r.Think, now), o)
 	case parent.Rejected:
 		s.push(max(r.Arrival, parent.Dispatch+r.Think, now), o)
+	case parent.TimedOut:
+		s.push(max(r.Arrival, parent.Deadline+r.Think, now), o)
 	default:
 		if s.children == nil {
 			s.children = make(map[int][]*Outcome)

@@ -22,6 +22,7 @@ type Summary struct {
 	Requests  int `json:"requests"`
 	Completed int `json:"completed"`
 	Rejected  int `json:"rejected"`
+	TimedOut  int `json:"timed_out,omitempty"` // dropped when the client gave up
 	// Duration runs from the first dispatch to the last finish.
 	Duration         time.Duration `json:"-"`
 	ThroughputRPS    float64       `json:"throughput_rps"`
@@ -48,6 +49,9 @@ func Summarize(outs []*Outcome) Summary {
 	for _, o := range outs {
 		if o.Rejected {
 			s.Rejected++
+		}
+		if o.TimedOut {
+			s.TimedOut++
 		}
 		if !o.Done {
 			continue

@@ -9,6 +9,7 @@ import (
 	"math"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/headroomhq/headroom/internal/orderedjson"
 )
@@ -19,17 +20,27 @@ type Result struct {
 	Summary Summary
 }
 
+// WhatIfOptions are the parts of a what-if run beside its
+// configurations.
+type WhatIfOptions struct {
+	// NewRouter gives each run its own router (a router may keep state);
+	// nil means DefaultLoadPrefix.
+	NewRouter func() Router
+	// ClientTimeout is FleetOptions.ClientTimeout: clients give up on
+	// requests not finished this long after they sent them (0: never).
+	ClientTimeout time.Duration
+}
+
 // WhatIf replays the same requests through a fresh fleet under each
-// configuration, in order. newRouter gives each run its own router (a
-// router may keep state); nil means DefaultLoadPrefix.
-func WhatIf(ctx context.Context, reqs []*Request, cfgs []Config, newRouter func() Router) ([]Result, error) {
+// configuration, in order.
+func WhatIf(ctx context.Context, reqs []*Request, cfgs []Config, opts WhatIfOptions) ([]Result, error) {
 	out := make([]Result, 0, len(cfgs))
 	for _, cfg := range cfgs {
 		var r Router
-		if newRouter != nil {
-			r = newRouter()
+		if opts.NewRouter != nil {
+			r = opts.NewRouter()
 		}
-		f, err := Simulate(ctx, cfg, FleetOptions{Router: r}, reqs...)
+		f, err := Simulate(ctx, cfg, FleetOptions{Router: r, ClientTimeout: opts.ClientTimeout}, reqs...)
 		if err != nil {
 			return nil, fmt.Errorf("config %q: %w", cfg.Name, err)
 		}
@@ -51,6 +62,7 @@ type metric struct {
 var metrics = []metric{
 	{key: "completed", label: "completed requests", get: func(s *Summary) float64 { return float64(s.Completed) }, integer: true},
 	{key: "rejected", label: "rejected (too big)", get: func(s *Summary) float64 { return float64(s.Rejected) }, integer: true},
+	{key: "timed_out", label: "timed out (client gave up)", get: func(s *Summary) float64 { return float64(s.TimedOut) }, integer: true},
 	{key: "duration_s", label: "makespan (s)", get: func(s *Summary) float64 { return s.Duration.Seconds() }},
 	{key: "throughput_rps", label: "throughput (req/s)", get: func(s *Summary) float64 { return s.ThroughputRPS }},
 	{key: "output_tokens_per_s", label: "output tokens/s", get: func(s *Summary) float64 { return s.OutputTokensPerS }},

@@ -32,10 +32,10 @@ func whatIf(t *testing.T, reqs []*sim.Request, router string, specs ...string) [
 		}
 		cfgs[i] = c
 	}
-	res, err := sim.WhatIf(context.Background(), reqs, cfgs, func() sim.Router {
+	res, err := sim.WhatIf(context.Background(), reqs, cfgs, sim.WhatIfOptions{NewRouter: func() sim.Router {
 		r, _ := sim.NewRouter(router)
 		return r
-	})
+	}})
 	if err != nil {
 		t.Fatal(err)
 	}

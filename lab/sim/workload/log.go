@@ -18,9 +18,25 @@ import (
 // answer's output_tokens, so that a later prompt containing the answer can
 // hit the cache) or as content ids of its 16-token blocks (blocks, which may
 // continue into the answer) together with prompt_len.
+//
+// A vLLM benchmark harness's per-request log (LLMServingSim's
+// requests.jsonl: request_id, input_toks, output_toks, arrival_time in
+// epoch seconds, and the engine's timestamps, which a replay ignores) reads
+// as the same: arrivals from the first request's, prompts of unknown
+// content.
 type logLine struct {
-	ID           int      `json:"id"`
-	ArrivalS     *float64 `json:"arrival_s"`
+	ID       int      `json:"id"`
+	ArrivalS *float64 `json:"arrival_s"`
+	// The benchmark harness's fields.
+	RequestID   string   `json:"request_id"`
+	InputToks   int      `json:"input_toks"`
+	OutputToks  int      `json:"output_toks"`
+	ArrivalTime *float64 `json:"arrival_time"`
+	QueuedTS    *float64 `json:"queued_ts"`
+	ScheduledTS *float64 `json:"scheduled_ts"`
+	FirstTS     *float64 `json:"first_token_ts"`
+	LastTS      *float64 `json:"last_token_ts"`
+
 	After        int      `json:"after"`
 	ThinkS       float64  `json:"think_s"`
 	PromptTokens []int32  `json:"prompt_tokens"`
@@ -49,7 +65,8 @@ func ReadLogFile(path string) ([]*sim.Request, error) {
 // its 1-based position among the requests. Unknown fields are errors.
 func ReadLog(r io.Reader) ([]*sim.Request, error) {
 	var reqs []*sim.Request
-	seen := make(map[int]int) // id → line
+	seen := make(map[int]int)       // id → line
+	epoch, epochs := math.Inf(1), 0 // the first absolute arrival_time, and how many lines give one
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), 64<<20)
 	for line := 1; sc.Scan(); line++ {
@@ -66,6 +83,12 @@ func ReadLog(r io.Reader) ([]*sim.Request, error) {
 		if l.ID == 0 {
 			l.ID = len(reqs) + 1
 		}
+		if l.ArrivalTime != nil {
+			epoch, epochs = min(epoch, *l.ArrivalTime), epochs+1
+			rel := *l.ArrivalTime
+			l.ArrivalS = &rel // made relative below
+			l.PromptLen, l.OutputLen = l.InputToks, l.OutputToks
+		}
 		req, err := l.request()
 		if err != nil {
 			return nil, fmt.Errorf("line %d: %w", line, err)
@@ -78,6 +101,14 @@ func ReadLog(r io.Reader) ([]*sim.Request, error) {
 	}
 	if err := sc.Err(); err != nil {
 		return nil, fmt.Errorf("read: %w", err)
+	}
+	if epochs > 0 {
+		if epochs != len(reqs) {
+			return nil, fmt.Errorf("%d of %d requests give an absolute arrival_time: all or none must", epochs, len(reqs))
+		}
+		for _, r := range reqs {
+			r.Arrival -= seconds(epoch)
+		}
 	}
 	for _, r := range reqs {
 		if _, ok := seen[r.After]; r.After != 0 && !ok {

@@ -1,11 +1,9 @@
 package sim
 
-// The calibration behind DefaultCostModel: the fit of the step cost model to
-// an llm-d trace. It lives beside the tests that pin the defaults to it
-// (TestDefaultCostModelIsTheFit) and measure it against the trace
-// (TestSimulatedTraceLoadResemblesTrace, through the package's external
-// tests), since no program runs it; `go test ./sim -run
-// TestDefaultCostModelIsTheFit -v` prints the fit for docs/SIMULATOR.md.
+// The calibration behind DefaultCostModel: the fit of the linear step cost
+// model to an llm-d trace (`headroom calibrate --trace FILE` runs it on a
+// user's own trace). TestDefaultCostModelIsTheFit pins the defaults to it
+// on the shared H200 trace and prints it for docs/SIMULATOR.md.
 
 import (
 	"fmt"
