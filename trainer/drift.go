@@ -55,6 +55,15 @@ type DriftConfig struct {
 	ServedQuantile float64
 	// Disabled turns early retraining off; live figures are still kept.
 	Disabled bool
+	// ShiftMinutes, ShiftUploads and ShiftPlaces are what a rise of the
+	// live error needs to be judged a drift and followed (shift.go):
+	// elevated minutes of arrival (default 4) within ShiftSpan (default
+	// 10 min), uploads (default 4) and places (store buckets, default 3)
+	// among them; a minute is judged on ShiftSlotRows rows at least
+	// (default 10). Less is a burst: no early retrain, and the gate measures
+	// on the whole holdout.
+	ShiftMinutes, ShiftUploads, ShiftPlaces, ShiftSlotRows int
+	ShiftSpan                                              time.Duration
 	// CoverageGain is the step of the adaptive conformal correction of the
 	// served Quantile (model.LevelAdjustment; default 0.0025): each sample
 	// that arrives inside the serving model's training ranges above its
@@ -135,6 +144,21 @@ func (c *DriftConfig) setDefaults() {
 	if c.MaxLevelShift <= 0 {
 		c.MaxLevelShift = 0.09
 	}
+	if c.ShiftMinutes <= 0 {
+		c.ShiftMinutes = 4
+	}
+	if c.ShiftUploads <= 0 {
+		c.ShiftUploads = 4
+	}
+	if c.ShiftPlaces <= 0 {
+		c.ShiftPlaces = 3
+	}
+	if c.ShiftSlotRows <= 0 {
+		c.ShiftSlotRows = 10
+	}
+	if c.ShiftSpan <= 0 {
+		c.ShiftSpan = 10 * time.Minute
+	}
 	if c.OutOfRangeGain <= 0 {
 		c.OutOfRangeGain = defaultOutOfRangeGain
 	}
@@ -173,6 +197,9 @@ type LiveStatus struct {
 	HoldoutMAPE      float64   `json:"holdout_mape"`
 	EarlyRetrains    int       `json:"early_retrains"`
 	LastEarlyRetrain time.Time `json:"last_early_retrain,omitzero"`
+	// Shift is the trainer's judgment of the live error: none, a burst
+	// (not followed) or a drift (followed); shift.go.
+	Shift *ShiftStatus `json:"shift,omitempty"`
 }
 
 // ring keeps the last len(ape) percentage errors.
@@ -289,6 +316,9 @@ type targetLive struct {
 	// until the first such sample or a model carrying one.
 	outLevel        float64
 	outLevelSamples int
+	// shift is the evidence of a rise of the live error since the model
+	// changed, by minute of arrival (shift.go).
+	shift shiftTracker
 }
 
 func newTargetLive(window int) targetLive {
@@ -300,6 +330,22 @@ func newTargetLive(window int) targetLive {
 func (tl *targetLive) modelChanged(holdout model.Quality, hasModel bool) {
 	tl.holdout, tl.hasModel = holdout, hasModel
 	tl.model.sinceModel, tl.served.sinceModel = 0, 0
+	tl.shift.reset()
+}
+
+// scoreModel records one arriving sample's error against the model in
+// service: in the live window, and as evidence of a shift from place.
+func (d *driftTracker) scoreModel(tl *targetLive, predicted, actual float64, covered bool, place int) {
+	tl.model.add(predicted, actual, covered)
+	tl.shift.add(d.now(), 100*math.Abs(predicted-actual)/actual, place, d.cfg.ShiftPlaces)
+}
+
+// shiftOf is a target's shift judgment now; none before a model.
+func (d *driftTracker) shiftOf(tl *targetLive) ShiftStatus {
+	if !tl.hasModel || tl.holdout.Rows == 0 {
+		return ShiftStatus{Judgment: ShiftNone, Need: [3]int{d.cfg.ShiftMinutes, d.cfg.ShiftUploads, d.cfg.ShiftPlaces}}
+	}
+	return d.judgeShift(&tl.shift, tl.holdout.MAPE, d.now())
 }
 
 // driftTracker is what live tracking shares across targets: its
@@ -503,10 +549,12 @@ func (d *driftTracker) forwardSamples(tl *targetLive) []fit.ForwardSample {
 }
 
 // judge reports whether a target's live error since its model changed is
-// well above the model's holdout error: the model's own, or, under the
-// mean objective, the served predictions'.
-func (d *driftTracker) judge(tl *targetLive) bool {
-	return d.above(&tl.model, tl) || (d.cfg.ServedQuantile == 0 && d.above(&tl.served, tl))
+// a drift to follow (shift.go): a rise well above the model's holdout
+// error, persisting across minutes, uploads and places.
+func (d *driftTracker) judge(t features.Target, tl *targetLive) bool {
+	st := d.shiftOf(tl)
+	d.metrics.observeShift(t, st.Judgment)
+	return st.Judgment == ShiftDrift
 }
 
 // above reports whether r's MAPE since tl's model was put in service is
@@ -554,6 +602,8 @@ func (d *driftTracker) status(tl *targetLive) *LiveStatus {
 		EarlyRetrains:    tl.early,
 		LastEarlyRetrain: tl.lastEarly,
 	}
+	shift := d.shiftOf(tl)
+	s.Shift = &shift
 	if tl.hasModel {
 		s.HoldoutMAPE = tl.holdout.MAPE
 		if s.Model != nil {

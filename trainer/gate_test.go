@@ -67,38 +67,64 @@ func TestGateJudge(t *testing.T) {
 	// A drift: latency tripled; the live samples say so, the holdout not yet.
 	drifted := gateSamples(rng, 200, 3)
 	driftFit := gateFit(t, gateSamples(rng, 400, 3))
+	// The holdout a while after the drift began: the rows before, and 50
+	// since, which a judged drift measures on.
+	since := time.Unix(1_800_000_600, 0).UTC()
+	after := gateSamples(rng, 50, 3)
+	for i := range after {
+		after[i].Timestamp = since.Add(time.Duration(i) * time.Second)
+	}
+	holdoutSince := append(append([]features.Sample(nil), holdout...), after...)
+	fewSince := append(append([]features.Sample(nil), holdout...), after[:5]...)
 
 	for _, tc := range []struct {
 		name         string
 		cand, served *model.TargetModel
 		recent       []features.Sample
+		holdout      []features.Sample // nil: holdout
+		driftSince   time.Time
 		reason       string // "" = passes
+		holdoutRows  int    // rows measured; 0: len(holdout)
 	}{
-		{"first model, sane", good, nil, nil, ""},
-		{"retrained, as good", gateFit(t, gateSamples(rng, 400, 1)), good, nil, ""},
-		{"first model, every leaf 50", altered(t, good, constant(good.MaxMs)), nil, nil, GateOutOfBand},
-		{"served TPOT fell to 0.16 ms", altered(t, good, constant(0.16)), good, nil, GateOutOfBand},
-		{"twice too slow", altered(t, good, func(m *model.TargetModel) { m.LogShift = math.Log(2) }), good, nil, GateWorseThanServed},
-		{"first model, twice too slow", altered(t, good, func(m *model.TargetModel) { m.LogShift = math.Log(3) }), nil, nil, GateWorseThanConstant},
-		{"slightly worse", altered(t, good, func(m *model.TargetModel) { m.LogShift = 0.05 }), good, nil, ""},
-		{"worse on live samples", altered(t, good, func(m *model.TargetModel) { m.LogShift = -math.Log(2) }), good, gateSamples(rng, 100, 1), GateWorseThanServed},
-		{"a drift the live samples show", driftFit, good, drifted, ""},
-		{"the old model after a drift", good, driftFit, drifted, GateWorseThanServed},
-		{"first model after a drift", driftFit, nil, drifted, ""},
+		{"first model, sane", good, nil, nil, nil, time.Time{}, "", 0},
+		{"retrained, as good", gateFit(t, gateSamples(rng, 400, 1)), good, nil, nil, time.Time{}, "", 0},
+		{"first model, every leaf 50", altered(t, good, constant(good.MaxMs)), nil, nil, nil, time.Time{}, GateOutOfBand, 0},
+		{"served TPOT fell to 0.16 ms", altered(t, good, constant(0.16)), good, nil, nil, time.Time{}, GateOutOfBand, 0},
+		{"twice too slow", altered(t, good, func(m *model.TargetModel) { m.LogShift = math.Log(2) }), good, nil, nil, time.Time{}, GateWorseThanServed, 0},
+		{"first model, twice too slow", altered(t, good, func(m *model.TargetModel) { m.LogShift = math.Log(3) }), nil, nil, nil, time.Time{}, GateWorseThanConstant, 0},
+		{"slightly worse", altered(t, good, func(m *model.TargetModel) { m.LogShift = 0.05 }), good, nil, nil, time.Time{}, "", 0},
+		{"worse on live samples", altered(t, good, func(m *model.TargetModel) { m.LogShift = -math.Log(2) }), good, gateSamples(rng, 100, 1), nil, time.Time{}, GateWorseThanServed, 0},
+		// A win on the live samples alone does not skip the holdout: one
+		// burst can fill a live window (issue 26).
+		{"a rise the live samples show, not judged a drift", driftFit, good, drifted, nil, time.Time{}, GateWorseThanServed, 0},
+		{"first model, a rise not judged a drift", driftFit, nil, drifted, nil, time.Time{}, GateWorseThanConstant, 0},
+		// A drift the trainer judged: measured on the holdout since.
+		{"a drift the trainer judged", driftFit, good, drifted, holdoutSince, since, "", len(after)},
+		{"the old model after a judged drift", good, driftFit, drifted, holdoutSince, since, GateWorseThanServed, len(after)},
+		{"first model after a judged drift", driftFit, nil, drifted, holdoutSince, since, "", len(after)},
+		{"a judged drift with too few rows since", driftFit, good, drifted, fewSince, since, GateWorseThanServed, len(fewSince)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			g := GateConfig{}
 			g.setDefaults()
+			ho := tc.holdout
+			if ho == nil {
+				ho = holdout
+			}
 			v := judge[*model.TargetModel](g, &podModels{tg: features.TTFT}, tc.cand, tc.served, features.TTFT,
-				gateEvidence{holdout: holdout, labels: labels, recent: tc.recent})
+				gateEvidence{holdout: ho, labels: labels, recent: tc.recent, driftSince: tc.driftSince})
 			if v.Passed != (tc.reason == "") || v.Reason != tc.reason {
 				t.Fatalf("verdict %+v (served %+v); want reason %q", v, v.Served, tc.reason)
 			}
 			if !v.Passed && v.Detail == "" {
 				t.Error("a refusal without a detail")
 			}
-			if v.Candidate.HoldoutRows != len(holdout) || (tc.served != nil) != (v.Served != nil) {
-				t.Errorf("figures %+v, served %+v", v.Candidate, v.Served)
+			rows := tc.holdoutRows
+			if rows == 0 {
+				rows = len(holdout)
+			}
+			if v.Candidate.HoldoutRows != rows || (tc.served != nil) != (v.Served != nil) {
+				t.Errorf("figures %+v, served %+v; want %d held-out rows", v.Candidate, v.Served, rows)
 			}
 		})
 	}

@@ -31,6 +31,7 @@ type Metrics struct {
 	liveBias      *prometheus.GaugeVec
 	liveSamples   *prometheus.CounterVec
 	earlyRetrains *prometheus.CounterVec
+	shift         *prometheus.GaugeVec
 
 	gateRejections *prometheus.CounterVec
 
@@ -102,6 +103,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "headroom_drift_retrains_total",
 			Help: "Early retrains requested because live error rose well above the holdout error.",
 		}, []string{"target"}),
+		shift: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "headroom_live_shift",
+			Help: "The trainer's judgment of each target's live error, 1 for the judgment it holds: none (not well above the holdout error), burst (well above, but briefly or narrowly: not followed) or drift (persistently, across minutes, uploads and places: followed by an early retrain, the gate measuring on the holdout rows since).",
+		}, []string{"target", "judgment"}),
 		gateRejections: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "headroom_publication_rejections_total",
 			Help: "Candidate models the publication gate refused, per target and reason (non_finite, out_of_band, worse_than_served, worse_than_constant); the model in service stays. Counted also when --publish-force published them anyway.",
@@ -124,7 +129,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"target", "chosen"}),
 	}
 	reg.MustRegister(m.transferClassMAPE, m.transferClassBandwidth, m.candidateMAPE, m.choices, m.gateRejections, m.runs, m.duration, m.publishFailures, m.bundleVersion, m.bundleCreated,
-		m.holdoutMAPE, m.holdoutRows, m.xgboost, m.coverage, m.level, m.liveMAPE, m.liveBias, m.liveSamples, m.earlyRetrains)
+		m.holdoutMAPE, m.holdoutRows, m.xgboost, m.coverage, m.level, m.liveMAPE, m.liveBias, m.liveSamples, m.earlyRetrains, m.shift)
 	return m
 }
 
@@ -241,6 +246,20 @@ func (m *Metrics) observeLiveSummary(t features.Target, tl *targetLive, q float6
 	}
 	if tl.outLevel != 0 {
 		m.level.WithLabelValues(t.String(), quantileLabel(q), "out").Set(tl.outLevel)
+	}
+}
+
+// observeShift sets target t's shift judgment.
+func (m *Metrics) observeShift(t features.Target, judgment string) {
+	if m == nil {
+		return
+	}
+	for _, j := range [...]string{ShiftNone, ShiftBurst, ShiftDrift} {
+		v := 0.0
+		if j == judgment {
+			v = 1
+		}
+		m.shift.WithLabelValues(t.String(), j).Set(v)
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 
 	"github.com/headroomhq/headroom/features"
 	"github.com/headroomhq/headroom/model"
+	"github.com/headroomhq/headroom/store"
 	"github.com/headroomhq/headroom/trainer/fit"
 )
 
@@ -21,6 +22,9 @@ type podModels struct {
 	schema features.Schema
 	t      *Trainer
 	choose *chooser
+	// places is the store's scheme: the place a live row comes from, in
+	// a shift's evidence (shift.go). The zero Scheme puts every row in one.
+	places store.Scheme
 }
 
 func (p *podModels) of(b *model.Bundle) *model.TargetModel     { return b.Target(p.tg) }
@@ -190,6 +194,7 @@ func (p *podModels) score(tl *targetLive, m *model.TargetModel, changed bool, sa
 		skip = max(countLabelled(samples, t)-d.cfg.Window, 0)
 	}
 	d.metrics.observeLiveN(t, "model", skip)
+	tl.shift.beginUpload()
 	var buf [64]float64
 	for i := range samples {
 		actual, ok := samples[i].Label(t)
@@ -211,7 +216,7 @@ func (p *podModels) score(tl *targetLive, m *model.TargetModel, changed bool, sa
 		x := m.Schema().Build(&samples[i].Row, buf[:0])
 		central := m.Predict(x)
 		covered := actual <= m.Quantile(x, central, d.cfg.Quantile)
-		tl.model.add(central, actual, covered)
+		d.scoreModel(tl, central, actual, covered, p.places.Index(&samples[i].Row))
 		if m.OutOfRange(x) == 0 {
 			d.adaptLevel(tl, m, math.Log(actual/central))
 		} else {
@@ -221,5 +226,5 @@ func (p *podModels) score(tl *targetLive, m *model.TargetModel, changed bool, sa
 		tl.pushForward(forwardSample(m, x, central, actual), d.cfg.Window)
 	}
 	d.metrics.observeLiveSummary(t, tl, d.cfg.Quantile)
-	return m != nil && d.judge(tl)
+	return m != nil && d.judge(t, tl)
 }

@@ -180,7 +180,7 @@ type targetOptions struct {
 func newLifecycle[M comparable](t *Trainer, tg features.Target, m models[M], how targetOptions) *lifecycle[M] {
 	l := &lifecycle[M]{tg: tg, models: m, t: t, how: how}
 	if how.liveGate {
-		l.recent.size = t.cfg.Gate.RecentRows
+		l.recent.size, l.recent.spread = t.cfg.Gate.RecentRows, t.cfg.Gate.RecentSpread
 	}
 	l.live = newTargetLive(t.drift.cfg.Window)
 	return l
@@ -347,6 +347,11 @@ func (l *lifecycle[M]) gate(next, prev *model.Bundle) (refused bool) {
 	ev := l.evidence
 	l.mu.Unlock()
 	ev.recent = l.recent.get()
+	l.live.mu.Lock()
+	if st := l.t.drift.shiftOf(&l.live); st.Judgment == ShiftDrift {
+		ev.driftSince = st.Since
+	}
+	l.live.mu.Unlock()
 	v := judge(cfg.Gate, l.models, cand, served, l.tg, ev)
 	v.At = cfg.Now().UTC()
 	v.Forced = !v.Passed && cfg.Gate.Force
@@ -426,7 +431,7 @@ func (l *lifecycle[M]) resume(b *model.Bundle) {
 // observe keeps the labelled arrivals for the gate and scores them
 // against b's model.
 func (l *lifecycle[M]) observe(samples []features.Sample, b *model.Bundle) bool {
-	l.recent.add(samples, l.tg)
+	l.recent.add(samples, l.tg, l.t.drift.now())
 	m := l.models.of(b)
 	l.live.mu.Lock()
 	defer l.live.mu.Unlock()

@@ -299,7 +299,7 @@ func (t *Trainer) newTargets() error {
 				return fmt.Errorf("%s columns: %w", tg, err)
 			}
 			ch := &chooser{tg: tg, cfg: t.cfg.Select, now: t.cfg.Now, logger: t.cfg.Logger, metrics: t.cfg.Metrics}
-			pod := &podModels{tg: tg, schema: schema, t: t, choose: ch}
+			pod := &podModels{tg: tg, schema: schema, t: t, choose: ch, places: t.db.Scheme()}
 			t.targets = append(t.targets, newLifecycle(t, tg, models[*model.TargetModel](pod),
 				targetOptions{firstModels: true, liveGate: true}))
 		case tg == features.KVTransfer:

@@ -89,12 +89,14 @@ func (k *transferModels) score(tl *targetLive, m *model.TransferModel, _ bool, s
 	if len(pred) == 0 {
 		return false
 	}
+	tl.shift.beginUpload()
 	for i, y := range pred {
 		if actual[i] > 0 {
-			tl.model.add(y, actual[i], actual[i] <= quant[i])
+			d.scoreModel(tl, y, actual[i], actual[i] <= quant[i], 0)
 			d.metrics.observeLive(features.KVTransfer, "model")
 		}
 	}
 	d.metrics.observeLiveSummary(features.KVTransfer, tl, q)
+	d.judge(features.KVTransfer, tl) // reported; a transfer's is never a drift (shift.go)
 	return false
 }
