@@ -31,6 +31,10 @@ const (
 	colEffectiveInputOver512
 	colEffectiveInputOver1024
 	colEffectiveInputOver2048
+	colPrefillPerRequest
+	colPrefillUpTo2048
+	colPrefillUpTo8192
+	colPrefillUpTo32768
 	numColumns
 )
 
@@ -60,6 +64,11 @@ var columnNames = [numColumns]string{
 	colEffectiveInputOver512:  "effective_input_tokens_over_512",
 	colEffectiveInputOver1024: "effective_input_tokens_over_1024",
 	colEffectiveInputOver2048: "effective_input_tokens_over_2048",
+
+	colPrefillPerRequest: "prefill_tokens_per_request",
+	colPrefillUpTo2048:   "prefill_tokens_in_flight_upto_2048",
+	colPrefillUpTo8192:   "prefill_tokens_in_flight_upto_8192",
+	colPrefillUpTo32768:  "prefill_tokens_in_flight_upto_32768",
 }
 
 // columnDirection is each column's physical prior: +1 when latency cannot
@@ -67,7 +76,12 @@ var columnNames = [numColumns]string{
 // -1 when it cannot rise (more of the prompt cached), 0 when there is no
 // such prior (a category). The hinge columns are +1: past a knot the cost
 // per token can only grow (a roofline, then attention), so a line over
-// them stays convex and never turns down beyond the data.
+// them stays convex and never turns down beyond the data. The capped prefill
+// columns are +1 for the same reason: more prompt in flight never shortens
+// a step. prefill_tokens_per_request is 0: it is the ratio of two other
+// columns, so no other column can be held while it alone moves, and a pod
+// with long prompts in flight among few requests is not slower than one
+// with short prompts among many by any law.
 var columnDirection = [numColumns]int8{
 	colIsQueued:               1,
 	colKVCache:                1,
@@ -90,6 +104,10 @@ var columnDirection = [numColumns]int8{
 	colEffectiveInputOver512:  1,
 	colEffectiveInputOver1024: 1,
 	colEffectiveInputOver2048: 1,
+	colPrefillPerRequest:      0,
+	colPrefillUpTo2048:        1,
+	colPrefillUpTo8192:        1,
+	colPrefillUpTo32768:       1,
 }
 
 // Schema is a compiled, ordered list of columns. The zero Schema has no
@@ -236,6 +254,17 @@ func (c column) value(r *Row) float64 {
 		return hinge(r, 1024)
 	case colEffectiveInputOver2048:
 		return hinge(r, 2048)
+	case colPrefillPerRequest:
+		// Prompt tokens still to prefill per request on the pod: whether
+		// its batch is busy with prompts or with decodes. A loaded pod
+		// with the same count running can be either.
+		return float64(r.PrefillTokensInFlight) / float64(max(r.NumRequestRunning, 1))
+	case colPrefillUpTo2048:
+		return prefillUpTo(r, 2048)
+	case colPrefillUpTo8192:
+		return prefillUpTo(r, 8192)
+	case colPrefillUpTo32768:
+		return prefillUpTo(r, 32768)
 	}
 	panic(fmt.Sprintf("features: column %d has no definition", c))
 }
@@ -247,6 +276,17 @@ func (c column) value(r *Row) float64 {
 // extrapolates as a line past the last knot.
 func hinge(r *Row, knot float64) float64 {
 	return math.Max(0, effectiveInput(r)-knot)
+}
+
+// prefillUpTo is the prompt in flight, capped at budget tokens. An engine
+// step prefills at most its token budget (vLLM's max_num_batched_tokens;
+// 2,048, 8,192 and 32,768 are common settings), so the prefill that slows
+// the decodes sharing a step grows with the prompt in flight up to the
+// budget and no further. A line over the caps at several budgets can bend
+// where the pod's budget is without being told it, as the prompt hinges
+// bend at the roofline.
+func prefillUpTo(r *Row, budget float64) float64 {
+	return math.Min(float64(r.PrefillTokensInFlight), budget)
 }
 
 func effectiveInput(r *Row) float64 {
@@ -262,7 +302,10 @@ func clamp01(x float64) float64 {
 // code with an explicit mapping, and num_tokens_generated is left out,
 // because the router predicts with 1 and trains with 0, so any split on it
 // would be learned on one value and applied to another. TTFT adds the
-// prefill work ahead of the request and the batch it joins.
+// prefill work ahead of the request, the batch it joins and the prompt in
+// flight per running request; TPOT adds the prompt in flight capped at
+// common step budgets. The last two are what a heavily loaded pod's rows
+// say that the reference's columns do not (docs/ACCURACY.md, Loaded pods).
 //
 // Two shapes were measured and left out (docs/ACCURACY.md): the squared
 // prompt and the prompt hinges. In range the trees already follow the
@@ -276,11 +319,12 @@ var (
 		"is_queued", "kv_cache_percentage", "input_token_length", "num_request_waiting", "num_request_running",
 		"prefill_tokens_in_flight", "decode_tokens_in_flight", "encoder_matched_size", "encoder_input_size",
 		"prefix_cache_score", "effective_input_tokens", "prefill_score_bucket", "pod_type",
-		"prefill_work_tokens", "batch_load",
+		"prefill_work_tokens", "batch_load", "prefill_tokens_per_request",
 	}
 	DefaultTPOTColumns = []string{
 		"is_queued", "kv_cache_percentage", "input_token_length", "num_request_waiting", "num_request_running",
 		"prefill_tokens_in_flight", "decode_tokens_in_flight", "pod_type", "batch_load",
+		"prefill_tokens_in_flight_upto_2048", "prefill_tokens_in_flight_upto_8192", "prefill_tokens_in_flight_upto_32768",
 	}
 )
 

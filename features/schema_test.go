@@ -21,6 +21,8 @@ func TestBuildGolden(t *testing.T) {
 		"effective_input_tokens_over_128": 272, "effective_input_tokens_over_256": 144,
 		"effective_input_tokens_over_512": 0, "effective_input_tokens_over_1024": 0,
 		"effective_input_tokens_over_2048": 0,
+		"prefill_tokens_per_request":       2404.5, "prefill_tokens_in_flight_upto_2048": 2048,
+		"prefill_tokens_in_flight_upto_8192": 4809, "prefill_tokens_in_flight_upto_32768": 4809,
 	}
 	var names []string
 	for _, n := range columnNames {
@@ -56,6 +58,10 @@ func TestBuildEdgeValues(t *testing.T) {
 		{"unknown pod type is monolithic", Row{PodType: "both"}, "pod_type", PodMonolithic},
 		{"decode pod", Row{PodType: " DECODE "}, "pod_type", PodDecode},
 		{"idle server still has this request", Row{}, "batch_load", 1},
+		{"prompt in flight on an idle pod counts as one request's", Row{PrefillTokensInFlight: 300}, "prefill_tokens_per_request", 300},
+		{"nothing in flight", Row{NumRequestRunning: 4}, "prefill_tokens_per_request", 0},
+		{"prompt in flight below the budget", Row{PrefillTokensInFlight: 1500}, "prefill_tokens_in_flight_upto_2048", 1500},
+		{"prompt in flight beyond the budget stops at it", Row{PrefillTokensInFlight: 50000}, "prefill_tokens_in_flight_upto_32768", 32768},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -3,7 +3,10 @@ package fit
 import (
 	"math"
 	"math/rand/v2"
+	"strings"
 	"testing"
+
+	"github.com/headroomhq/headroom/features"
 )
 
 // lineRows returns rows x = (a, b, noise) with y = 20 + 3a + 0.5b times
@@ -144,5 +147,57 @@ func TestFitLineRejects(t *testing.T) {
 				t.Errorf("one row predicts %v, want %v", lin.Predict(tt.X[0]), tt.y[0])
 			}
 		})
+	}
+}
+
+// TPOT on a loaded pod grows with the prompt in flight only up to the
+// engine's step budget, which the rows do not carry. The default TPOT
+// columns cap the prompt in flight at common budgets, so the line follows
+// the saturation for a budget between them; without the caps it can only
+// draw one slope through it.
+func TestDefaultTPOTColumnsFollowAStepBudget(t *testing.T) {
+	const budget = 6000
+	rng := rand.New(rand.NewPCG(7, 8))
+	var rows []features.Row
+	var y, w []float64
+	for range 1500 {
+		r := features.Row{
+			NumRequestRunning:     1 + rng.Int64N(120),
+			PrefillTokensInFlight: rng.Int64N(40000),
+			KVCachePercentage:     rng.Float64() * 0.6,
+			InputTokenLength:      1 + rng.Int64N(8000),
+		}
+		v := (12 + 0.1*float64(r.NumRequestRunning) + 0.004*math.Min(float64(r.PrefillTokensInFlight), budget)) *
+			math.Exp(0.02*rng.NormFloat64())
+		rows, y, w = append(rows, r), append(y, v), append(w, 1/(v*v))
+	}
+	mape := func(columns []string) float64 {
+		s := features.MustSchema(columns...)
+		X := make([][]float64, len(rows))
+		for i := range rows {
+			X[i] = s.Build(&rows[i], nil)
+		}
+		cfg := DefaultOptions().Line
+		cfg.Signs = s.Directions()
+		lin, _, err := Line(X, y, w, cfg, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var sum float64
+		for i, x := range X {
+			sum += math.Abs(lin.Predict(x)-y[i]) / y[i]
+		}
+		return 100 * sum / float64(len(y))
+	}
+	var uncapped []string
+	for _, c := range features.DefaultTPOTColumns {
+		if !strings.HasPrefix(c, "prefill_tokens_in_flight_upto_") {
+			uncapped = append(uncapped, c)
+		}
+	}
+	with, without := mape(features.DefaultTPOTColumns), mape(uncapped)
+	t.Logf("line MAPE with the capped prompt in flight %.2f%%, without %.2f%%", with, without)
+	if with > without/2 {
+		t.Errorf("line MAPE %.2f%% with the capped prompt in flight, %.2f%% without: the caps do not follow the budget", with, without)
 	}
 }
