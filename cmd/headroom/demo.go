@@ -54,10 +54,13 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs.StringVar(&opts.Service.XGBoostBinary, "xgboost-bin", "xgboost", "xgboost CLI binary")
 	fs.BoolVar(&opts.Service.NoXGBoost, "no-xgboost", false, "train linear models only")
 	fs.Float64Var(&opts.Service.Quantile, "quantile", 0, "predictor serves this quantile instead of the mean, e.g. 0.9 (0: mean)")
+	var hw hardwareFlags
+	hw.register(fs)
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: headroom demo [--duration D] [--servers N] [--rate R | --sweep R1,R2,... [--plot DIR]] [--seed S] [--slo-ttft-ms X] [--json]")
 		fmt.Fprintln(stderr, "       headroom demo --pd "+strings.Join(sim.PDLayouts, "|")+" [--prefill-pods N] [--decode-pods N] [--rate R] [--seed S] [--json]")
 		fmt.Fprintln(stderr, "       headroom demo --pd LAYOUT --llmd URL [--no-transfer-timing] [--seed S] [--json]")
+		fmt.Fprintln(stderr, "       headroom demo ... --model CONFIG.json --gpu GPU [--engine-args k=v,...] [--coefficients FILE]")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -82,6 +85,16 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	if opts.Warmup == 0 {
 		opts.Warmup = -1 // the flag's 0 means none; the package's 0 means its default
+	}
+	if hw.model != "" {
+		engine, err := hw.config()
+		if err != nil {
+			return err
+		}
+		opts.Engine = &engine
+		pd.KVBytesPerToken = kvBytesPerToken(fs, pd.KVBytesPerToken, engine)
+	} else if err := hw.unused(fs); err != nil {
+		return err
 	}
 	if *layout != "" {
 		llmd := demo.LLMDOptions{SchedulerURL: *llmdURL, NoTransferTiming: *noTiming}

@@ -217,3 +217,54 @@ func TestDemoPDFlagErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestDemoModel runs the demo's fleet on the Roofline of a named model and
+// GPU: the servers are then that deployment, not the H200 calibration, and
+// a P/D run's transfers carry that model's KV bytes unless told otherwise.
+func TestDemoModel(t *testing.T) {
+	model := filepath.Join(realVLLM(t), "models", "Llama-3.1-8B")
+	hw := []string{"--model", model, "--gpu", "H100-SXM", "--engine-args", "max_num_seqs=64"}
+	run := func(args ...string) map[string]any {
+		t.Helper()
+		var stdout, stderr bytes.Buffer
+		if err := runDemo(context.Background(), append([]string{"--json", "--quiet"}, args...), &stdout, &stderr); err != nil {
+			t.Fatalf("demo %v: %v\n%s", args, err, stderr.String())
+		}
+		var doc map[string]any
+		if err := json.Unmarshal(stdout.Bytes(), &doc); err != nil {
+			t.Fatalf("not JSON: %v\n%s", err, stdout.String())
+		}
+		return doc
+	}
+	ttftP50 := func(doc map[string]any, policy string) float64 {
+		p, _ := doc["policies"].(map[string]any)[policy].(map[string]any)
+		v, _ := p["ttft_p50_ms"].(float64)
+		return v
+	}
+	def, roof := run(smallDemo...), run(append(hw, smallDemo...)...)
+	if a, b := ttftP50(def, "round-robin"), ttftP50(roof, "round-robin"); !(a > 0 && b > 0) || a == b {
+		t.Errorf("round-robin TTFT p50: %v ms on the H200 calibration, %v ms on an 8B model on an H100: want both, and different", a, b)
+	}
+	// Llama-3.1-8B: 32 layers × K and V × 8 KV heads × 128 × 2 bytes.
+	pd := run(append(hw, smallPDDemo...)...)
+	if got, want := pd["kv_bytes_per_token"], float64(32*2*8*128*2); got != want {
+		t.Errorf("--pd --model: kv_bytes_per_token %v, want the model's %v", got, want)
+	}
+	pd = run(append(append(hw, "--kv-bytes-per-token", "1000"), smallPDDemo...)...)
+	if got := pd["kv_bytes_per_token"]; got != 1000.0 {
+		t.Errorf("--kv-bytes-per-token 1000 with --model: kv_bytes_per_token %v", got)
+	}
+	for _, args := range [][]string{
+		{"--gpu", "H100-SXM"},
+		{"--engine-args", "max_num_seqs=8"},
+		{"--model", model},
+		{"--model", model, "--gpu", "TPU"},
+		{"--model", filepath.Join(t.TempDir(), "nothing"), "--gpu", "H100-SXM"},
+		{"--model", model, "--gpu", "H100-SXM", "--engine-args", "max_num_seqs=0"},
+	} {
+		var stdout, stderr bytes.Buffer
+		if err := runDemo(context.Background(), append(args, "--quiet"), &stdout, &stderr); err == nil {
+			t.Errorf("demo %v: no error", args)
+		}
+	}
+}

@@ -419,3 +419,16 @@ func (h *hardwareFlags) config() (sim.Config, error) {
 	}
 	return sim.DeploymentConfig(arch, gpu, args, coef)
 }
+
+// kvBytesPerToken is what a P/D run's transfers carry per token: the
+// --kv-bytes-per-token flag's value when it was given, else, for an engine
+// priced from a model's architecture (--model), that model's KV size, else
+// the flag's default.
+func kvBytesPerToken(fs *flag.FlagSet, flagValue float64, engine sim.Config) float64 {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == "kv-bytes-per-token" })
+	if set || engine.Roofline == nil {
+		return flagValue
+	}
+	return engine.Roofline.Arch.KVBytesPerToken()
+}

@@ -144,7 +144,7 @@ func runWhatif(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		if len(cfgs) > 0 {
 			engine = cfgs[0]
 		}
-		return pd.run(ctx, reqs, engine, *asJSON, stdout)
+		return pd.run(ctx, fs, reqs, engine, *asJSON, stdout)
 	}
 	results, err := sim.WhatIf(ctx, reqs, cfgs, sim.WhatIfOptions{ClientTimeout: *timeout, NewRouter: func() sim.Router {
 		r, _ := sim.NewRouter(*routerName)
@@ -233,11 +233,11 @@ func (p *pdFlags) check() error {
 	return nil
 }
 
-func (p *pdFlags) run(ctx context.Context, reqs []*sim.Request, engine sim.Config, asJSON bool, stdout io.Writer) error {
+func (p *pdFlags) run(ctx context.Context, fs *flag.FlagSet, reqs []*sim.Request, engine sim.Config, asJSON bool, stdout io.Writer) error {
 	cfg := sim.PDConfig{
 		Prefill: engine, Decode: engine,
 		PrefillPods: p.resolvedTopology[0], DecodePods: p.resolvedTopology[1],
-		Links: sim.LayoutLinks(p.layout), KVBytesPerToken: p.kvBytesPerToken,
+		Links: sim.LayoutLinks(p.layout), KVBytesPerToken: kvBytesPerToken(fs, p.kvBytesPerToken, engine),
 		PrefillFailureRate: p.prefillFailRate, Seed: p.failureSeed,
 	}
 	results, err := sim.ComparePD(ctx, reqs, cfg, p.resolvedRouters)
