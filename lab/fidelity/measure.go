@@ -1,8 +1,6 @@
 package fidelity
 
 import (
-	"bufio"
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -13,6 +11,7 @@ import (
 	"gonum.org/v1/gonum/stat"
 
 	"github.com/headroomhq/headroom/lab/sim"
+	"github.com/headroomhq/headroom/lab/sim/workload"
 )
 
 // The metrics compared, per stage. Latencies are in milliseconds,
@@ -187,13 +186,7 @@ func readEngineLog(path string) (Measurement, error) {
 	var ls []latency
 	var m Measurement
 	first, last := math.Inf(1), math.Inf(-1)
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 64<<10), 64<<20)
-	for line := 1; sc.Scan(); line++ {
-		text := bytes.TrimSpace(sc.Bytes())
-		if len(text) == 0 || text[0] == '#' {
-			continue
-		}
+	err = workload.ScanJSONL(f, func(line int, text []byte) error {
 		var r struct {
 			OutputToks int      `json:"output_toks"`
 			Queued     *float64 `json:"queued_ts"`
@@ -201,13 +194,13 @@ func readEngineLog(path string) (Measurement, error) {
 			LastToken  *float64 `json:"last_token_ts"`
 		}
 		if err := json.Unmarshal(text, &r); err != nil {
-			return Measurement{}, fmt.Errorf("%s line %d: %w", path, line, err)
+			return fmt.Errorf("line %d: %w", line, err)
 		}
 		if r.Queued == nil || r.FirstToken == nil || r.LastToken == nil {
 			// A request without its timestamps did not complete.
 			ls = append(ls, latency{})
 			m.Requests = append(m.Requests, RequestTimes{TTFTMs: math.NaN(), E2EMs: math.NaN()})
-			continue
+			return nil
 		}
 		l := latency{ttft: 1e3 * (*r.FirstToken - *r.Queued), e2e: 1e3 * (*r.LastToken - *r.Queued), perToken: math.NaN(), ok: true}
 		if r.OutputToks > 1 {
@@ -216,8 +209,9 @@ func readEngineLog(path string) (Measurement, error) {
 		first, last = min(first, *r.Queued), max(last, *r.LastToken)
 		ls = append(ls, l)
 		m.Requests = append(m.Requests, RequestTimes{TTFTMs: l.ttft, E2EMs: l.e2e})
-	}
-	if err := sc.Err(); err != nil {
+		return nil
+	})
+	if err != nil {
 		return Measurement{}, fmt.Errorf("%s: %w", path, err)
 	}
 	m.Stages = []Stage{stageOf(ls, last-first)}

@@ -67,18 +67,12 @@ func ReadLog(r io.Reader) ([]*sim.Request, error) {
 	var reqs []*sim.Request
 	seen := make(map[int]int)       // id → line
 	epoch, epochs := math.Inf(1), 0 // the first absolute arrival_time, and how many lines give one
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64<<10), 64<<20)
-	for line := 1; sc.Scan(); line++ {
-		text := bytes.TrimSpace(sc.Bytes())
-		if len(text) == 0 || text[0] == '#' {
-			continue
-		}
+	err := ScanJSONL(r, func(line int, text []byte) error {
 		var l logLine
 		dec := json.NewDecoder(bytes.NewReader(text))
 		dec.DisallowUnknownFields()
 		if err := dec.Decode(&l); err != nil {
-			return nil, fmt.Errorf("line %d: %w", line, err)
+			return fmt.Errorf("line %d: %w", line, err)
 		}
 		if l.ID == 0 {
 			l.ID = len(reqs) + 1
@@ -91,16 +85,17 @@ func ReadLog(r io.Reader) ([]*sim.Request, error) {
 		}
 		req, err := l.request()
 		if err != nil {
-			return nil, fmt.Errorf("line %d: %w", line, err)
+			return fmt.Errorf("line %d: %w", line, err)
 		}
 		if prev, dup := seen[req.ID]; dup {
-			return nil, fmt.Errorf("line %d: id %d already used on line %d", line, req.ID, prev)
+			return fmt.Errorf("line %d: id %d already used on line %d", line, req.ID, prev)
 		}
 		seen[req.ID] = line
 		reqs = append(reqs, req)
-	}
-	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("read: %w", err)
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	if epochs > 0 {
 		if epochs != len(reqs) {
@@ -116,6 +111,28 @@ func ReadLog(r io.Reader) ([]*sim.Request, error) {
 		}
 	}
 	return reqs, nil
+}
+
+// ScanJSONL calls each with every line of a JSONL file that is not blank
+// and not a comment (#), trimmed, and its 1-based number, until each
+// returns an error; a line may be up to 64 MiB. The request log and an
+// engine's per-request log (lab/fidelity) are read through it.
+func ScanJSONL(r io.Reader, each func(line int, text []byte) error) error {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 64<<20)
+	for line := 1; sc.Scan(); line++ {
+		text := bytes.TrimSpace(sc.Bytes())
+		if len(text) == 0 || text[0] == '#' {
+			continue
+		}
+		if err := each(line, text); err != nil {
+			return err
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return fmt.Errorf("read: %w", err)
+	}
+	return nil
 }
 
 func (l *logLine) request() (*sim.Request, error) {
