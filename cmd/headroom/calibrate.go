@@ -54,7 +54,7 @@ func runCalibrate(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if fs.NArg() == 0 {
 		return errors.New("give at least one run directory (or --trace FILE)")
 	}
-	runs, err := loadRuns(fs.Args(), *gpu)
+	runs, err := loadRuns(fs.Args(), *gpu, "")
 	if err != nil {
 		return err
 	}
@@ -85,13 +85,18 @@ func runCalibrate(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	return err
 }
 
-// loadRuns reads run directories (docs/SIMULATOR.md, "Against real vLLM runs").
-func loadRuns(dirs []string, gpu string) ([]*fidelity.Run, error) {
+// loadRuns reads run directories (docs/SIMULATOR.md, "Against real vLLM
+// runs"), with the engine arguments of engineArgs (key=value,...) set on
+// each over what it records.
+func loadRuns(dirs []string, gpu, engineArgs string) ([]*fidelity.Run, error) {
 	var runs []*fidelity.Run
 	for _, dir := range dirs {
 		r, err := fidelity.Load(dir, gpu)
 		if err != nil {
 			return nil, err
+		}
+		if r.Spec.Engine, err = sim.ParseEngineArgs(engineArgs, r.Spec.Engine); err != nil {
+			return nil, fmt.Errorf("--engine-args: %w", err)
 		}
 		runs = append(runs, r)
 	}

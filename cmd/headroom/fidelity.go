@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"strings"
 
 	"github.com/headroomhq/headroom/lab/fidelity"
 	"github.com/headroomhq/headroom/lab/sim"
@@ -31,9 +32,10 @@ func runFidelity(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		blisDir    = fs.String("blis", "", "score BLIS's predictions instead: DIR/<run>.csv, its per-request traces (see --blis-inputs)")
 		blisInputs = fs.String("blis-inputs", "", "write BLIS's inputs for the runs into DIR and print the commands that run it")
 		quiet      = fs.Bool("quiet", false, "no progress lines (--cv)")
+		engine     = fs.String("engine-args", "", "set these vLLM engine arguments on every run, over what it records, key=value,... ("+strings.Join(sim.EngineArgKeys, ", ")+"): what the runs would have measured so configured, against what they did")
 	)
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: headroom fidelity [--json] [--coefficients FILE | --cv model|gpu|run | --blis DIR | --blis-inputs DIR] RUN...")
+		fmt.Fprintln(stderr, "usage: headroom fidelity [--json] [--engine-args k=v,...] [--coefficients FILE | --cv model|gpu|run | --blis DIR | --blis-inputs DIR] RUN...")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -60,7 +62,7 @@ func runFidelity(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if !ok {
 		return fmt.Errorf("--cv %q: want model, gpu or run", *cv)
 	}
-	runs, err := loadRuns(fs.Args(), *gpu)
+	runs, err := loadRuns(fs.Args(), *gpu, *engine)
 	if err != nil {
 		return err
 	}

@@ -62,6 +62,45 @@ func TestFidelityJSON(t *testing.T) {
 	}
 }
 
+// --engine-args sets an engine argument on every run over what it records:
+// prefix caching off, the recurring prompts of an inference-perf run are
+// computed whole each time and its TTFT rises.
+func TestFidelityEngineArgs(t *testing.T) {
+	run := filepath.Join(realVLLM(t), "h100", "20260218-150956-codellama-34b-tp2-codegen")
+	ttftMean := func(args ...string) float64 {
+		t.Helper()
+		var stdout, stderr bytes.Buffer
+		if err := runFidelity(context.Background(), append(append([]string{"--json"}, args...), run), &stdout, &stderr); err != nil {
+			t.Fatalf("fidelity %v: %v\n%s", args, err, stderr.String())
+		}
+		var doc struct {
+			Rows []struct {
+				Stage, Metric string
+				Predicted     float64
+			} `json:"rows"`
+		}
+		if err := json.Unmarshal(stdout.Bytes(), &doc); err != nil {
+			t.Fatalf("not JSON: %v\n%s", err, stdout.String())
+		}
+		for _, r := range doc.Rows {
+			if r.Stage == "stage_0" && r.Metric == "ttft_mean" {
+				return r.Predicted
+			}
+		}
+		t.Fatalf("no stage_0 ttft_mean in %s", stdout.String())
+		return 0
+	}
+	cached, uncached := ttftMean(), ttftMean("--engine-args", "enable_prefix_caching=false")
+	if !(uncached > 1.2*cached) {
+		t.Errorf("TTFT mean %.1f ms with the run's prefix caching, %.1f ms without: want well above", cached, uncached)
+	}
+	var stdout, stderr bytes.Buffer
+	if err := runFidelity(context.Background(), []string{"--engine-args", "block_size=32", run}, &stdout, &stderr); err == nil ||
+		!strings.Contains(err.Error(), "--engine-args") {
+		t.Errorf("--engine-args block_size=32: error %v, want one naming the flag", err)
+	}
+}
+
 func TestFidelityBLISInputsAndScores(t *testing.T) {
 	data := realVLLM(t)
 	dir := t.TempDir()
