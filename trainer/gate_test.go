@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -274,4 +275,81 @@ printf '{"learner":{"learner_model_param":{"base_score":"%s","num_class":"0","nu
 			t.Errorf("verdict %+v", v)
 		}
 	})
+}
+
+// The gate's live window takes at most a tenth of its rows from one
+// minute of arrivals: one burst of 500, however it is split into uploads,
+// leaves the rows of the minutes before in the window, and under steady
+// traffic the window is the newest rows, as a plain ring would be. Before
+// issue 26 the burst alone was the window, and decided the verdict.
+func TestRecentSamplesBoundOneMinute(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	start := time.Unix(1_800_000_000, 0)
+	r := recentSamples{size: 500, spread: 10}
+	for m := range 20 { // steady: 30 rows a minute
+		r.add(gateSamples(rng, 30, 1), features.TTFT, start.Add(time.Duration(m)*time.Minute))
+	}
+	if n := len(r.get()); n != 500 {
+		t.Fatalf("%d rows after 600 steady ones, want 500", n)
+	}
+	burstAt := start.Add(20 * time.Minute)
+	for range 5 { // the burst: five uploads of 100 rows, TTFT x 20
+		r.add(gateSamples(rng, 100, 20), features.TTFT, burstAt)
+	}
+	got := r.get()
+	burst := 0
+	for _, s := range got {
+		if s.ActualTTFTMs > 200 {
+			burst++
+		}
+	}
+	if len(got) != 500 || burst > 50 {
+		t.Fatalf("%d rows, %d of them the burst's; want 500, at most 50", len(got), burst)
+	}
+	// The burst's newest rows are the ones kept, the minutes before it
+	// next: the window ends with 50 burst rows.
+	for _, s := range got[len(got)-50:] {
+		if s.ActualTTFTMs <= 200 {
+			t.Fatal("the window does not end with the burst's newest rows")
+		}
+	}
+	// Unlabelled samples are not kept.
+	r.add([]features.Sample{{Row: features.Row{InputTokenLength: 10}}}, features.TTFT, burstAt.Add(time.Minute))
+	if n := len(r.get()); n != 500 {
+		t.Fatalf("%d rows after an unlabelled sample", n)
+	}
+}
+
+// A minute of poisoned rows can be most of a young store's holdout: the
+// candidate trained on them is refused for what it does to the rows of
+// the minute before, although over the whole holdout the poisoned minute
+// hides it (92% against 78% there). Before, it was published.
+func TestGateJudgesEveryMinuteOfTheHoldout(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	train := gateSamples(rng, 400, 1)
+	good := gateFit(t, train)
+	poison := gateSamples(rng, 160, 20)
+	for i := range poison {
+		poison[i].Timestamp = poison[i].Timestamp.Add(5 * time.Minute)
+	}
+	holdout := append(gateSamples(rng, 40, 1), poison...)
+	labels := labelsOf(append(train, gateSamples(rng, 400, 20)...), features.TTFT)
+	cand := altered(t, good, func(m *model.TargetModel) { m.LogShift += math.Log(2) })
+	g := GateConfig{}
+	g.setDefaults()
+	v := judge[*model.TargetModel](g, &podModels{tg: features.TTFT}, cand, good, features.TTFT,
+		gateEvidence{holdout: holdout, labels: labels})
+	if v.Served == nil || g.muchWorse(v.Candidate.HoldoutMAPE, v.Served.HoldoutMAPE) {
+		t.Fatalf("figures %+v against %+v: the whole holdout should not refuse it", v.Candidate, v.Served)
+	}
+	if v.Passed || v.Reason != GateWorseThanServed || !strings.Contains(v.Detail, "held-out rows of") {
+		t.Fatalf("verdict %+v; want refused for the first minute's rows", v)
+	}
+	// The same candidate judged on one minute's rows alone: the whole
+	// holdout's rule, nothing more.
+	v = judge[*model.TargetModel](g, &podModels{tg: features.TTFT}, cand, good, features.TTFT,
+		gateEvidence{holdout: poison, labels: labels})
+	if !v.Passed {
+		t.Fatalf("verdict %+v on the poisoned minute alone", v)
+	}
 }
