@@ -177,9 +177,7 @@ func newReplica(opts Options) (*replica, error) {
 		return nil, fmt.Errorf("eval: %w", err)
 	}
 	r := &replica{opts: opts, dir: dir}
-	// A replay is repeatable: the holdout follows the trace's clock and a
-	// fixed secret.
-	if r.db, err = store.Open(filepath.Join(dir, "samples.db"), opts.Store.ForReplay()); err != nil {
+	if r.db, err = store.Open(filepath.Join(dir, "samples.db"), replayStore(opts.Store)); err != nil {
 		os.RemoveAll(dir)
 		return nil, fmt.Errorf("eval: %w", err)
 	}
@@ -200,6 +198,7 @@ func newReplica(opts Options) (*replica, error) {
 		MinSamples:      opts.MinSamples,
 		Columns:         opts.Columns,
 		Drift:           opts.Drift,
+		Gate:            replayGate(),
 		Logger:          opts.Logger,
 	}, r.db)
 	if err == nil {
@@ -214,6 +213,23 @@ func newReplica(opts Options) (*replica, error) {
 	}
 	return r, nil
 }
+
+// replayStore is a replay's store options: repeatable (the holdout by
+// the trace's clock under a fixed secret), and without the bound on what
+// one minute of arrivals may put into the holdout. A recording is trusted,
+// and a trace without timestamps is stamped a millisecond a row, under
+// which the whole of it arrives in a few seconds: bounded as a burst, its
+// holdout would be a tenth of its capacity, and the replay would measure
+// another service than the one the recording came from.
+func replayStore(o store.Options) store.Options {
+	o = o.ForReplay()
+	o.HoldoutSpread = 1
+	return o
+}
+
+// replayGate is a replay's publication gate: its live window unbounded per
+// minute of arrivals, which a replay's are not (replayStore).
+func replayGate() trainer.GateConfig { return trainer.GateConfig{RecentSpread: 1} }
 
 func (r *replica) close() {
 	_ = r.db.Close()

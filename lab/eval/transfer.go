@@ -216,7 +216,7 @@ func (r *TransferReport) throughService(ctx context.Context, samples []features.
 		return err
 	}
 	defer os.RemoveAll(dir)
-	db, err := store.Open(filepath.Join(dir, "samples.db"), store.Options{NoSync: true}.ForReplay())
+	db, err := store.Open(filepath.Join(dir, "samples.db"), replayStore(store.Options{NoSync: true}))
 	if err != nil {
 		return err
 	}
@@ -224,7 +224,7 @@ func (r *TransferReport) throughService(ctx context.Context, samples []features.
 	if _, err := db.Add(samples); err != nil {
 		return fmt.Errorf("kv transfer eval, store: %w", err)
 	}
-	tr, err := trainer.New(trainer.Config{Transfer: cfg}, db) // linear per-pod models: only the transfer is read
+	tr, err := trainer.New(trainer.Config{Transfer: cfg, Gate: replayGate()}, db) // linear per-pod models: only the transfer is read
 	if err != nil {
 		return err
 	}
