@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"strings"
-	"time"
 
 	"github.com/headroomhq/headroom/lab/abuse"
 )
@@ -27,13 +26,14 @@ func runAbuse(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.StringVar(&c.PredictorURL, "predictor-url", "http://127.0.0.1:8001", "prediction server (loopback only)")
 	fs.StringVar(&c.TrainerURL, "trainer-url", "http://127.0.0.1:8000", "training server (loopback only)")
 	fs.IntVar(&c.Clients, "clients", 0, "hostile clients (0: the scenario's, the issue's figure)")
-	fs.DurationVar(&c.Duration, "duration", 20*time.Second, "how long the hostile clients run")
+	fs.DurationVar(&c.Duration, "duration", 0, "how long the hostile clients run (0: the scenario's own, 20 s, a minute or more for a poisoning)")
 	fs.IntVar(&c.Rows, "rows", 0, "rows per hostile prediction request (0: 10,000)")
 	fs.IntVar(&c.ReadRate, "read-rate", 0, "bytes a second a slow reader reads (0: 256 KiB/s)")
 	fs.IntVar(&c.Candidates, "candidates", 0, "prefill and decode candidates per pair request (0: 64)")
 	fs.IntVar(&c.K, "k", 0, "pairs a pair request asks for (0: none said)")
 	fs.Float64Var(&c.ProbeRate, "probe-rate", 0, "10-row hot-path requests a second beside the hostile clients (0: 50)")
 	fs.IntVar(&c.HostileAddrs, "hostile-addrs", 0, "loopback addresses the hostile clients connect from, 127.0.0.2 onwards (0: one); the router's calls come from 127.0.0.1")
+	fs.IntVar(&c.SampleRate, "sample-rate", 0, "the router's clean samples a second beside a poisoning (0: 20; negative: none)")
 	fs.StringVar(&c.Token, "token", "", "bearer token sent with every request")
 	asJSON := fs.Bool("json", false, "print the result as JSON")
 	seed := fs.Int64("seed-samples", 0, "first post this many generated samples (a quarter with KV transfers) and wait for a bundle with every model")

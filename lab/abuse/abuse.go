@@ -11,6 +11,7 @@
 package abuse
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -47,6 +48,9 @@ type Config struct {
 	// 127.0.0.1. Bounds per client address then apply to the attacker, and
 	// more addresses test the bounds in all.
 	HostileAddrs int
+	// SampleRate is the router's own samples a second sent beside a
+	// poisoning (0: 20; negative: none, the poison alone).
+	SampleRate int
 	// Token is sent as a bearer token with every request, when set.
 	Token string
 	// Log receives progress lines; nil discards them.
@@ -115,17 +119,26 @@ type Scenario struct {
 	Name    string
 	Summary string
 	run     func(ctx context.Context, c Config) (*Result, error)
+	// duration is how long it runs when Config.Duration is not set (0:
+	// 20 s): a poisoning runs through the retrains after it.
+	duration time.Duration
 }
 
 // Scenarios lists every scenario, by name.
 var Scenarios = []Scenario{
-	{"slow-readers", "40 clients post 10,000-row /predict/bulk requests and read the answers slowly; predictor RSS", slowReaders},
-	{"held-polls", "3,200 long polls held on the trainer, refused ones retried; ingest latency beside them", heldPolls},
-	{"pairs-flood", "32 clients post 64 x 64 /predict/pairs in a loop; the 10-row hot path's latency beside them", pairsFlood},
-	{"bulk-flood", "32 clients post 10,000-row /predict/bulk/strict in a loop; the 10-row hot path's latency beside them", bulkFlood},
-	{"idle-conns", "3,200 connections to the trainer that send nothing, reopened when closed; ingest latency beside them", idleConns},
-	{"replay", "a trainer's address serves genuine bundles that are not current (an older lineage, version, a restamp, the future); bundles taken", replay},
-	{"slowloris", "clients trickle large prediction and ingest bodies a few bytes at a time; hot path and ingest beside them", slowloris},
+	{"slow-readers", "40 clients post 10,000-row /predict/bulk requests and read the answers slowly; predictor RSS", slowReaders, 0},
+	{"held-polls", "3,200 long polls held on the trainer, refused ones retried; ingest latency beside them", heldPolls, 0},
+	{"pairs-flood", "32 clients post 64 x 64 /predict/pairs in a loop; the 10-row hot path's latency beside them", pairsFlood, 0},
+	{"bulk-flood", "32 clients post 10,000-row /predict/bulk/strict in a loop; the 10-row hot path's latency beside them", bulkFlood, 0},
+	{"idle-conns", "3,200 connections to the trainer that send nothing, reopened when closed; ingest latency beside them", idleConns, 0},
+	{"replay", "a trainer's address serves genuine bundles that are not current (an older lineage, version, a restamp, the future); bundles taken", replay, 0},
+	{"slowloris", "clients trickle large prediction and ingest bodies a few bytes at a time; hot path and ingest beside them", slowloris, 0},
+	{"burst-x20", "one upload of 500 rows with TTFT x 20 beside the router's samples; the served model's clean MAPE after", poison("burst-x20"), time.Minute},
+	{"burst-slow-x3", "50 rows a step of TTFT x 3 on prompts over 300 tokens, a step every 5 s; the served model's clean MAPE after", poison("burst-slow-x3"), 2 * time.Minute},
+	{"holdout-flood", "one upload of 1,000 copies of one row with TTFT x 20; the served model's clean MAPE after", poison("holdout-flood"), time.Minute},
+	{"burst-spread", "500 rows of TTFT x 20 in 25 uploads from 5 addresses in turn, one every 2 s; clean MAPE after", poison("burst-spread"), time.Minute},
+	{"retry-loop", "one upload of 100 rows with TTFT x 20 resent every second, 30 times; clean MAPE after", poison("retry-loop"), time.Minute},
+	{"drift-x2", "a real drift: every TTFT of the router's samples doubles and stays so; the error and bounds on the new workload after", poison("drift-x2"), 7 * time.Minute},
 }
 
 // Run runs the scenario named name.
@@ -133,7 +146,7 @@ func Run(ctx context.Context, name string, c Config) (*Result, error) {
 	for _, s := range Scenarios {
 		if s.Name == name {
 			if c.Duration <= 0 {
-				c.Duration = 20 * time.Second
+				c.Duration = cmp.Or(s.duration, 20*time.Second)
 			}
 			if c.Log == nil {
 				c.Log = io.Discard

@@ -2,7 +2,6 @@ package abuse
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -51,12 +50,20 @@ func Seed(ctx context.Context, c Config, n int64) error {
 // postGenerated posts samples first .. first+n-1 of seedSample to the
 // trainer, a thousand a request.
 func postGenerated(ctx context.Context, hc *http.Client, trainerURL, token string, first, n int64) error {
+	return postScaled(ctx, hc, trainerURL, token, first, n, 1)
+}
+
+// postScaled is postGenerated with every TTFT times ttftFactor: the fleet
+// after a real drift.
+func postScaled(ctx context.Context, hc *http.Client, trainerURL, token string, first, n int64, ttftFactor float64) error {
 	gen := loadgen.Generator{Seed: 11}
 	const batch = 1000
 	for lo := first; lo < first+n; lo += batch {
 		samples := make([]features.Sample, 0, batch)
 		for i := lo; i < min(lo+batch, first+n); i++ {
-			samples = append(samples, seedSample(gen, i))
+			s := seedSample(gen, i)
+			s.ActualTTFTMs *= ttftFactor
+			samples = append(samples, s)
 		}
 		body := wire.AppendTrainingRequest(nil, samples)
 		status, _, err := post(ctx, hc, trainerURL+"/add_training_data_bulk", token, body)
@@ -96,22 +103,10 @@ func seedSample(gen loadgen.Generator, i int64) features.Sample {
 // servesEveryModel reports whether the predictor's bundle has all three
 // models.
 func servesEveryModel(hc *http.Client, predictorURL, token string) (bool, error) {
-	req, err := http.NewRequest(http.MethodGet, predictorURL+"/status", nil)
-	if err != nil {
-		return false, err
-	}
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	resp, err := hc.Do(req)
-	if err != nil {
-		return false, err
-	}
-	defer resp.Body.Close()
 	var st struct {
 		Models map[string]bool `json:"models_exist"`
 	}
-	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
+	if err := getJSON(hc, predictorURL+"/status", token, &st); err != nil {
 		return false, err
 	}
 	m := st.Models
