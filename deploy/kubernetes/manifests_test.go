@@ -33,6 +33,7 @@ type rendered struct {
 	deployments  []*appsv1.Deployment
 	services     []*corev1.Service
 	secrets      []*corev1.Secret
+	configMaps   []*corev1.ConfigMap
 	pvcs         []*corev1.PersistentVolumeClaim
 	hpas         []*autoscalingv2.HorizontalPodAutoscaler
 	pdbs         []*policyv1.PodDisruptionBudget
@@ -71,6 +72,10 @@ func decode(t *testing.T, kind, apiVersion string, data []byte, r *rendered) {
 		v := &corev1.Secret{}
 		err = decodeStrict(data, v)
 		r.secrets = append(r.secrets, v)
+	case "v1 ConfigMap":
+		v := &corev1.ConfigMap{}
+		err = decodeStrict(data, v)
+		r.configMaps = append(r.configMaps, v)
 	case "v1 PersistentVolumeClaim":
 		v := &corev1.PersistentVolumeClaim{}
 		err = decodeStrict(data, v)
@@ -104,24 +109,31 @@ func decode(t *testing.T, kind, apiVersion string, data []byte, r *rendered) {
 	r.objectsCount++
 }
 
-// loadTree copies deploy/kubernetes into an in-memory file system, with the
-// Secret's files made by scripts/k8s-secrets.sh as a user would make them
-// (they are never committed).
+// loadTree copies deploy/kubernetes into an in-memory file system, and
+// deploy/llm-d beside it (the custom EPP's component, which the llm-d-pd
+// overlay includes), with the Secret's files made by scripts/k8s-secrets.sh
+// as a user would make them (they are never committed).
 func loadTree(t *testing.T) filesys.FileSystem {
 	t.Helper()
 	fs := filesys.MakeFsInMemory()
-	err := filepath.WalkDir(".", func(path string, d os.DirEntry, err error) error {
-		if err != nil || d.IsDir() || !strings.HasSuffix(path, ".yaml") {
-			return err
-		}
-		data, err := os.ReadFile(path)
+	for _, tree := range []struct{ from, to string }{{".", "/k"}, {"../llm-d", "/llm-d"}} {
+		err := filepath.WalkDir(tree.from, func(path string, d os.DirEntry, err error) error {
+			if err != nil || d.IsDir() || !strings.HasSuffix(path, ".yaml") {
+				return err
+			}
+			data, err := os.ReadFile(path)
+			if err != nil {
+				return err
+			}
+			rel, err := filepath.Rel(tree.from, path)
+			if err != nil {
+				return err
+			}
+			return fs.WriteFile(filepath.Join(tree.to, rel), data)
+		})
 		if err != nil {
-			return err
+			t.Fatal(err)
 		}
-		return fs.WriteFile(filepath.Join("/k", path), data)
-	})
-	if err != nil {
-		t.Fatal(err)
 	}
 	secrets := t.TempDir()
 	out, err := exec.Command("bash", "../../scripts/k8s-secrets.sh", "--tokens", secrets).CombinedOutput()
@@ -496,6 +508,73 @@ func TestLLMDSidecars(t *testing.T) {
 		if strings.Contains(v.Name, "prediction-server") || strings.Contains(v.Name, "training-server") {
 			t.Errorf("reference volume %s left behind", v.Name)
 		}
+	}
+}
+
+// The llm-d-pd overlay runs the custom EPP: its image, the config the EPP
+// reads last being Headroom's P/D config as committed, mounted from a
+// rendered ConfigMap, the Alpha plugins allowed, and Headroom's sidecars
+// as in the llm-d overlay.
+func TestLLMDCustomEPP(t *testing.T) {
+	r := render(t, loadTree(t), "overlays/llm-d-pd")
+	if len(r.deployments) != 1 {
+		t.Fatalf("want the EPP deployment alone, got %d deployments", len(r.deployments))
+	}
+	pod := r.deployments[0].Spec.Template.Spec
+	var epp *corev1.Container
+	var names []string
+	for i := range pod.Containers {
+		names = append(names, pod.Containers[i].Name)
+		if pod.Containers[i].Name == "epp" {
+			epp = &pod.Containers[i]
+		}
+	}
+	slices.Sort(names)
+	if want := []string{"epp", "headroom-predictor", "headroom-trainer"}; !slices.Equal(names, want) {
+		t.Fatalf("containers %v, want %v", names, want)
+	}
+	if !strings.HasPrefix(epp.Image, "headroom-epp:") {
+		t.Errorf("EPP image %s, want the custom EPP's", epp.Image)
+	}
+	configFile := ""
+	for i, a := range epp.Args {
+		if a == "--config-file" && i+1 < len(epp.Args) {
+			configFile = epp.Args[i+1] // the EPP keeps the last value given
+		}
+	}
+	if !slices.Contains(epp.Args, "--allow-experimental-plugins") {
+		t.Errorf("EPP args %v: Headroom's plugins are Alpha and need --allow-experimental-plugins", epp.Args)
+	}
+	want, err := os.ReadFile("../llm-d/pd-headroom-epp-config.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir, file := filepath.Split(configFile)
+	var mount *corev1.VolumeMount
+	for i, m := range epp.VolumeMounts {
+		if filepath.Clean(m.MountPath) == filepath.Clean(dir) {
+			mount = &epp.VolumeMounts[i]
+		}
+	}
+	if mount == nil {
+		t.Fatalf("the EPP reads %q, in no directory it mounts (%v)", configFile, epp.VolumeMounts)
+	}
+	var cm *corev1.ConfigMap
+	for _, v := range pod.Volumes {
+		if v.Name != mount.Name || v.ConfigMap == nil {
+			continue
+		}
+		for _, c := range r.configMaps {
+			if c.Name == v.ConfigMap.Name && c.Namespace == r.deployments[0].Namespace {
+				cm = c
+			}
+		}
+	}
+	if cm == nil {
+		t.Fatalf("volume %s is not a ConfigMap rendered beside the EPP", mount.Name)
+	}
+	if cm.Data[file] != string(want) {
+		t.Errorf("the EPP's %s is not deploy/llm-d/pd-headroom-epp-config.yaml:\n%s", configFile, cm.Data[file])
 	}
 }
 
