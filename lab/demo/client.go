@@ -112,7 +112,14 @@ func (c *Client) post(ctx context.Context, url string, body []byte, want int, ou
 }
 
 func (c *Client) do(req *http.Request, want int, out any) error {
-	client := c.HTTP
+	return doJSON(c.HTTP, req, want, out)
+}
+
+// doJSON sends req with client (nil: http.DefaultClient) and decodes the
+// answer into out (nil: none expected), an error unless its status is want:
+// the one round trip of every JSON client of the demo (Headroom's servers,
+// the sim-scheduler).
+func doJSON(client *http.Client, req *http.Request, want int, out any) error {
 	if client == nil {
 		client = http.DefaultClient
 	}
@@ -130,6 +137,9 @@ func (c *Client) do(req *http.Request, want int, out any) error {
 	}
 	if resp.StatusCode != want {
 		return fmt.Errorf("%s %s: status %d: %s", req.Method, req.URL.Path, resp.StatusCode, bytes.TrimSpace(data[:min(len(data), 512)]))
+	}
+	if out == nil {
+		return nil
 	}
 	if err := json.Unmarshal(data, out); err != nil {
 		return fmt.Errorf("%s %s: decode: %w", req.Method, req.URL.Path, err)

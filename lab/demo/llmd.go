@@ -263,22 +263,8 @@ func (s *llmdScheduler) call(ctx context.Context, method, path string, body, out
 		return fmt.Errorf("llm-d scheduler: %w", err)
 	}
 	req.Header.Set("Content-Type", "application/json")
-	resp, err := s.http.Do(req)
-	if err != nil {
+	if err := doJSON(s.http, req, want, out); err != nil {
 		return fmt.Errorf("llm-d scheduler: %w", err)
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	if err != nil {
-		return fmt.Errorf("llm-d scheduler %s %s: %w", method, path, err)
-	}
-	if resp.StatusCode != want {
-		return fmt.Errorf("llm-d scheduler %s %s: %d %s", method, path, resp.StatusCode, bytes.TrimSpace(data))
-	}
-	if out != nil {
-		if err := json.Unmarshal(data, out); err != nil {
-			return fmt.Errorf("llm-d scheduler %s %s: %w", method, path, err)
-		}
 	}
 	return nil
 }
