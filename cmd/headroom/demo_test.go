@@ -218,6 +218,29 @@ func TestDemoPDFlagErrors(t *testing.T) {
 	}
 }
 
+// llm-d's scheduler in the loop: its flags need --pd (and the timing flag
+// --llmd), and llm-d's config decides what the built-in policies' flags
+// would; each refused before anything runs.
+func TestDemoLLMDFlagErrors(t *testing.T) {
+	const url = "http://127.0.0.1:9"
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--llmd", url}, "need --pd"},
+		{[]string{"--no-transfer-timing"}, "need --pd"},
+		{[]string{"--pd", "zones", "--no-transfer-timing"}, "--no-transfer-timing needs --llmd"},
+		{[]string{"--pd", "zones", "--llmd", url, "--decide-split"}, "--decide-split does not apply to --llmd"},
+		{[]string{"--pd", "zones", "--llmd", url, "--trust-extrapolation"}, "--trust-extrapolation does not apply to --llmd"},
+	} {
+		var stdout, stderr bytes.Buffer
+		err := runDemo(context.Background(), append(tc.args, "--quiet"), &stdout, &stderr)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("demo %v: error %v, want %q", tc.args, err, tc.want)
+		}
+	}
+}
+
 // TestDemoModel runs the demo's fleet on the Roofline of a named model and
 // GPU: the servers are then that deployment, not the H200 calibration, and
 // a P/D run's transfers carry that model's KV bytes unless told otherwise.
