@@ -317,8 +317,10 @@ type targetLive struct {
 	outLevel        float64
 	outLevelSamples int
 	// shift is the evidence of a rise of the live error since the model
-	// changed, by minute of arrival (shift.go).
-	shift shiftTracker
+	// changed, by minute of arrival (shift.go); lastBurst the newest time
+	// it was judged a burst, which a model change does not forget.
+	shift     shiftTracker
+	lastBurst time.Time
 }
 
 func newTargetLive(window int) targetLive {
@@ -554,6 +556,9 @@ func (d *driftTracker) forwardSamples(tl *targetLive) []fit.ForwardSample {
 func (d *driftTracker) judge(t features.Target, tl *targetLive) bool {
 	st := d.shiftOf(tl)
 	d.metrics.observeShift(t, st.Judgment)
+	if st.Judgment == ShiftBurst {
+		tl.lastBurst = d.now()
+	}
 	return st.Judgment == ShiftDrift
 }
 

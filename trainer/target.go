@@ -133,7 +133,12 @@ type lifecycle[M comparable] struct {
 	tg     features.Target
 	models models[M]
 	t      *Trainer
-	how    targetOptions
+	// beforeBurst is the model in service when the bursts going on began
+	// (gate), the zero M when none is; driftSince the start of the newest
+	// drift judged. Only gate touches them, one retrain at a time.
+	beforeBurst M
+	driftSince  time.Time
+	how         targetOptions
 
 	mu     sync.Mutex
 	status TargetStatus
@@ -348,11 +353,26 @@ func (l *lifecycle[M]) gate(next, prev *model.Bundle) (refused bool) {
 	l.mu.Unlock()
 	ev.recent = l.recent.get()
 	l.live.mu.Lock()
-	if st := l.t.drift.shiftOf(&l.live); st.Judgment == ShiftDrift {
-		ev.driftSince = st.Since
-	}
+	st, burstAt := l.t.drift.shiftOf(&l.live), l.live.lastBurst
 	l.live.mu.Unlock()
-	v := judge(cfg.Gate, l.models, cand, served, l.tg, ev)
+	// The newest drift judged is kept across the models that follow it
+	// (each starts its own judgment afresh): the held-out rows before it
+	// would hold back every step of following it, until they are evicted.
+	if st.Judgment == ShiftDrift {
+		l.driftSince = st.Since
+	}
+	ev.driftSince = l.driftSince
+	// The model in service when a burst began is kept while bursts go on
+	// (within a ShiftSpan of the newest), across the models published
+	// meanwhile; a drift, a followed change, lets it go.
+	var zero M
+	switch {
+	case st.Judgment == ShiftDrift || burstAt.IsZero() || cfg.Now().Sub(burstAt) > l.t.drift.cfg.ShiftSpan:
+		l.beforeBurst = zero
+	case l.beforeBurst == zero:
+		l.beforeBurst = served
+	}
+	v := judge(cfg.Gate, l.models, cand, served, l.beforeBurst, l.tg, ev)
 	v.At = cfg.Now().UTC()
 	v.Forced = !v.Passed && cfg.Gate.Force
 	v.Published = v.Passed || v.Forced

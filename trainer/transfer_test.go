@@ -119,7 +119,7 @@ func TestRetrainPublishesTheTransferModel(t *testing.T) {
 // judgeTransfer is the gate's verdict on a transfer model (served nil for
 // a first one).
 func judgeTransfer(g GateConfig, cand, served *model.TransferModel, holdout []features.Sample, labels []float64) GateVerdict {
-	return judge[*model.TransferModel](g, &transferModels{}, cand, served, features.KVTransfer,
+	return judge[*model.TransferModel](g, &transferModels{}, cand, served, nil, features.KVTransfer,
 		gateEvidence{holdout: holdout, labels: labels})
 }
 
