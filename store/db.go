@@ -161,6 +161,12 @@ type Options struct {
 	// Only for replays that must be repeatable: whoever knows it can
 	// choose which samples are held out. A store that has one keeps it.
 	Secret []byte
+	// PublicSides chooses sides by a public hash of a sample's content, as
+	// stores did before their secrets: for a replay alone, whose figures
+	// are then those of every replay of the same recording measured
+	// before. A store that serves must not: any client could choose which
+	// of its samples are held out.
+	PublicSides bool
 	// ReplayTime times arrivals by the newest timestamp among the samples
 	// of each commit rather than by Now: for a replay of a trace or a
 	// simulation, whose clock is its samples', so that a run is the same
@@ -515,7 +521,7 @@ func (db *DB) readMeta(tx *bolt.Tx) (*fileState, error) {
 		}
 		st.newSecret = true
 	}
-	db.keys = keysOf(st.secret)
+	db.keys = keysOf(st.secret, db.opts.PublicSides)
 	if st.slot, err = readSlot(meta); err != nil {
 		return nil, db.corrupt("%v", err)
 	}
@@ -645,7 +651,7 @@ func (db *DB) initialize() error {
 		if err := meta.Put(keySecret, secret); err != nil {
 			return err
 		}
-		db.keys = keysOf(secret)
+		db.keys = keysOf(secret, db.opts.PublicSides)
 		for _, t := range streams {
 			if err := createStream(tx, meta, t); err != nil {
 				return err

@@ -30,11 +30,12 @@ var keySecret = []byte("secret")
 type storeKeys struct {
 	holdout  [numStreams]sipKey // a record's point in [0, 1), per stream
 	identity sipKey             // a record's identity
+	public   bool               // points by publicPoint (Options.PublicSides)
 }
 
-func keysOf(secret []byte) storeKeys {
+func keysOf(secret []byte, public bool) storeKeys {
 	base := sipKeyOf(secret[:16])
-	var k storeKeys
+	k := storeKeys{public: public}
 	for _, t := range streams {
 		k.holdout[t] = base.derive("headroom/holdout/" + t.String())
 	}
@@ -44,10 +45,12 @@ func keysOf(secret []byte) storeKeys {
 
 // ForReplay is o for a replay that must give the same figures on every
 // run: a fixed secret, the same for every replay (a replay's store serves
-// nobody), and arrivals timed by the samples' own clock (ReplayTime).
+// nobody), sides as every replay before the secrets chose them
+// (PublicSides), and arrivals timed by the samples' own clock (ReplayTime).
 func (o Options) ForReplay() Options {
 	o.Secret = []byte("headroom replay: not a secret...")
 	o.ReplayTime = true
+	o.PublicSides = true
 	return o
 }
 
@@ -82,8 +85,39 @@ func readSecret(meta *bolt.Bucket) ([]byte, error) {
 // under the stream's key, so that the streams' decisions for one sample
 // are independent.
 func (k *storeKeys) holdoutPoint(t features.Target, rec []byte) float64 {
+	if k.public {
+		return publicPoint(t, rec)
+	}
 	return float64(k.holdout[t].sum(rec)>>11) * 0x1p-53
 }
+
+// publicPoint maps a record to [0, 1) as stores did before their secrets:
+// a salted FNV-64a of the record's bytes, finished by the SplitMix64 mixer
+// because FNV's top bits are poorly mixed; the per-stream salt,
+// "headroom/holdout/" and its name, makes the streams' decisions for one
+// sample independent. Anyone can compute it: for replays only.
+func publicPoint(t features.Target, rec []byte) float64 {
+	h := uint64(fnvOffset)
+	for _, c := range []byte("headroom/holdout/" + t.String()) {
+		h ^= uint64(c)
+		h *= fnvPrime
+	}
+	for _, c := range rec {
+		h ^= uint64(c)
+		h *= fnvPrime
+	}
+	h ^= h >> 30
+	h *= 0xbf58476d1ce4e5b9
+	h ^= h >> 27
+	h *= 0x94d049bb133111eb
+	h ^= h >> 31
+	return float64(h>>11) * 0x1p-53
+}
+
+const (
+	fnvOffset = 14695981039346656037
+	fnvPrime  = 1099511628211
+)
 
 // identityOf is a record's identity: two records are one sample's exactly
 // when their identities are equal, but for a chance of about 2⁻⁶⁴ a pair
