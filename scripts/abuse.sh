@@ -59,7 +59,7 @@ start_servers() {
 		>"$work/predictor.log" 2>&1 &
 	pids+=($!)
 	wait_for "$predictor/healthz"
-	echo "trainer $trainer (at most $NOFILE descriptors), predictor $predictor; the scenario runs $DURATION" >&2
+	echo "trainer $trainer (at most $NOFILE descriptors), predictor $predictor; the scenario runs for ${DURATION/#0/its own duration}" >&2
 }
 
 status=0
