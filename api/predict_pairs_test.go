@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -11,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/headroomhq/headroom/bundle"
+	"github.com/headroomhq/headroom/features"
 	"github.com/headroomhq/headroom/model"
 	"github.com/headroomhq/headroom/predictor"
 )
@@ -322,5 +324,112 @@ func TestPredictPairsStatistic(t *testing.T) {
 	m, h := mean["best"].(map[string]any)["ttft_ms"].(float64), high["best"].(map[string]any)["ttft_ms"].(float64)
 	if !(h > m) || high["objective_type"] != "quantile" {
 		t.Errorf("p90 TTFT %v, mean %v (%v)", h, m, high["objective_type"])
+	}
+}
+
+// TestPredictPairsLearnsSplitTTFTWithoutTransferTiming is the loop end to
+// end from entries as llm-d's sidecar reports them today: split requests
+// with both placements, the tokens that move and the request's TTFT, but
+// no actual_kv_transfer_ms, and requests the decode pods served alone. The
+// bundle has no transfer model yet /predict/pairs ranks the pairs, the
+// faster link first, and decides split against no split.
+func TestPredictPairsLearnsSplitTTFTWithoutTransferTiming(t *testing.T) {
+	s := newService(t, Tokens{})
+	place := map[string]string{
+		"d":          `{"node":"n3","rack":"r1","zone":"z1","region":"eu"}`,
+		"same-rack":  `{"node":"n2","rack":"r1","zone":"z1","region":"eu"}`,
+		"cross-zone": `{"node":"n1","rack":"r1","zone":"z2","region":"eu"}`,
+	}
+	bytesPerSec := map[string]float64{"same-rack": 40e9, "cross-zone": 3e9}
+	var es []string
+	for i := range 240 {
+		link := "same-rack"
+		if i%2 == 1 {
+			link = "cross-zone"
+		}
+		tokens := 500 + 15*i
+		noise := 1 + 0.02*float64(i%5-2)
+		transfer := 0.5 + float64(tokens)*(160<<10)/bytesPerSec[link]*1000
+		ttft := (40 + 0.01*float64(tokens) + transfer) * noise
+		es = append(es, fmt.Sprintf(`{"kv_cache_percentage":0.1,"input_token_length":%d,"num_request_waiting":0,"num_request_running":%d,`+
+			`"num_tokens_generated":0,"prefix_cache_score":0,"pod_type":"prefill","actual_ttft_ms":%g,"actual_tpot_ms":0,`+
+			`"kv_transfer_tokens":%d,"prefill_pod":"p-%s","decode_pod":"d",`+
+			`"prefill_topology":%s,"decode_topology":%s,"concurrent_transfers":1}`,
+			tokens, i%30, ttft, tokens, link, place[link], place["d"]))
+		// The decode pod alone: its own prefill, slower per token than the
+		// prefill pods', and its decode.
+		es = append(es, fmt.Sprintf(`{"kv_cache_percentage":0.1,"input_token_length":%d,"num_request_waiting":0,"num_request_running":%d,`+
+			`"num_tokens_generated":0,"prefix_cache_score":0,"pod_type":"decode","actual_ttft_ms":%g,"actual_tpot_ms":%g}`,
+			tokens, i%30, (60+0.03*float64(tokens)+2*float64(i%30))*noise, 10+float64(i%30)/10))
+	}
+	if w := do(s.trainerH, "POST", "/add_training_data_bulk", `{"entries":[`+strings.Join(es, ",")+`]}`); w.Code != 202 {
+		t.Fatalf("ingest: %d %s", w.Code, w.Body)
+	}
+	if c := s.db.Counts(); c.Train(features.KVTransfer)+c.Holdout(features.KVTransfer) != 0 ||
+		c.Train(features.SplitTTFT)+c.Holdout(features.SplitTTFT) != 240 {
+		t.Fatalf("stored %d transfers and %d split TTFTs, want 0 and 240", c.Train(features.KVTransfer)+c.Holdout(features.KVTransfer),
+			c.Train(features.SplitTTFT)+c.Holdout(features.SplitTTFT))
+	}
+	pub, err := s.trainer.Retrain(context.Background())
+	if err != nil || pub == nil {
+		t.Fatalf("retrain: %v %v", pub, err)
+	}
+	s.pred.Swap(pub, pub.Bundle.CreatedAt)
+	if b := pub.Bundle; b.Transfer != nil || b.SplitTTFT == nil || b.TTFT == nil || b.TPOT == nil {
+		t.Fatalf("bundle: transfer %v, split TTFT %v, TTFT %v, TPOT %v", b.Transfer != nil, b.SplitTTFT != nil, b.TTFT != nil, b.TPOT != nil)
+	}
+	info := decode(t, do(s.predictH, "GET", "/model/info", ""))
+	if st, _ := info["split_ttft"].(map[string]any); st["ready"] != true {
+		t.Fatalf("/model/info split_ttft: %v", info["split_ttft"])
+	}
+
+	cand := func(pod, topology string) string {
+		return fmt.Sprintf(`{"pod":%q,"topology":%s,"kv_cache_percentage":0.1,"num_request_waiting":0,"num_request_running":3,`+
+			`"prefix_cache_score":0}`, pod, topology)
+	}
+	type option struct {
+		Prefill string  `json:"prefill_pod"`
+		Split   bool    `json:"split"`
+		Link    string  `json:"link_class"`
+		TTFT    float64 `json:"ttft_ms"`
+		Law     float64 `json:"split_ttft_ms"`
+	}
+	var resp struct {
+		Transfer bool     `json:"kv_transfer_model"`
+		Split    bool     `json:"split_ttft_model"`
+		Unknown  int      `json:"unknown_transfer_pairs"`
+		Pairs    []option `json:"pairs"`
+		NoSplit  []option `json:"no_split"`
+	}
+	ask := func(prefill ...string) {
+		t.Helper()
+		body := `{"input_token_length":4000,"prefill":[` + strings.Join(prefill, ",") + `],"decode":[` + cand("d", place["d"]) + `]}`
+		w := do(s.predictH, "POST", "/predict/pairs", body)
+		resp.Pairs, resp.NoSplit = nil, nil
+		if err := json.Unmarshal(w.Body.Bytes(), &resp); err != nil || w.Code != 200 {
+			t.Fatalf("%d %s: %v", w.Code, w.Body, err)
+		}
+		if resp.Transfer || !resp.Split || resp.Unknown != 0 || len(resp.NoSplit) != 1 {
+			t.Fatalf("answer %s", w.Body)
+		}
+	}
+	// Truth at 4,000 tokens: same rack 40 + 40 + 16.9 ms, cross zone
+	// 40 + 40 + 219 ms, the decode pod alone 60 + 120 + 6 ms.
+	ask(cand("p-far", place["cross-zone"]), cand("p-near", place["same-rack"]))
+	if len(resp.Pairs) != 2 || resp.Pairs[0].Prefill != "p-near" || resp.Pairs[1].Link != "cross-zone" ||
+		!(resp.Pairs[0].TTFT < resp.NoSplit[0].TTFT) {
+		t.Fatalf("with a near prefill pod: pairs %+v, no split %+v", resp.Pairs, resp.NoSplit)
+	}
+	for i, want := range []float64{40 + 40 + 0.5 + 4000*(160<<10)/40e9*1000, 40 + 40 + 0.5 + 4000*(160<<10)/3e9*1000} {
+		if got := resp.Pairs[i].TTFT; math.Abs(got-want) > 0.1*want || resp.Pairs[i].Law != got {
+			t.Errorf("%s pair TTFT %v ms (law %v), want about %v", resp.Pairs[i].Link, got, resp.Pairs[i].Law, want)
+		}
+	}
+	if got, want := resp.NoSplit[0].TTFT, 60+0.03*4000+6.0; math.Abs(got-want) > 0.2*want {
+		t.Errorf("no-split TTFT %v ms, want about %v", got, want)
+	}
+	ask(cand("p-far", place["cross-zone"]))
+	if len(resp.Pairs) != 1 || !(resp.NoSplit[0].TTFT < resp.Pairs[0].TTFT) {
+		t.Fatalf("with only a far prefill pod: pairs %+v, no split %+v", resp.Pairs, resp.NoSplit)
 	}
 }

@@ -341,6 +341,7 @@ func (s *predictorServer) status(c *gin.Context) {
 	st := wire.PredictorStatus{
 		IsReady: s.p.Ready(), Serving: s.serving(), LastModelLoad: nullableTimestamp(loadedAt),
 		TrainingServerURL: s.opts.TrainerURL, ModelsExist: map[string]bool{}, KVTransfer: pub.TransferStatus(),
+		SplitTTFT:       pub.LawStatus(features.SplitTTFT),
 		ModelGeneration: version, Trained: slices.ContainsFunc(features.PodTargets[:], b.Has),
 	}
 	for _, tg := range features.Targets {

@@ -351,7 +351,8 @@ func (s *trainerServer) status(c *gin.Context) {
 	cts := s.db.Counts()
 	ans := wire.TrainerStatus{IsReady: pub != nil, Serving: s.serving(), ModelGeneration: version, BundleEpoch: s.t.Epoch(),
 		XGBoostAvailable: st.XGBoostAvailable, XGBoostError: st.XGBoostError, Training: st.Targets,
-		Samples: map[string]wire.TargetSamples{}, KVTransfer: pub.TransferStatus()}
+		Samples: map[string]wire.TargetSamples{}, KVTransfer: pub.TransferStatus(),
+		SplitTTFT: pub.LawStatus(features.SplitTTFT)}
 	for _, tg := range features.Targets {
 		ans.Samples[tg.String()] = wire.TargetSamples{Train: cts.Train(tg), Holdout: cts.Holdout(tg)}
 	}

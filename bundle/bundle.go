@@ -109,8 +109,15 @@ func Decode(data []byte, key []byte) (*model.Bundle, error) {
 			}
 		}
 	}
-	if b.Transfer != nil {
-		if err := b.Transfer.Prepare(); err != nil {
+	for _, t := range features.Targets {
+		m := b.Law(t)
+		if t.PerPod() || m == nil {
+			continue
+		}
+		if err := m.Prepare(); err != nil {
+			if t != features.KVTransfer { // whose errors name it already
+				err = fmt.Errorf("%s model: %w", t, err)
+			}
 			return nil, fmt.Errorf("decode bundle %d: %w", b.Version, err)
 		}
 	}

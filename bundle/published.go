@@ -32,11 +32,15 @@ func (p *Published) Target(t features.Target) *model.TargetModel {
 
 // TransferStatus is the bundle's transfer model's status; not ready when
 // p is nil or the bundle has no transfer model.
-func (p *Published) TransferStatus() model.TransferStatus {
+func (p *Published) TransferStatus() model.TransferStatus { return p.LawStatus(features.KVTransfer) }
+
+// LawStatus is the status of the bundle's per-pair model of t (KVTransfer
+// or SplitTTFT); not ready when p is nil or the bundle has none.
+func (p *Published) LawStatus(t features.Target) model.TransferStatus {
 	if p == nil {
 		return model.TransferStatus{}
 	}
-	return p.Bundle.Transfer.Status()
+	return p.Bundle.Law(t).Status()
 }
 
 // TreeDump is t's trees in XGBoost's JSON dump format, with the model's

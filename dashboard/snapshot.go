@@ -105,11 +105,7 @@ func FromTrainer(ctx context.Context, t *trainer.Trainer, db *store.DB, now time
 
 // modelView is target tg's view with b's model (b may be nil).
 func modelView(b *model.Bundle, tg features.Target) Target {
-	v := Target{Target: tg, Model: b.Target(tg)}
-	if tg == features.KVTransfer && b != nil {
-		v.Transfer = b.Transfer
-	}
-	return v
+	return Target{Target: tg, Model: b.Target(tg), Transfer: b.Law(tg)}
 }
 
 func (v Target) hasModel() bool { return v.Model != nil || v.Transfer != nil }
@@ -130,8 +126,8 @@ func FromPredictor(p *predictor.Predictor, trainerURL string, now time.Time) Sna
 
 // holdoutPoints predicts the newest held-out samples with the view's
 // model: a per-pod model builds each feature row with the one feature
-// builder training and serving use; the KV-transfer model predicts each
-// sample's transfer as /predict/pairs does.
+// builder training and serving use; a per-pair law (KV transfer, split
+// TTFT) predicts each sample's label as /predict/pairs does.
 func (v Target) holdoutPoints(ctx context.Context, db *store.DB) ([]Point, error) {
 	samples, err := db.SnapshotHoldout(ctx, v.Target)
 	if err != nil {
@@ -151,11 +147,12 @@ func (v Target) holdoutPoints(ctx context.Context, db *store.DB) ([]Point, error
 	var points []Point
 	for i := range samples {
 		tr := samples[i].Transfer
-		if tr == nil || !(tr.Ms > 0) {
+		actual, ok := samples[i].Label(v.Target)
+		if tr == nil || !ok {
 			continue
 		}
 		if y, ok := v.Transfer.Predict(tr.Class(), tr.Tokens, tr.BytesPerToken, tr.Concurrent); ok {
-			points = append(points, Point{Predicted: y, Actual: tr.Ms})
+			points = append(points, Point{Predicted: y, Actual: actual})
 		}
 	}
 	return points, nil

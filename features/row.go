@@ -39,6 +39,13 @@ const (
 	// (Sample.Transfer). It is predicted per pair of pods by a bandwidth
 	// law (model.TransferModel), not per pod from a Row.
 	KVTransfer
+	// SplitTTFT is the TTFT of a disaggregated request end to end, prefill
+	// on P, transfer P→D and the first step on D, learned from the
+	// request's TTFT and both placements (Sample.Label) whether or not the
+	// transfer was timed: llm-d's sidecar does not time it. It is
+	// predicted per pair of pods by the transfer model's law on the link
+	// class and the tokens that move (model.TransferModel), not per pod.
+	SplitTTFT
 )
 
 // Targets lists every target in a fixed order, and is the one list of
@@ -46,7 +53,7 @@ const (
 // lifecycle of the trainer, and every route, metric and dashboard panel
 // that reports per target, and /flush, goes through this list. A new
 // target is a new constant here, with its Label (sample.go).
-var Targets = [...]Target{TTFT, TPOT, KVTransfer}
+var Targets = [...]Target{TTFT, TPOT, KVTransfer, SplitTTFT}
 
 // NumTargets is len(Targets), for arrays indexed by Target.
 const NumTargets = len(Targets)
@@ -67,15 +74,20 @@ func (t Target) String() string {
 		return "tpot"
 	case KVTransfer:
 		return "kv_transfer"
+	case SplitTTFT:
+		return "split_ttft"
 	}
 	return "unknown"
 }
 
 // Title is the target's name in prose and on pages: "TTFT", "TPOT",
-// "KV-transfer".
+// "KV-transfer", "split TTFT".
 func (t Target) Title() string {
-	if t == KVTransfer {
+	switch t {
+	case KVTransfer:
 		return "KV-transfer"
+	case SplitTTFT:
+		return "split TTFT"
 	}
 	return strings.ToUpper(t.String())
 }
@@ -89,6 +101,8 @@ func ParseTarget(s string) (Target, bool) {
 		return TPOT, true
 	case "kv_transfer":
 		return KVTransfer, true
+	case "split_ttft":
+		return SplitTTFT, true
 	}
 	return 0, false
 }

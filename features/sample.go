@@ -17,7 +17,9 @@ var (
 // Sample is one observed request: the row the router saw at scheduling time
 // and the latencies it measured. A zero label means "not measured": a sample
 // is a TTFT sample iff its TTFT label (Label) is positive, a TPOT sample iff
-// ActualTPOTMs > 0, and a KV-transfer sample iff Transfer.Ms > 0.
+// ActualTPOTMs > 0, a KV-transfer sample iff Transfer.Ms > 0, and a
+// split-TTFT sample iff it was served disaggregated (both placements
+// given) and ActualTTFTMs > 0.
 type Sample struct {
 	Row          Row
 	ActualTTFTMs float64
@@ -34,7 +36,9 @@ type Sample struct {
 }
 
 // Label returns the sample's label for a target, and whether it has one:
-// for KVTransfer, the measured transfer time.
+// for KVTransfer, the measured transfer time; for SplitTTFT, the whole
+// TTFT of a request served disaggregated, transfer included, measured or
+// not.
 //
 // The TTFT label of a sample with a measured transfer is its TTFT minus the
 // transfer: the TTFT of a disaggregated request is prefill on P, transfer
@@ -56,6 +60,10 @@ func (s *Sample) Label(t Target) (float64, bool) {
 	case KVTransfer:
 		if s.Transfer != nil {
 			v = s.Transfer.Ms
+		}
+	case SplitTTFT:
+		if s.Transfer.Split() {
+			v = s.ActualTTFTMs
 		}
 	}
 	return v, v > 0
@@ -93,6 +101,11 @@ type Transfer struct {
 	// started, itself included (concurrent_transfers); 0 when unknown.
 	Concurrent int64
 }
+
+// Split reports whether t is a disaggregated request's: both placements
+// given (a node each; the wire requires one for any topology given). A nil
+// t is not.
+func (t *Transfer) Split() bool { return t != nil && t.Prefill.Node != "" && t.Decode.Node != "" }
 
 // Class is the link class the transfer took.
 func (t *Transfer) Class() LinkClass { return ClassOf(t.Prefill, t.Decode) }

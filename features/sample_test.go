@@ -31,9 +31,33 @@ func TestSampleLabels(t *testing.T) {
 }
 
 func TestTargetNames(t *testing.T) {
-	for _, tg := range []Target{TTFT, TPOT, KVTransfer} {
+	for _, tg := range []Target{TTFT, TPOT, KVTransfer, SplitTTFT} {
 		if got, ok := ParseTarget(tg.String()); !ok || got != tg {
 			t.Errorf("ParseTarget(%q) = %v, %v", tg, got, ok)
+		}
+	}
+}
+
+// A split request's whole TTFT is its split-TTFT label whether or not its
+// transfer was timed; a sample without both placements has none.
+func TestSplitTTFTLabel(t *testing.T) {
+	placed := func(ms float64) *Transfer {
+		return &Transfer{Ms: ms, Tokens: 100, Prefill: Topology{Node: "p"}, Decode: Topology{Node: "d"}}
+	}
+	for _, tc := range []struct {
+		name string
+		s    Sample
+		want float64 // 0: no label
+	}{
+		{"untimed, as llm-d reports it", Sample{ActualTTFTMs: 250, Transfer: placed(0)}, 250},
+		{"timed: the transfer stays in", Sample{ActualTTFTMs: 250, Transfer: placed(40)}, 250},
+		{"no TTFT", Sample{ActualTPOTMs: 12, Transfer: placed(40)}, 0},
+		{"monolithic", Sample{ActualTTFTMs: 250}, 0},
+		{"one placement only", Sample{ActualTTFTMs: 250, Transfer: &Transfer{Prefill: Topology{Node: "p"}}}, 0},
+	} {
+		got, ok := tc.s.Label(SplitTTFT)
+		if ok != (tc.want > 0) || ok && got != tc.want {
+			t.Errorf("%s: split TTFT label %v (%v), want %v", tc.name, got, ok, tc.want)
 		}
 	}
 }

@@ -22,6 +22,10 @@ type Bundle struct {
 	// Transfer predicts KV-cache transfer time between a prefill and a
 	// decode pod; nil until the trainer has seen disaggregated samples.
 	Transfer *TransferModel `json:"kv_transfer,omitempty"`
+	// SplitTTFT predicts the whole TTFT of a disaggregated request per
+	// link class, of the same law as Transfer (features.SplitTTFT); nil
+	// until the trainer has seen split requests with both placements.
+	SplitTTFT *TransferModel `json:"split_ttft,omitempty"`
 	// XGBoostMissing records that the trainer ran without the xgboost binary,
 	// so every model in this bundle is linear only.
 	XGBoostMissing bool `json:"xgboost_missing,omitempty"`
@@ -60,10 +64,37 @@ func (b *Bundle) Target(t features.Target) *TargetModel {
 
 // Has reports whether b holds a model of target t, of whatever kind.
 func (b *Bundle) Has(t features.Target) bool {
-	if t == features.KVTransfer {
-		return b != nil && b.Transfer != nil
+	if !t.PerPod() {
+		return b.Law(t) != nil
 	}
 	return b.Target(t) != nil
+}
+
+// Law returns the per-pair model of a target (KVTransfer's Transfer,
+// SplitTTFT's SplitTTFT), or nil.
+func (b *Bundle) Law(t features.Target) *TransferModel {
+	if b == nil {
+		return nil
+	}
+	switch t {
+	case features.KVTransfer:
+		return b.Transfer
+	case features.SplitTTFT:
+		return b.SplitTTFT
+	}
+	return nil
+}
+
+// SetLaw makes m the per-pair model of t (KVTransfer or SplitTTFT).
+func (b *Bundle) SetLaw(t features.Target, m *TransferModel) {
+	switch t {
+	case features.KVTransfer:
+		b.Transfer = m
+	case features.SplitTTFT:
+		b.SplitTTFT = m
+	default:
+		panic(fmt.Sprintf("model: %s has no per-pair model", t))
+	}
 }
 
 // SetTarget makes m the per-pod model of t (TTFT or TPOT).

@@ -37,6 +37,11 @@ type Models struct {
 	// Transfer is nil when the bundle has no transfer model: then no split
 	// pair can be predicted and only the no-split options are ranked.
 	Transfer TransferModel
+	// SplitTTFT, the split-TTFT law (features.SplitTTFT), predicts a
+	// pair's whole TTFT per link class when there is no Transfer: what a
+	// bundle learned from entries that do not time the transfer, as
+	// llm-d's do not. nil when the bundle has none.
+	SplitTTFT TransferModel
 	// Statistic is what every part reports, as on every other prediction
 	// route: the central estimate or the configured quantile.
 	Statistic predictor.Statistic
@@ -52,11 +57,25 @@ func FromBundle(b *model.Bundle, stat predictor.Statistic) Models {
 	if b.Transfer != nil { // a nil *model.TransferModel in the interface would not be nil
 		m.Transfer = b.Transfer
 	}
+	if b.SplitTTFT != nil {
+		m.SplitTTFT = b.SplitTTFT
+	}
 	return m
 }
 
-// linkDistribution is the transfer model's error distribution on one link
-// class, in the shape predictor.Statistic reads.
+// law is the model a pair's link term comes from, and whether it is the
+// split-TTFT law: the transfer model when there is one (its pairs are
+// composed from parts that each model learned apart, as when the
+// transfer is timed), else the split-TTFT law; nil with neither.
+func (m *Models) law() (TransferModel, bool) {
+	if m.Transfer != nil || m.SplitTTFT == nil {
+		return m.Transfer, false
+	}
+	return m.SplitTTFT, true
+}
+
+// linkDistribution is a law's error distribution on one link class, in
+// the shape predictor.Statistic reads.
 type linkDistribution struct {
 	m TransferModel
 	c features.LinkClass

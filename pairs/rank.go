@@ -8,6 +8,7 @@ import (
 	"slices"
 
 	"github.com/headroomhq/headroom/features"
+	"github.com/headroomhq/headroom/predictor"
 	"github.com/headroomhq/headroom/wire"
 )
 
@@ -76,6 +77,17 @@ var ErrNotReady = errors.New("pair prediction needs both a TTFT and a TPOT model
 // pods' topologies. The no-split option of D is the TTFT model on D's own
 // row.
 //
+// Without a transfer model, a bundle learned from entries that do not
+// time the transfer (llm-d's) has the split-TTFT law instead: the whole
+// TTFT of a split request per link class and tokens that move, learned
+// end to end. A pair is then that law's estimate plus the excess of P's
+// load over the lightest prefill candidate's (the TTFT model on the
+// prefill rows; PrefillLoadMs) and D's decode load as above: the law
+// learned the pods routers chose, not this pair's load. With a transfer
+// model the pair is composed from its parts as above, split-TTFT law or
+// not: the parts are what the demo's figures were measured with, and each
+// is learned apart on labels the other does not blur.
+//
 // Every option gets its Rank in one order over the pairs and the no-split
 // options together (0 the best; equal options share a rank), so a caller
 // can compare any two without the sorted lists.
@@ -102,7 +114,9 @@ func Rank(m *Models, req *Request, out *Result) error {
 	if req.TTFTSLOMs > 0 || req.TPOTSLOMs > 0 {
 		out.RankedBy = wire.RankBySLOHeadroom
 	}
+	law, fromSplit := m.law()
 	out.TransferModel = m.Transfer != nil
+	out.SplitTTFTModel = fromSplit
 	out.TotalPairs, out.UnknownPairs = nP*nD, 0
 	out.UnknownLinks = out.UnknownLinks[:0]
 	out.prefill = resize(out.prefill, nP)
@@ -132,9 +146,12 @@ func Rank(m *Models, req *Request, out *Result) error {
 		out.tokens[j] = req.InputTokenLength - int64(cached)
 	}
 
-	lightest := math.Inf(1)
+	lightest, lightestPrefill := math.Inf(1), math.Inf(1)
 	for j := range req.Decode {
 		lightest = min(lightest, out.decodeTPOT[j].Ms)
+	}
+	for i := range req.Prefill {
+		lightestPrefill = min(lightestPrefill, out.prefill[i].Ms)
 	}
 
 	out.EveryNoSplit = resize(out.EveryNoSplit, nD)
@@ -147,7 +164,7 @@ func Rank(m *Models, req *Request, out *Result) error {
 
 	out.EveryPair = out.EveryPair[:0]
 	for c := range out.links {
-		out.links[c] = linkDistribution{m.Transfer, features.LinkClass(c)}
+		out.links[c] = linkDistribution{law, features.LinkClass(c)}
 	}
 	var unknown [features.NumLinkClasses]bool
 	for i := range req.Prefill {
@@ -162,16 +179,22 @@ func Rank(m *Models, req *Request, out *Result) error {
 				continue
 			}
 			link := features.ClassOf(p.Topology, d.Topology)
-			transfer, ok := out.transfer(m, req, j, link, max(p.Concurrent, d.Concurrent))
+			est, ok := out.transfer(law, m.Statistic, req, j, link, max(p.Concurrent, d.Concurrent))
 			if !ok {
 				out.UnknownPairs++
 				unknown[link] = true
 				continue
 			}
 			o := Option{Prefill: i, Decode: j, Link: link, TransferTokens: out.tokens[j],
-				PrefillPart: out.prefill[i], Transfer: transfer,
+				PrefillPart: out.prefill[i], Transfer: est,
 				DecodeLoadMs: out.decodeTPOT[j].Ms - lightest, TPOT: out.decodeTPOT[j], Extrapolated: out.PrefillExtrapolated[i]}
-			o.TTFT = splitTTFT(o.PrefillPart, o.Transfer, o.DecodeLoadMs)
+			if fromSplit {
+				o.Transfer, o.SplitPart = Estimate{}, est
+				o.PrefillLoadMs = out.prefill[i].Ms - lightestPrefill
+				o.TTFT = splitTTFT(o.SplitPart, Estimate{}, o.PrefillLoadMs+o.DecodeLoadMs)
+			} else {
+				o.TTFT = splitTTFT(o.PrefillPart, o.Transfer, o.DecodeLoadMs)
+			}
 			score(req, &o)
 			out.PairAt[j*nP+i] = int32(len(out.EveryPair))
 			out.EveryPair = append(out.EveryPair, o)
@@ -191,22 +214,24 @@ func Rank(m *Models, req *Request, out *Result) error {
 	return nil
 }
 
-// transfer is the estimate of moving decode candidate j's tokens over a
-// link of class c shared by concurrent transfers, memoised per (j, c) for
-// the last concurrency asked; ok is false without an estimate for c.
-func (out *Result) transfer(m *Models, req *Request, j int, c features.LinkClass, concurrent int64) (Estimate, bool) {
-	if m.Transfer == nil {
+// transfer is law's estimate for decode candidate j's tokens over a link
+// of class c shared by concurrent transfers (the transfer model's of
+// moving them, or the split-TTFT law's of the whole split), memoised per
+// (j, c) for the last concurrency asked; ok is false without an estimate
+// for c.
+func (out *Result) transfer(law TransferModel, stat predictor.Statistic, req *Request, j int, c features.LinkClass, concurrent int64) (Estimate, bool) {
+	if law == nil {
 		return Estimate{}, false
 	}
 	memo := &out.transfers[j*int(features.NumLinkClasses)+int(c)]
 	if memo.ok && memo.concurrent == concurrent {
 		return memo.est, true
 	}
-	central, ok := m.Transfer.Predict(c, out.tokens[j], req.KVBytesPerToken, concurrent)
+	central, ok := law.Predict(c, out.tokens[j], req.KVBytesPerToken, concurrent)
 	if !ok {
 		return Estimate{}, false
 	}
-	*memo = transferMemo{ok: true, concurrent: concurrent, est: m.Statistic.Of(central, &out.links[c])}
+	*memo = transferMemo{ok: true, concurrent: concurrent, est: stat.Of(central, &out.links[c])}
 	return memo.est, true
 }
 

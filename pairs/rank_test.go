@@ -646,3 +646,106 @@ func TestRankTransferPerPairConcurrency(t *testing.T) {
 		}
 	}
 }
+
+// Without a transfer model, the split-TTFT law (learned from entries that
+// do not time the transfer) predicts each pair whole: its estimate for
+// the link and the tokens that move, plus the prefill and decode pods'
+// loads beyond the lightest candidates'. It ranks the faster link first
+// and decides split against no split on one scale; with a transfer model
+// the pair is composed from its parts as before.
+func TestRankSplitTTFTLaw(t *testing.T) {
+	// The law's latency holds the prefill's fixed part; its bandwidth the
+	// prefill and the transfer per byte.
+	law := func() *bandwidthModel {
+		m := links()
+		m.latencyMs, m.spread = 50, 0.2
+		return m
+	}
+	tests := []struct {
+		name    string
+		prefill []Candidate
+		decode  []Candidate
+		want    [2]string
+		order   [][2]string
+	}{{
+		name:    "the faster link first, and a split beats the decode pod's own prefill",
+		prefill: []Candidate{pod("p-far", zoneB, 0, 0, 0), pod("p-near", rackA2, 0, 0, 0)},
+		decode:  []Candidate{pod("d", rackA1, 0, 10, 0)},
+		want:    [2]string{"p-near", "d"},
+		order:   [][2]string{{"p-near", "d"}, {"p-far", "d"}},
+	}, {
+		name:    "no split when the only link is slower than the decode pod's own prefill",
+		prefill: []Candidate{pod("p-abroad", usEast, 0, 0, 0)},
+		decode:  []Candidate{pod("d", rackA1, 0, 10, 0)},
+		want:    [2]string{"", "d"},
+		order:   [][2]string{{"p-abroad", "d"}},
+	}, {
+		name:    "the prefill pod's load counts",
+		prefill: []Candidate{pod("p-busy", rackA2, 3, 0, 0), pod("p-calm", rackA2, 0, 0, 0)},
+		decode:  []Candidate{pod("d", rackA1, 9, 10, 0)},
+		want:    [2]string{"p-calm", "d"},
+		order:   [][2]string{{"p-calm", "d"}, {"p-busy", "d"}},
+	}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m := testModels(t, nil)
+			sl := law()
+			m.SplitTTFT = sl
+			req := &Request{InputTokenLength: 4096, Prefill: tt.prefill, Decode: tt.decode}
+			var res Result
+			if err := Rank(&m, req, &res); err != nil {
+				t.Fatal(err)
+			}
+			if res.TransferModel || !res.SplitTTFTModel || res.UnknownPairs != 0 {
+				t.Fatalf("transfer model %v, split-TTFT law %v, %d unknown", res.TransferModel, res.SplitTTFTModel, res.UnknownPairs)
+			}
+			if got := names(req, res.Best); got != tt.want {
+				t.Errorf("best = %v, want %v (pairs %+v, no split %+v)", got, tt.want, res.Pairs, res.NoSplit)
+			}
+			var order [][2]string
+			for _, o := range res.Pairs {
+				order = append(order, names(req, o))
+			}
+			if !slices.Equal(order, tt.order) {
+				t.Errorf("pairs ranked %v, want %v", order, tt.order)
+			}
+			lightest := math.Inf(1)
+			for _, o := range res.Pairs {
+				lightest = min(lightest, o.PrefillPart.Ms)
+			}
+			for _, o := range res.Pairs {
+				central, _ := sl.Predict(o.Link, o.TransferTokens, 0, 0)
+				if !near(o.SplitPart.Ms, central) || o.Transfer != (Estimate{}) {
+					t.Errorf("%v: split part %v, want the law's %v; transfer %+v", names(req, o), o.SplitPart.Ms, central, o.Transfer)
+				}
+				if !near(o.PrefillLoadMs, o.PrefillPart.Ms-lightest) {
+					t.Errorf("%v: prefill load %v, want %v", names(req, o), o.PrefillLoadMs, o.PrefillPart.Ms-lightest)
+				}
+				if want := o.SplitPart.Ms + o.PrefillLoadMs + o.DecodeLoadMs; !near(o.TTFT.Ms, want) {
+					t.Errorf("%v: TTFT %v, want the law plus the loads, %v", names(req, o), o.TTFT.Ms, want)
+				}
+				if lo, hi := o.TTFT.Bounds[0], o.TTFT.Bounds[1]; !(lo < o.TTFT.Ms && o.TTFT.Ms < hi) {
+					t.Errorf("%v: TTFT bounds %v around %v", names(req, o), o.TTFT.Bounds, o.TTFT.Ms)
+				}
+			}
+		})
+	}
+
+	t.Run("a transfer model keeps the composition from parts", func(t *testing.T) {
+		m := testModels(t, links())
+		m.SplitTTFT = law()
+		req := &Request{InputTokenLength: 4096, Prefill: tests[0].prefill, Decode: tests[0].decode}
+		var res Result
+		if err := Rank(&m, req, &res); err != nil {
+			t.Fatal(err)
+		}
+		if !res.TransferModel || res.SplitTTFTModel {
+			t.Fatalf("transfer model %v, split-TTFT law %v", res.TransferModel, res.SplitTTFTModel)
+		}
+		for _, o := range res.Pairs {
+			if o.SplitPart != (Estimate{}) || !near(o.TTFT.Ms, o.PrefillPart.Ms+o.Transfer.Ms+o.DecodeLoadMs) {
+				t.Errorf("%v: split part %+v, TTFT %v from parts %v + %v", names(req, o), o.SplitPart, o.TTFT.Ms, o.PrefillPart.Ms, o.Transfer.Ms)
+			}
+		}
+	})
+}

@@ -331,9 +331,10 @@ func transferIndex(s *features.Sample) int {
 }
 
 // schemeOf is the scheme a stream's training buckets follow: the configured
-// one for the per-pod targets, transferScheme for KV transfer.
+// one for the per-pod targets, transferScheme for those of a pair (KV
+// transfer, split TTFT), whose samples all carry a transfer.
 func (db *DB) schemeOf(t features.Target) Scheme {
-	if t == features.KVTransfer {
+	if !t.PerPod() {
 		return transferScheme
 	}
 	return db.opts.Scheme
@@ -341,7 +342,7 @@ func (db *DB) schemeOf(t features.Target) Scheme {
 
 // bucketIndex is the training bucket of a sample in stream t.
 func (db *DB) bucketIndex(t features.Target, s *features.Sample) int {
-	if t == features.KVTransfer {
+	if !t.PerPod() {
 		return transferIndex(s)
 	}
 	return db.opts.Scheme.Index(&s.Row)

@@ -1,9 +1,10 @@
 // Package store is Headroom's durable sample store: one bbolt file holding,
 // per target, training samples stratified into buckets and a holdout set.
 //
-// A stream is a target's samples: TTFT, TPOT, and since format 2 the KV
-// transfers of disaggregated requests (features.KVTransfer), stratified by
-// link class and transfer size rather than by the row.
+// A stream is a target's samples: TTFT, TPOT, since format 2 the KV
+// transfers of disaggregated requests (features.KVTransfer), and since
+// format 3 their whole TTFTs (features.SplitTTFT); the last two are
+// stratified by link class and transfer size rather than by the row.
 //
 // On-disk layout (bbolt buckets nest as indented):
 //
@@ -14,6 +15,7 @@
 //	    generation.ttft   uint64 big-endian: DB.Generation of each stream
 //	    generation.tpot
 //	    generation.kv_transfer
+//	    generation.split_ttft
 //	    secret            32 random bytes: the holdout sides and identities (keys.go)
 //	    slot              uint64 seq, int64 minute, big-endian: the newest
 //	                      arrival slot (holdout.go)
@@ -25,6 +27,7 @@
 //	tpot/                     same as ttft/
 //	kv_transfer/              same, with buckets of the fixed transfer
 //	                          scheme: link_1_kvtok_2/ ... (bucket.go)
+//	split_ttft/               same as kv_transfer/
 //
 // Invariants:
 //   - A sample with a target's label is in exactly one of that target's
@@ -78,8 +81,9 @@ import (
 // Version 2 added the kv_transfer stream and sample records of format 2
 // (encoding.go). Open upgrades a version 1 file in place, in one
 // transaction: it adds the empty stream and sets the version; the samples
-// are untouched. A binary of version 1 then refuses the file.
-const formatVersion = 2
+// are untouched. A binary of version 1 then refuses the file. Version 3
+// added the split_ttft stream, upgraded the same way (streamSince).
+const formatVersion = 3
 
 // minFormatVersion is the oldest layout Open upgrades.
 const minFormatVersion = 1
@@ -89,6 +93,19 @@ const minFormatVersion = 1
 const numStreams = features.NumTargets
 
 var streams = features.Targets
+
+// streamSince is the format version that added stream t: a file of an
+// older one has neither its bucket nor its generation, and Open's upgrade
+// adds them, empty.
+func streamSince(t features.Target) uint64 {
+	switch t {
+	case features.KVTransfer:
+		return 2
+	case features.SplitTTFT:
+		return 3
+	}
+	return 1
+}
 
 // Defaults for zero Options fields.
 const (
@@ -504,8 +521,8 @@ func (db *DB) readMeta(tx *bolt.Tx) (*fileState, error) {
 		return nil, db.corrupt("%v", err)
 	}
 	for _, t := range streams {
-		if t == features.KVTransfer && format < 2 {
-			continue // added by version 2
+		if format < streamSince(t) {
+			continue // added by a later version
 		}
 		if st.gen[t], err = getUint64(meta, generationKey(t)); err != nil {
 			return nil, db.corrupt("%v", err)
@@ -533,9 +550,9 @@ func (db *DB) readMeta(tx *bolt.Tx) (*fileState, error) {
 func (db *DB) readTarget(tx *bolt.Tx, st *fileState, t features.Target) error {
 	root := tx.Bucket(targetBucket(t))
 	st.ids[t] = identitySet{}
-	if root == nil && t == features.KVTransfer && st.format < 2 {
-		st.train[t] = make([]int, transferScheme.NumBuckets())
-		return nil // added by the upgrade to version 2
+	if root == nil && st.format < streamSince(t) {
+		st.train[t] = make([]int, db.schemeOf(t).NumBuckets())
+		return nil // added by the upgrade
 	}
 	if root == nil {
 		return db.corrupt("bucket %s is missing", t)
@@ -545,7 +562,7 @@ func (db *DB) readTarget(tx *bolt.Tx, st *fileState, t features.Target) error {
 		return db.corrupt("bucket %s/%s or %s/%s is missing", t, bucketTrain, t, bucketHoldout)
 	}
 	scheme, schemeName := st.scheme, st.scheme.String()
-	if t == features.KVTransfer {
+	if !t.PerPod() {
 		scheme, schemeName = transferScheme, "link×kvtok (fixed)"
 	}
 	st.train[t] = make([]int, scheme.NumBuckets())
@@ -678,13 +695,16 @@ func createStream(tx *bolt.Tx, meta *bolt.Bucket, t features.Target) error {
 	return nil
 }
 
-// upgrade brings a version 1 file to formatVersion in one transaction:
-// the kv_transfer stream, empty, and the new version number.
+// upgrade brings an older file to formatVersion in one transaction: the
+// streams added since, empty, and the new version number.
 func (db *DB) upgrade() error {
 	return db.update(func(tx *bolt.Tx) error {
 		meta := tx.Bucket(bucketMeta)
-		if tx.Bucket(targetBucket(features.KVTransfer)) == nil {
-			if err := createStream(tx, meta, features.KVTransfer); err != nil {
+		for _, t := range streams {
+			if tx.Bucket(targetBucket(t)) != nil {
+				continue
+			}
+			if err := createStream(tx, meta, t); err != nil {
 				return err
 			}
 		}

@@ -45,8 +45,8 @@ func (db *DB) reshape(st *fileState) error {
 			root := tx.Bucket(targetBucket(t))
 			var n int
 			var err error
-			// The transfer stream's scheme is fixed: only capacities change it.
-			if rebucket && t != features.KVTransfer {
+			// The pair streams' scheme is fixed: only capacities change it.
+			if rebucket && t.PerPod() {
 				n, err = db.rebucket(root, t)
 			} else {
 				n, err = db.trimTrain(root.Bucket(bucketTrain), t, st.train[t])
@@ -60,7 +60,7 @@ func (db *DB) reshape(st *fileState) error {
 			}
 			dropped[t] = n + h
 			// The training set changed, or at least its stratification did.
-			if dropped[t] > 0 || (rebucket && t != features.KVTransfer && st.trainTotal(t) > 0) {
+			if dropped[t] > 0 || (rebucket && t.PerPod() && st.trainTotal(t) > 0) {
 				if err := putUint64(meta, generationKey(t), st.gen[t]+1); err != nil {
 					return err
 				}

@@ -302,16 +302,14 @@ func (t *Trainer) newTargets() error {
 			pod := &podModels{tg: tg, schema: schema, t: t, choose: ch, places: t.db.Scheme()}
 			t.targets = append(t.targets, newLifecycle(t, tg, models[*model.TargetModel](pod),
 				targetOptions{firstModels: true, liveGate: true}))
-		case tg == features.KVTransfer:
-			// Its law fits in milliseconds at every retrain with new
+		default:
+			// KV transfer, split TTFT: a law fits in milliseconds at every retrain with new
 			// transfers, and /predict/pairs ranks the no-split options
 			// without it: no first-model passes. Its candidates are judged on the holdout alone, as
 			// they always were: judged on the live samples too, other laws
 			// are published and the P/D demo routes differently, a change
 			// to measure on its own before it is made.
-			t.targets = append(t.targets, newLifecycle(t, tg, models[*model.TransferModel](&transferModels{t: t}), targetOptions{}))
-		default:
-			return fmt.Errorf("trainer: no models for target %s", tg)
+			t.targets = append(t.targets, newLifecycle(t, tg, models[*model.TransferModel](&transferModels{tg: tg, t: t}), targetOptions{}))
 		}
 	}
 	return nil

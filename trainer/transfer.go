@@ -10,22 +10,20 @@ import (
 	"github.com/headroomhq/headroom/trainer/fit"
 )
 
-// transferModels are the KV-transfer target's models: a bandwidth law per
-// link class (fit.TransferLaw), predicted per pair of pods. Its fit takes
-// milliseconds, so it retrains whenever transfers arrive; it requests no
+// transferModels are the models of a target predicted per pair of pods by
+// a law per link class (fit.Law): the KV transfer's bandwidth law, and the
+// split TTFT's, the whole TTFT of a disaggregated request, which is what
+// /predict/pairs has when the transfer is not timed. Its fit takes
+// milliseconds, so it retrains whenever samples arrive; it requests no
 // early retrain, and first-model passes leave it to the next full one
 // (until then /predict/pairs ranks the no-split options alone).
 type transferModels struct {
-	t *Trainer
+	tg features.Target // KVTransfer or SplitTTFT
+	t  *Trainer
 }
 
-func (k *transferModels) of(b *model.Bundle) *model.TransferModel {
-	if b == nil {
-		return nil
-	}
-	return b.Transfer
-}
-func (k *transferModels) put(b *model.Bundle, m *model.TransferModel) { b.Transfer = m }
+func (k *transferModels) of(b *model.Bundle) *model.TransferModel     { return b.Law(k.tg) }
+func (k *transferModels) put(b *model.Bundle, m *model.TransferModel) { b.SetLaw(k.tg, m) }
 func (k *transferModels) setGeneration(m *model.TransferModel, gen uint64) {
 	m.StoreGeneration = gen
 }
@@ -39,25 +37,29 @@ func (k *transferModels) facts(m *model.TransferModel) modelFacts {
 		coverage: m.HoldoutCoverage}
 }
 
-// observe exports the law's figures per link class.
+// observe exports the KV-transfer law's figures per link class; a split
+// TTFT's per-byte term is no bandwidth, and its figures are those every
+// target has.
 func (k *transferModels) observe(metrics *Metrics, m *model.TransferModel) {
-	metrics.observeTransferClasses(m)
+	if k.tg == features.KVTransfer {
+		metrics.observeTransferClasses(m)
+	}
 }
 
-// fit fits the laws (fit.TransferLaw); too few samples of any one link
-// class is a wait.
+// fit fits the laws (fit.Law); too few samples of any one link class is a
+// wait.
 func (k *transferModels) fit(ctx context.Context, job fitJob[*model.TransferModel]) (*model.TransferModel, error) {
-	m, err := fit.TransferLaw(ctx, job.train, job.holdout, k.t.cfg.Transfer, k.t.drift.cfg.Quantile)
+	m, err := fit.Law(ctx, k.tg, job.train, job.holdout, k.t.cfg.Transfer, k.t.drift.cfg.Quantile)
 	if errors.Is(err, fit.ErrTooFewTransfers) {
 		return nil, fmt.Errorf("%w: %w", errWaiting, err)
 	}
 	return m, err
 }
 
-// predict is m's prediction for each sample's transfer, with the sample's
+// predict is m's prediction for each sample's label, with the sample's
 // own bytes per token; actual 0 where m cannot bound the sample's class.
 func (k *transferModels) predict(m *model.TransferModel, samples []features.Sample) (pred, actual []float64) {
-	pred, actual, _ = fit.TransferPredictions(m, samples, 0.5)
+	pred, actual, _ = fit.LawPredictions(m, k.tg, samples, 0.5)
 	return pred, actual
 }
 
@@ -78,14 +80,14 @@ func (k *transferModels) probes(m *model.TransferModel) []gateProbe {
 	return out
 }
 
-// score records arriving transfers against m.
+// score records arriving samples against m.
 func (k *transferModels) score(tl *targetLive, m *model.TransferModel, _ bool, samples []features.Sample) bool {
 	if m == nil {
 		return false
 	}
 	d := k.t.drift
 	q := d.cfg.Quantile
-	pred, actual, quant := fit.TransferPredictions(m, samples, q)
+	pred, actual, quant := fit.LawPredictions(m, k.tg, samples, q)
 	if len(pred) == 0 {
 		return false
 	}
@@ -93,10 +95,10 @@ func (k *transferModels) score(tl *targetLive, m *model.TransferModel, _ bool, s
 	for i, y := range pred {
 		if actual[i] > 0 {
 			d.scoreModel(tl, y, actual[i], actual[i] <= quant[i], 0)
-			d.metrics.observeLive(features.KVTransfer, "model")
+			d.metrics.observeLive(k.tg, "model")
 		}
 	}
-	d.metrics.observeLiveSummary(features.KVTransfer, tl, q)
-	d.judge(features.KVTransfer, tl) // reported; a transfer's is never a drift (shift.go)
+	d.metrics.observeLiveSummary(k.tg, tl, q)
+	d.judge(k.tg, tl) // reported; a law's is never a drift (shift.go)
 	return false
 }

@@ -88,6 +88,7 @@ type TrainerStatus struct {
 	Training   any                      `json:"training"`
 	Samples    map[string]TargetSamples `json:"samples"`
 	KVTransfer model.TransferStatus     `json:"kv_transfer"`
+	SplitTTFT  model.TransferStatus     `json:"split_ttft"`
 }
 
 // PredictorStatus is the predictor's GET /status.
@@ -99,6 +100,7 @@ type PredictorStatus struct {
 	// ModelsExist has a "<target>_model" for every target.
 	ModelsExist     map[string]bool      `json:"models_exist"`
 	KVTransfer      model.TransferStatus `json:"kv_transfer"`
+	SplitTTFT       model.TransferStatus `json:"split_ttft"`
 	EnsembleActive  bool                 `json:"ensemble_active"` // always false
 	ModelGeneration uint64               `json:"model_generation"`
 	Trained         bool                 `json:"trained"`

@@ -12,7 +12,7 @@ import (
 // ModelInfo is GET /model/info on both servers: what model is in service
 // and how good it is, by curl. Every target's model is under the target's
 // name, in the order of features.Targets: a per-pod target's as a
-// TargetInfo, the KV transfer's as a TransferInfo.
+// TargetInfo, a per-pair one's (KV transfer, split TTFT) as a TransferInfo.
 type ModelInfo struct {
 	Version        uint64
 	Epoch          string // the version's lineage; none from an older trainer
@@ -29,7 +29,8 @@ type ModelInfo struct {
 }
 
 // TargetModelInfo is one target's model in a ModelInfo: Pod for a target
-// predicted per pod, Transfer for the KV transfer.
+// predicted per pod, Transfer for one predicted per pair by a law per link
+// class (the KV transfer, the split TTFT).
 type TargetModelInfo struct {
 	Target   features.Target
 	Pod      *TargetInfo
@@ -47,9 +48,12 @@ func (i ModelInfo) Pod(t features.Target) TargetInfo {
 }
 
 // Transfer is the info of the KV-transfer model.
-func (i ModelInfo) Transfer() TransferInfo {
+func (i ModelInfo) Transfer() TransferInfo { return i.Law(features.KVTransfer) }
+
+// Law is the info of per-pair target t's model (zero when t has none).
+func (i ModelInfo) Law(t features.Target) TransferInfo {
 	for _, m := range i.Models {
-		if m.Transfer != nil {
+		if m.Target == t && m.Transfer != nil {
 			return *m.Transfer
 		}
 	}
@@ -175,11 +179,9 @@ func NewModelInfo(pub *bundle.Published, loadedAt, now time.Time, counts func(t 
 		case t.PerPod():
 			ti := targetInfo(pub, t)
 			m.Pod, train, holdout = &ti, &ti.TrainSamples, &ti.HoldoutSamples
-		case t == features.KVTransfer:
-			ti := transferInfo(pub)
-			m.Transfer, train, holdout = &ti, &ti.TrainSamples, &ti.HoldoutSamples
 		default:
-			continue // a target whose model this report does not describe yet
+			ti := transferInfo(pub, t)
+			m.Transfer, train, holdout = &ti, &ti.TrainSamples, &ti.HoldoutSamples
 		}
 		if counts != nil {
 			*train, *holdout = counts(t)
@@ -236,10 +238,10 @@ func targetInfo(pub *bundle.Published, t features.Target) TargetInfo {
 	return ti
 }
 
-func transferInfo(pub *bundle.Published) TransferInfo {
+func transferInfo(pub *bundle.Published, t features.Target) TransferInfo {
 	var m *model.TransferModel
 	if pub != nil {
-		m = pub.Bundle.Transfer
+		m = pub.Bundle.Law(t)
 	}
 	if m == nil {
 		return TransferInfo{TrainedAt: nil}

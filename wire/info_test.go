@@ -182,6 +182,7 @@ func TestInfoShowsSelectionAndExtrapolation(t *testing.T) {
 func TestModelInfoEncodesEveryTarget(t *testing.T) {
 	b := infoBundle(t)
 	b.Transfer = infoTransferModel(t)
+	b.SplitTTFT = infoTransferModel(t)
 	info := NewModelInfo(&bundle.Published{Bundle: b}, time.Time{}, b.CreatedAt, nil)
 	info.Training = map[string]int{"runs": 3}
 	data, err := json.Marshal(info)

@@ -86,6 +86,17 @@ type PairOption struct {
 	// decode pod's frontend and first decode step as well as the prefill.
 	PrefillPart Estimate
 	Transfer    Estimate // the transfer model for Link and TransferTokens
+	// SplitPart is, for a pair predicted without a transfer model, the
+	// split-TTFT law (features.SplitTTFT) for Link and TransferTokens:
+	// the whole TTFT of a split request, learned end to end from entries
+	// that do not time the transfer; zero when the pair is composed from
+	// PrefillPart and Transfer. PrefillLoadMs is then how much longer the
+	// prefill pod's part is predicted to take than the lightest prefill
+	// candidate's (the TTFT model on the rows, less the least; ≥ 0), as
+	// DecodeLoadMs is the decode pod's: the law saw the pods routers
+	// chose, not this one's load.
+	SplitPart     Estimate
+	PrefillLoadMs float64
 	// DecodeLoadMs is how much longer the decode pod's first step is
 	// predicted to take than the lightest decode candidate's (the TPOT
 	// model on its row less the least over the candidates; ≥ 0): the part
@@ -95,7 +106,8 @@ type PairOption struct {
 	DecodeLoadMs float64
 
 	// TTFT is the option's time to first token: for a pair the sum of its
-	// parts, PrefillPart + Transfer + DecodeLoadMs, bounds included (the
+	// parts, PrefillPart + Transfer + DecodeLoadMs, or without a transfer
+	// model SplitPart + PrefillLoadMs + DecodeLoadMs, bounds included (the
 	// bounds of the first two add, which is exact when their errors move
 	// together and wider than needed when they are independent; the
 	// decode load shifts both); for NoSplit the TTFT model on the decode
@@ -152,6 +164,9 @@ type PairsRanking struct {
 	// UnknownLinks lists the link classes of those pairs, nearest first.
 	UnknownLinks  []features.LinkClass
 	TransferModel bool
+	// SplitTTFTModel is set when the pairs were predicted by the split-TTFT
+	// law (PairOption.SplitPart): the bundle has one and no transfer model.
+	SplitTTFTModel bool
 
 	// Every option, in candidate order, each with its Rank, for the matrix
 	// answer: EveryNoSplit[j] is decode candidate j alone; EveryPair the

@@ -63,6 +63,8 @@ func AppendPairsResponse(dst []byte, req *PairsRequest, r *PairsRanking, meta *P
 	}
 	dst = append(dst, `],"kv_transfer_model":`...)
 	dst = strconv.AppendBool(dst, r.TransferModel)
+	dst = append(dst, `,"split_ttft_model":`...)
+	dst = strconv.AppendBool(dst, r.SplitTTFTModel)
 	dst = append(dst, `,"predicted_at":"`...)
 	dst = append(dst, meta.PredictedAt...)
 	dst = append(dst, `","model_type":"`+ModelType+`","objective_type":"`...)
@@ -157,8 +159,14 @@ func appendPairOption(dst []byte, req *PairsRequest, o *PairOption, slo bool) []
 		dst = append(dst, o.Link.String()...)
 		dst = append(dst, `","kv_transfer_tokens":`...)
 		dst = strconv.AppendInt(dst, o.TransferTokens, 10)
-		dst = appendEstimate(dst, `,"prefill_ms":`, `,"prefill_prediction_bounds":[`, &o.PrefillPart)
-		dst = appendEstimate(dst, `,"kv_transfer_ms":`, `,"kv_transfer_prediction_bounds":[`, &o.Transfer)
+		if o.SplitPart.Ms > 0 {
+			dst = appendEstimate(dst, `,"split_ttft_ms":`, `,"split_ttft_prediction_bounds":[`, &o.SplitPart)
+			dst = append(dst, `,"prefill_load_ms":`...)
+			dst = appendMs(dst, o.PrefillLoadMs)
+		} else {
+			dst = appendEstimate(dst, `,"prefill_ms":`, `,"prefill_prediction_bounds":[`, &o.PrefillPart)
+			dst = appendEstimate(dst, `,"kv_transfer_ms":`, `,"kv_transfer_prediction_bounds":[`, &o.Transfer)
+		}
 		dst = append(dst, `,"decode_load_ms":`...)
 		dst = appendMs(dst, o.DecodeLoadMs)
 	}

@@ -7,6 +7,7 @@ import (
 	"math"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/headroomhq/headroom/features"
@@ -73,14 +74,16 @@ type transferRow struct {
 	ms         float64
 }
 
-// TransferRows converts samples with a measured transfer into the law's
-// rows, bytes per token defaulting to bytesPerToken. Samples without one,
-// or with values no law can use, are left out.
-func transferRows(samples []features.Sample, bytesPerToken float64) []transferRow {
+// transferRows converts samples labelled for target t (KVTransfer or
+// SplitTTFT) into the law's rows, bytes per token defaulting to
+// bytesPerToken: the label is the row's ms. Samples without one, or with
+// values no law can use, are left out.
+func transferRows(samples []features.Sample, t features.Target, bytesPerToken float64) []transferRow {
 	rows := make([]transferRow, 0, len(samples))
 	for i := range samples {
 		tr := samples[i].Transfer
-		if tr == nil || !(tr.Ms > 0) || math.IsInf(tr.Ms, 0) || tr.Tokens < 0 {
+		ms, ok := samples[i].Label(t)
+		if tr == nil || !ok || math.IsInf(ms, 0) || tr.Tokens < 0 {
 			continue
 		}
 		bpt := tr.BytesPerToken
@@ -92,7 +95,7 @@ func transferRows(samples []features.Sample, bytesPerToken float64) []transferRo
 			continue
 		}
 		rows = append(rows, transferRow{class: c, tokens: tr.Tokens, bytes: float64(tr.Tokens) * bpt,
-			concurrent: max(tr.Concurrent, 0), ms: tr.Ms})
+			concurrent: max(tr.Concurrent, 0), ms: ms})
 	}
 	return rows
 }
@@ -122,34 +125,54 @@ func transferBytesPerToken(samples []features.Sample, configured float64) float6
 // it on the held-out ones, the coverage of its quantile q (strictly
 // between 0 and 1).
 func TransferLaw(ctx context.Context, train, holdout []features.Sample, cfg TransferOptions, q float64) (*model.TransferModel, error) {
+	return Law(ctx, features.KVTransfer, train, holdout, cfg, q)
+}
+
+// Law fits target t's law per link class, as TransferLaw does the KV
+// transfer's, on the samples labelled for t: for features.SplitTTFT the
+// whole TTFT of a disaggregated request, so that the law's latency holds
+// the prefill's fixed part and the first decode step and its per-byte
+// term the prefill and the transfer of the tokens that move. It is how a
+// pair is predicted from what llm-d reports, which does not time the
+// transfer.
+func Law(ctx context.Context, t features.Target, train, holdout []features.Sample, cfg TransferOptions, q float64) (*model.TransferModel, error) {
+	what := lawName(t)
 	if !(q > 0 && q < 1) {
-		return nil, fmt.Errorf("kv transfer: quantile %v, want a value strictly between 0 and 1", q)
+		return nil, fmt.Errorf("%s: quantile %v, want a value strictly between 0 and 1", what, q)
 	}
 	cfg.setDefaults()
 	start := time.Now()
 	bpt := transferBytesPerToken(train, cfg.BytesPerToken)
-	rows := transferRows(train, bpt)
+	rows := transferRows(train, t, bpt)
 	if len(rows) == 0 {
-		return nil, fmt.Errorf("%w: no training samples with a measured transfer", ErrTooFewTransfers)
+		return nil, fmt.Errorf("%w: no training samples with a measured %s", ErrTooFewTransfers, what)
 	}
 	m, err := fitTransferLaws(rows, bpt, cfg.MinClassSamples)
 	if err != nil {
 		return nil, err
 	}
 	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("kv transfer: %w", err)
+		return nil, fmt.Errorf("%s: %w", what, err)
 	}
 	if err := calibrateTransfer(m, rows, cfg); err != nil {
 		return nil, err
 	}
 	if err := m.Prepare(); err != nil {
-		return nil, fmt.Errorf("kv transfer: fitted model is inconsistent: %w", err)
+		return nil, fmt.Errorf("%s: fitted model is inconsistent: %w", what, err)
 	}
-	measureTransfer(m, believableTransfers(m, transferRows(holdout, bpt), rows), q)
+	measureTransfer(m, believableTransfers(m, transferRows(holdout, t, bpt), rows), q)
 	m.TrainSamples, m.HoldoutSamples = len(rows), m.Holdout.Rows
 	m.TrainedAt = time.Now().UTC()
 	m.TrainSeconds = time.Since(start).Seconds()
 	return m, nil
+}
+
+// lawName is how Law's errors name target t.
+func lawName(t features.Target) string {
+	if t == features.KVTransfer {
+		return "kv transfer"
+	}
+	return strings.ToLower(t.Title())
 }
 
 // fitTransferLaws fits a law for every class with at least minRows rows.
@@ -531,13 +554,13 @@ func measureTransfer(m *model.TransferModel, rows []transferRow, q float64) {
 	}
 }
 
-// TransferPredictions predicts the transfers of samples with m, each with
-// its own bytes per token (m's default where it does not say), and their q
-// quantiles: one row per sample with a usable measured transfer, in order,
-// actual 0 for one of a class m cannot bound, which model.Measure and
-// model.Coverage skip.
-func TransferPredictions(m *model.TransferModel, samples []features.Sample, q float64) (pred, actual, quant []float64) {
-	return transferPredictions(m, transferRows(samples, m.DefaultBytesPerToken), q)
+// LawPredictions predicts target t's label (KVTransfer or SplitTTFT) of
+// samples with m, t's law, each with its own bytes per token (m's default
+// where it does not say), and their q quantiles: one row per sample with
+// a usable label, in order, actual 0 for one of a class m cannot bound,
+// which model.Measure and model.Coverage skip.
+func LawPredictions(m *model.TransferModel, t features.Target, samples []features.Sample, q float64) (pred, actual, quant []float64) {
+	return transferPredictions(m, transferRows(samples, t, m.DefaultBytesPerToken), q)
 }
 
 // transferPredictions predicts rows (actual 0 for a row the model cannot

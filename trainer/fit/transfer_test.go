@@ -191,3 +191,49 @@ func TestTransferHoldoutIsMeasuredOnBelievableRows(t *testing.T) {
 		t.Errorf("clean holdout MAPE %.2f%%, want the law's noise (a few percent)", m.Holdout.MAPE)
 	}
 }
+
+// From split requests whose transfer is not timed, as llm-d reports them,
+// the split-TTFT law learns each link class's whole TTFT: the prefill and
+// the transfer per token that moves, a farther class slower. The same
+// samples give the KV-transfer law nothing to learn.
+func TestSplitTTFTLawLearnsFromUntimedTransfers(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	classes := []features.LinkClass{features.SameRack, features.CrossZone}
+	train := fittest.SplitSamples(rng, 1000, classes, 64, 8192)
+	holdout := fittest.SplitSamples(rng, 200, classes, 64, 8192)
+	cfg := TransferOptions{BytesPerToken: fittest.BytesPerToken}
+	if _, err := TransferLaw(context.Background(), train, holdout, cfg, 0.9); !errors.Is(err, ErrTooFewTransfers) {
+		t.Fatalf("KV-transfer law from untimed transfers: %v, want ErrTooFewTransfers", err)
+	}
+	m, err := Law(context.Background(), features.SplitTTFT, train, holdout, cfg, 0.9)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(m.Classes) != 2 || m.TrainSamples != 1000 || m.Holdout.Rows != 200 {
+		t.Fatalf("%d classes, %d train, %d held out", len(m.Classes), m.TrainSamples, m.Holdout.Rows)
+	}
+	if m.Holdout.MAPE > 8 {
+		t.Errorf("holdout MAPE %.2f%%, want about the 4%% of the transfers' noise", m.Holdout.MAPE)
+	}
+	if c := m.HoldoutCoverage; c == nil || c.Percent < 80 || c.Percent > 98 {
+		t.Errorf("holdout coverage of p90 %+v, want near 90%%", c)
+	}
+	for _, tokens := range []int64{512, 4096, 8000} {
+		var got [2]float64
+		for i, c := range classes {
+			y, ok := m.Predict(c, tokens, 0, 1)
+			want := fittest.SplitPrefillMs(tokens) + fittest.Links[c].Lat + 1000*float64(tokens)*fittest.BytesPerToken/fittest.Links[c].BW
+			if !ok || math.Abs(y-want) > 0.1*want {
+				t.Errorf("%s, %d tokens alone: %v ms (%v), want about %v", c, tokens, y, ok, want)
+			}
+			got[i] = y
+		}
+		if !(got[0] < got[1]) {
+			t.Errorf("%d tokens: same rack %v ms, cross zone %v ms", tokens, got[0], got[1])
+		}
+	}
+	pred, actual, _ := LawPredictions(m, features.SplitTTFT, holdout, 0.9)
+	if len(pred) != len(holdout) || actual[0] != holdout[0].ActualTTFTMs {
+		t.Errorf("%d predictions of %d samples, first actual %v, want %v", len(pred), len(holdout), actual[0], holdout[0].ActualTTFTMs)
+	}
+}

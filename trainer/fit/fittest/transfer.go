@@ -51,3 +51,21 @@ func TransferSamples(rng *rand.Rand, n int, classes []features.LinkClass, lo, hi
 	}
 	return out
 }
+
+// SplitPrefillMs is the prefill part of SplitSamples' TTFTs: a fixed part
+// and a time per prompt token, the same on every prefill pod.
+func SplitPrefillMs(tokens int64) float64 { return 30 + 0.02*float64(tokens) }
+
+// SplitSamples draws n split requests as llm-d reports them: both
+// placements, the tokens that moved and the transfers in flight, and the
+// request's TTFT (SplitPrefillMs plus TransferSamples' transfer), but no
+// timed transfer.
+func SplitSamples(rng *rand.Rand, n int, classes []features.LinkClass, lo, hi int64) []features.Sample {
+	out := TransferSamples(rng, n, classes, lo, hi, 0)
+	for i := range out {
+		out[i].Row.PodType = "prefill"
+		out[i].ActualTTFTMs = SplitPrefillMs(out[i].Transfer.Tokens) + out[i].Transfer.Ms
+		out[i].Transfer.Ms = 0
+	}
+	return out
+}
