@@ -319,7 +319,7 @@ func TestKVTransferEndToEnd(t *testing.T) {
 	}
 	stored := m["stored"].(map[string]any)
 	train, holdout := stored["Train"].([]any), stored["Holdout"].([]any)
-	if len(train) != 3 || train[2].(float64)+holdout[2].(float64) != 60 {
+	if len(train) != len(features.Targets) || train[2].(float64)+holdout[2].(float64) != 60 {
 		t.Errorf("stored %v, want the 60 transfers in the third stream", stored)
 	}
 

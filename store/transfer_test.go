@@ -168,3 +168,59 @@ func TestOpenUpgradesFormat1(t *testing.T) {
 		t.Fatalf("after reopening %d transfer samples, want 100", c.Train(features.KVTransfer)+c.Holdout(features.KVTransfer))
 	}
 }
+
+// A store written before the split-TTFT stream existed (format 2: no
+// split_ttft bucket, no generation for it) opens with every sample, gains
+// the stream at format 3, and takes split requests' TTFTs into it.
+func TestOpenUpgradesFormat2(t *testing.T) {
+	path := tempPath(t)
+	before := openTest(t, path, testOptions())
+	mustAdd(t, before, transferSamples(300, 4))
+	want := before.Counts()
+	if want.Train(features.SplitTTFT)+want.Holdout(features.SplitTTFT) == 0 {
+		t.Fatal("no split-TTFT samples among transfers with TTFTs")
+	}
+	if err := before.Close(); err != nil {
+		t.Fatal(err)
+	}
+	rawUpdate(t, path, func(tx *bolt.Tx) error {
+		meta := tx.Bucket(bucketMeta)
+		if err := meta.Put(keyFormat, binary.BigEndian.AppendUint64(nil, 2)); err != nil {
+			return err
+		}
+		if err := meta.Delete(generationKey(features.SplitTTFT)); err != nil {
+			return err
+		}
+		return tx.DeleteBucket(targetBucket(features.SplitTTFT))
+	})
+	db := openTest(t, path, testOptions())
+	got := db.Counts()
+	for _, tg := range []features.Target{features.TTFT, features.KVTransfer} {
+		if got.Train(tg) != want.Train(tg) || got.Holdout(tg) != want.Holdout(tg) {
+			t.Errorf("%s: %d+%d after the upgrade, want %d+%d", tg, got.Train(tg), got.Holdout(tg), want.Train(tg), want.Holdout(tg))
+		}
+	}
+	if n := got.Train(features.SplitTTFT) + got.Holdout(features.SplitTTFT); n != 0 {
+		t.Errorf("%d split-TTFT samples in the stream the upgrade added", n)
+	}
+	res := mustAdd(t, db, transferSamples(300, 5))
+	if res.Train[features.SplitTTFT]+res.Holdout[features.SplitTTFT] == 0 {
+		t.Fatalf("upgraded store took %+v", res)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	var format uint64
+	b, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: time.Second, ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = b.View(func(tx *bolt.Tx) error {
+		format, _ = getUint64(tx.Bucket(bucketMeta), keyFormat)
+		return nil
+	})
+	b.Close()
+	if format != 3 {
+		t.Fatalf("format %d after the upgrade, want 3", format)
+	}
+}

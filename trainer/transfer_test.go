@@ -119,7 +119,7 @@ func TestRetrainPublishesTheTransferModel(t *testing.T) {
 // judgeTransfer is the gate's verdict on a transfer model (served nil for
 // a first one).
 func judgeTransfer(g GateConfig, cand, served *model.TransferModel, holdout []features.Sample, labels []float64) GateVerdict {
-	return judge[*model.TransferModel](g, &transferModels{}, cand, served, nil, features.KVTransfer,
+	return judge[*model.TransferModel](g, &transferModels{tg: features.KVTransfer}, cand, served, nil, features.KVTransfer,
 		gateEvidence{holdout: holdout, labels: labels})
 }
 
@@ -160,5 +160,46 @@ func TestGateJudgesTransferModels(t *testing.T) {
 	worse := broken(func(k *model.TransferClass) { k.BytesPerSec /= 2.5 })
 	if v := judgeTransfer(g, worse, good, holdout, labels); v.Passed || v.Reason != GateWorseThanServed {
 		t.Errorf("bandwidth off by 2.5: %+v", v)
+	}
+}
+
+// Split requests whose transfer is not timed, as llm-d reports them, give
+// no transfer model but a split-TTFT law: fitted, gated, published in the
+// bundle, shown in the status and scored live, by the same lifecycle.
+func TestRetrainPublishesTheSplitTTFTLaw(t *testing.T) {
+	f := newFixture(t)
+	opts := fit.DefaultOptions()
+	opts.XGBoost = nil
+	tr, err := New(Config{Fit: opts, BundleDir: f.dir + "/bundles", Transfer: fit.TransferOptions{BytesPerToken: fittest.BytesPerToken}}, f.db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(13, 14))
+	classes := []features.LinkClass{features.SameRack, features.CrossZone}
+	if _, err := f.db.Add(fittest.SplitSamples(rng, 400, classes, 64, 4096)); err != nil {
+		t.Fatal(err)
+	}
+	pub := retrain(t, tr)
+	if pub == nil || pub.Bundle.SplitTTFT == nil || pub.Bundle.Transfer != nil {
+		t.Fatalf("after 400 untimed split requests: %+v", pub)
+	}
+	m := pub.Bundle.SplitTTFT
+	if len(m.Classes) != 2 || m.Holdout.Rows == 0 || m.Holdout.MAPE > 8 || m.StoreGeneration != f.db.Generation(features.SplitTTFT) {
+		t.Fatalf("split-TTFT law: %d classes, holdout %+v, generation %d", len(m.Classes), m.Holdout, m.StoreGeneration)
+	}
+	if st := tr.Status().Targets["split_ttft"]; st.Runs != 1 || st.Gate == nil || !st.Gate.Published {
+		t.Fatalf("split_ttft status %+v", st)
+	}
+	got, err := bundle.Decode(pub.Encoded, nil)
+	if err != nil || got.SplitTTFT == nil || !got.Has(features.SplitTTFT) || got.Has(features.KVTransfer) {
+		t.Fatalf("published bundle reads back as %+v, %v", got, err)
+	}
+	if y, ok := got.SplitTTFT.Predict(features.CrossZone, 2048, 0, 1); !ok ||
+		math.Abs(y-(fittest.SplitPrefillMs(2048)+0.5+1000*2048*fittest.BytesPerToken/3e9))/y > 0.1 {
+		t.Errorf("cross-zone 2,048 tokens alone: %v ms (%v)", y, ok)
+	}
+	tr.ObserveServed(fittest.SplitSamples(rng, 50, classes, 64, 4096))
+	if live := tr.Status().Targets["split_ttft"].Live; live == nil || live.Model == nil || live.Model.Rows != 50 || live.Model.MAPE > 10 {
+		t.Fatalf("split_ttft live status %+v", live)
 	}
 }
