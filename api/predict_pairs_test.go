@@ -246,12 +246,7 @@ func TestPredictPairsWithATransferModel(t *testing.T) {
 // a retrain fits the transfer law, and the predictor ranks pairs with it.
 func TestPredictPairsLearnsTheTransfer(t *testing.T) {
 	s := newService(t, Tokens{})
-	place := map[string]string{
-		"d":          `{"node":"n3","rack":"r1","zone":"z1","region":"eu"}`,
-		"same-rack":  `{"node":"n2","rack":"r1","zone":"z1","region":"eu"}`,
-		"cross-zone": `{"node":"n1","rack":"r1","zone":"z2","region":"eu"}`,
-	}
-	bytesPerSec := map[string]float64{"same-rack": 40e9, "cross-zone": 3e9}
+	place, bytesPerSec := pairsPlaces, pairsBytesPerSec
 	var es []string
 	for i := range 120 {
 		link := "same-rack"
@@ -274,10 +269,7 @@ func TestPredictPairsLearnsTheTransfer(t *testing.T) {
 		t.Fatal("no transfer model after a retrain with 60 transfers per class")
 	}
 
-	cand := func(pod, topology string) string {
-		return fmt.Sprintf(`{"pod":%q,"topology":%s,"kv_cache_percentage":0.1,"num_request_waiting":0,"num_request_running":3,`+
-			`"prefix_cache_score":0}`, pod, topology)
-	}
+	cand := pairsCandidate
 	body := `{"input_token_length":4000,"prefill":[` + cand("p-far", place["cross-zone"]) + `,` +
 		cand("p-abroad", `{"node":"n9","rack":"r1","zone":"z1","region":"us"}`) + `,` + cand("p-near", place["same-rack"]) +
 		`],"decode":[` + cand("d", place["d"]) + `]}`
@@ -335,12 +327,7 @@ func TestPredictPairsStatistic(t *testing.T) {
 // faster link first, and decides split against no split.
 func TestPredictPairsLearnsSplitTTFTWithoutTransferTiming(t *testing.T) {
 	s := newService(t, Tokens{})
-	place := map[string]string{
-		"d":          `{"node":"n3","rack":"r1","zone":"z1","region":"eu"}`,
-		"same-rack":  `{"node":"n2","rack":"r1","zone":"z1","region":"eu"}`,
-		"cross-zone": `{"node":"n1","rack":"r1","zone":"z2","region":"eu"}`,
-	}
-	bytesPerSec := map[string]float64{"same-rack": 40e9, "cross-zone": 3e9}
+	place, bytesPerSec := pairsPlaces, pairsBytesPerSec
 	var es []string
 	for i := range 240 {
 		link := "same-rack"
@@ -383,10 +370,7 @@ func TestPredictPairsLearnsSplitTTFTWithoutTransferTiming(t *testing.T) {
 		t.Fatalf("/model/info split_ttft: %v", info["split_ttft"])
 	}
 
-	cand := func(pod, topology string) string {
-		return fmt.Sprintf(`{"pod":%q,"topology":%s,"kv_cache_percentage":0.1,"num_request_waiting":0,"num_request_running":3,`+
-			`"prefix_cache_score":0}`, pod, topology)
-	}
+	cand := pairsCandidate
 	type option struct {
 		Prefill string  `json:"prefill_pod"`
 		Split   bool    `json:"split"`
@@ -432,4 +416,23 @@ func TestPredictPairsLearnsSplitTTFTWithoutTransferTiming(t *testing.T) {
 	if len(resp.Pairs) != 1 || !(resp.NoSplit[0].TTFT < resp.Pairs[0].TTFT) {
 		t.Fatalf("with only a far prefill pod: pairs %+v, no split %+v", resp.Pairs, resp.NoSplit)
 	}
+}
+
+// pairsPlaces are the decode pod "d" and a prefill pod on each link class
+// from it of the end-to-end pairs tests, and pairsBytesPerSec the links'
+// bandwidths.
+var (
+	pairsPlaces = map[string]string{
+		"d":          `{"node":"n3","rack":"r1","zone":"z1","region":"eu"}`,
+		"same-rack":  `{"node":"n2","rack":"r1","zone":"z1","region":"eu"}`,
+		"cross-zone": `{"node":"n1","rack":"r1","zone":"z2","region":"eu"}`,
+	}
+	pairsBytesPerSec = map[string]float64{"same-rack": 40e9, "cross-zone": 3e9}
+)
+
+// pairsCandidate is a /predict/pairs candidate with three running
+// requests, at topology.
+func pairsCandidate(pod, topology string) string {
+	return fmt.Sprintf(`{"pod":%q,"topology":%s,"kv_cache_percentage":0.1,"num_request_waiting":0,"num_request_running":3,`+
+		`"prefix_cache_score":0}`, pod, topology)
 }

@@ -43,14 +43,32 @@ func names(req *Request, o Option) [2]string {
 
 func near(a, b float64) bool { return math.Abs(a-b) <= 1e-9*math.Max(1, math.Abs(b)) }
 
+// rankCase is a request's candidates and the ranking they should get.
+type rankCase struct {
+	name    string
+	prefill []Candidate
+	decode  []Candidate
+	want    [2]string // best option: prefill pod ("" for no split), decode pod
+	order   [][2]string
+}
+
+// checkRanked checks res's best option and the order of its pairs.
+func checkRanked(t *testing.T, req *Request, res *Result, want [2]string, order [][2]string) {
+	t.Helper()
+	if got := names(req, res.Best); got != want {
+		t.Errorf("best = %v, want %v (pairs %+v, no split %+v)", got, want, res.Pairs, res.NoSplit)
+	}
+	var got [][2]string
+	for _, o := range res.Pairs {
+		got = append(got, names(req, o))
+	}
+	if !slices.Equal(got, order) {
+		t.Errorf("pairs ranked %v, want %v", got, order)
+	}
+}
+
 func TestRankPicksThePairNotThePods(t *testing.T) {
-	tests := []struct {
-		name    string
-		prefill []Candidate
-		decode  []Candidate
-		want    [2]string // best option: prefill pod ("" for no split), decode pod
-		order   [][2]string
-	}{{
+	tests := []rankCase{{
 		// The idle prefill pod across the ocean prefills 200 ms faster, but
 		// its 537 MB of KV cache take a second to arrive; the busier pod in
 		// the decode pod's rack wins, and beats the decode pod's own prefill.
@@ -92,16 +110,7 @@ func TestRankPicksThePairNotThePods(t *testing.T) {
 			if err := Rank(&m, req, &res); err != nil {
 				t.Fatal(err)
 			}
-			if got := names(req, res.Best); got != tt.want {
-				t.Errorf("best = %v, want %v (pairs %+v, no split %+v)", got, tt.want, res.Pairs, res.NoSplit)
-			}
-			var order [][2]string
-			for _, o := range res.Pairs {
-				order = append(order, names(req, o))
-			}
-			if !slices.Equal(order, tt.order) {
-				t.Errorf("pairs ranked %v, want %v", order, tt.order)
-			}
+			checkRanked(t, req, &res, tt.want, tt.order)
 			if res.RankedBy != wire.RankByTTFT || res.TotalPairs != len(tt.prefill)*len(tt.decode) || res.UnknownPairs != 0 {
 				t.Errorf("ranked by %s, %d pairs, %d unknown", res.RankedBy, res.TotalPairs, res.UnknownPairs)
 			}
@@ -661,13 +670,7 @@ func TestRankSplitTTFTLaw(t *testing.T) {
 		m.latencyMs, m.spread = 50, 0.2
 		return m
 	}
-	tests := []struct {
-		name    string
-		prefill []Candidate
-		decode  []Candidate
-		want    [2]string
-		order   [][2]string
-	}{{
+	tests := []rankCase{{
 		name:    "the faster link first, and a split beats the decode pod's own prefill",
 		prefill: []Candidate{pod("p-far", zoneB, 0, 0, 0), pod("p-near", rackA2, 0, 0, 0)},
 		decode:  []Candidate{pod("d", rackA1, 0, 10, 0)},
@@ -699,16 +702,7 @@ func TestRankSplitTTFTLaw(t *testing.T) {
 			if res.TransferModel || !res.SplitTTFTModel || res.UnknownPairs != 0 {
 				t.Fatalf("transfer model %v, split-TTFT law %v, %d unknown", res.TransferModel, res.SplitTTFTModel, res.UnknownPairs)
 			}
-			if got := names(req, res.Best); got != tt.want {
-				t.Errorf("best = %v, want %v (pairs %+v, no split %+v)", got, tt.want, res.Pairs, res.NoSplit)
-			}
-			var order [][2]string
-			for _, o := range res.Pairs {
-				order = append(order, names(req, o))
-			}
-			if !slices.Equal(order, tt.order) {
-				t.Errorf("pairs ranked %v, want %v", order, tt.order)
-			}
+			checkRanked(t, req, &res, tt.want, tt.order)
 			lightest := math.Inf(1)
 			for _, o := range res.Pairs {
 				lightest = min(lightest, o.PrefillPart.Ms)

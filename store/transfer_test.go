@@ -150,17 +150,7 @@ func TestOpenUpgradesFormat1(t *testing.T) {
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
 	}
-	var format uint64
-	b, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: time.Second, ReadOnly: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	_ = b.View(func(tx *bolt.Tx) error {
-		format, _ = getUint64(tx.Bucket(bucketMeta), keyFormat)
-		return nil
-	})
-	b.Close()
-	if format != formatVersion {
+	if format := fileFormat(t, path); format != formatVersion {
 		t.Fatalf("format %d after the upgrade, want %d", format, formatVersion)
 	}
 	db = openTest(t, path, testOptions())
@@ -210,6 +200,14 @@ func TestOpenUpgradesFormat2(t *testing.T) {
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
 	}
+	if format := fileFormat(t, path); format != 3 {
+		t.Fatalf("format %d after the upgrade, want 3", format)
+	}
+}
+
+// fileFormat is the format version the closed store at path records.
+func fileFormat(t *testing.T, path string) uint64 {
+	t.Helper()
 	var format uint64
 	b, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: time.Second, ReadOnly: true})
 	if err != nil {
@@ -220,7 +218,5 @@ func TestOpenUpgradesFormat2(t *testing.T) {
 		return nil
 	})
 	b.Close()
-	if format != 3 {
-		t.Fatalf("format %d after the upgrade, want 3", format)
-	}
+	return format
 }
