@@ -21,7 +21,10 @@ import (
 // it: every bucket at capacity and a full holdout, from loadgen's generated
 // entries (chat-like prompts over every KV-cache and prefix-cache level).
 // With the brief's scheme (KV × prefix, 40 buckets) that is 20,000 training
-// samples per target. The store lives in dir; the caller closes it.
+// samples per target. The store lives in dir; the caller closes it. It
+// holds the per-pod targets' samples only (features.PodTargets): the
+// generator makes no KV transfers, so a bundle trained on it has no transfer
+// model, and the checks below range over the per-pod targets.
 func fullStore(b *testing.B, dir, scheme string) *store.DB {
 	b.Helper()
 	sch, err := store.ParseScheme(scheme)
@@ -160,7 +163,7 @@ func BenchmarkRetrainFullStore(b *testing.B) {
 					b.Fatal(err)
 				}
 				tr.firstModels(ctx)
-				for _, t := range features.Targets {
+				for _, t := range features.PodTargets {
 					if m := tr.Current().Bundle.Target(t); m == nil || m.Kind == model.KindLinear {
 						b.Fatalf("first models: %s is %v, want trees", t, m)
 					}
@@ -225,7 +228,7 @@ func BenchmarkRetrainFullStore(b *testing.B) {
 					if err != nil || pub == nil {
 						b.Fatalf("retrain: %v %v", pub, err)
 					}
-					for _, tg := range features.Targets {
+					for _, tg := range features.PodTargets {
 						m := pub.Bundle.Target(tg)
 						if chose := m.Selection != nil && m.Selection.RetrainsSince == 0; chose != choose {
 							b.Fatalf("%s: chose %v, want %v", tg, chose, choose)
@@ -280,7 +283,7 @@ func BenchmarkRetrainFullStore(b *testing.B) {
 				if err != nil || pub == nil {
 					b.Fatalf("retrain: %v %v", pub, err)
 				}
-				for _, tg := range features.Targets {
+				for _, tg := range features.PodTargets {
 					if m := pub.Bundle.Target(tg); m.Support == nil || m.Support.Rows == 0 || m.Kind == model.KindLinear || m.Selection != nil {
 						b.Fatalf("upgrade: %s is %s with support %v and selection %v, want trees with measured spreads and no choice",
 							tg, m.Kind, m.Support, m.Selection)
