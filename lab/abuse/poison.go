@@ -94,23 +94,27 @@ func poisoningRun(ctx context.Context, c Config, name string, p poisoning) (*Res
 	defer cancel()
 	var wg sync.WaitGroup
 	defer wg.Wait()
+	// The poison comes from the hostile addresses in turn, an upload each;
+	// c is settled here, before the goroutines below read it.
+	if c.HostileAddrs <= 0 {
+		c.HostileAddrs = max(p.addrs, 1)
+	}
 	// The router's own samples go on beside the poison, from 127.0.0.1.
 	if rate := orDefault(c.SampleRate, 20); c.SampleRate >= 0 || p.drift {
 		wg.Go(func() {
 			routerSamples(ctx, hc, c, 1<<31, rate, factor)
 		})
 	}
-	// The poison comes from the hostile addresses in turn, an upload each.
-	if c.HostileAddrs <= 0 {
-		c.HostileAddrs = max(p.addrs, 1)
-	}
 	hostile := make([]*http.Client, c.HostileAddrs)
 	for i := range hostile {
 		hostile[i] = &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{DialContext: hostileDialer(c, target, i).DialContext}}
 	}
+	// The uploads count their failures apart from r, which this
+	// goroutine writes as it polls; they join r's once both are done.
+	uploadCounts := map[string]int{}
 	if !p.drift {
 		wg.Go(func() {
-			uploads, rows := poisonUploads(ctx, hostile, c, p, r)
+			uploads, rows := poisonUploads(ctx, hostile, c, p, uploadCounts)
 			fmt.Fprintf(c.Log, "%s: %d uploads, %d poisoned rows sent\n", name, uploads, rows)
 		})
 	}
@@ -145,6 +149,9 @@ func poisoningRun(ctx context.Context, c Config, name string, p poisoning) (*Res
 		worst = max(worst, m)
 	}
 	wg.Wait()
+	for k, n := range uploadCounts {
+		r.Counts[k] += n
+	}
 	r.Counts["bundles taken"] = bundles
 	if p.drift {
 		// Followed: the error on the new workload falls, and the bounds
@@ -168,8 +175,9 @@ func poisoningRun(ctx context.Context, c Config, name string, p poisoning) (*Res
 }
 
 // poisonUploads sends p's uploads until they are all sent or ctx ends,
-// and returns how many uploads and rows went.
-func poisonUploads(ctx context.Context, clients []*http.Client, c Config, p poisoning, r *Result) (uploads, rows int) {
+// and returns how many uploads and rows went; counts gets the failed ones
+// by kind.
+func poisonUploads(ctx context.Context, clients []*http.Client, c Config, p poisoning, counts map[string]int) (uploads, rows int) {
 	gen := loadgen.Generator{Seed: 13}
 	next := int64(0)
 	var first []byte
@@ -199,9 +207,9 @@ func poisonUploads(ctx context.Context, clients []*http.Client, c Config, p pois
 		case ctx.Err() != nil:
 			return uploads, rows
 		case err != nil:
-			r.Counts["poison uploads failed"]++
+			counts["poison uploads failed"]++
 		case status != http.StatusAccepted:
-			r.Counts[fmt.Sprintf("poison uploads answered %d", status)]++
+			counts[fmt.Sprintf("poison uploads answered %d", status)]++
 		default:
 			uploads++
 			rows += p.rows
