@@ -401,6 +401,29 @@ func TestPageShowsEveryTarget(t *testing.T) {
 			t.Errorf("page lacks %q", want)
 		}
 	}
+	// The split-TTFT law's per-token term holds the prefill as well as the
+	// link, so its card gives time per thousand tokens and no bandwidth;
+	// the KV transfer's gives both.
+	if s.Bundle.Law(features.SplitTTFT) == nil {
+		t.Fatal("no split-TTFT law: the fixture's split samples should train one")
+	}
+	kvCard, splitCard, ok := strings.Cut(page[strings.Index(page, "KV-transfer — "):], "split TTFT — ")
+	if !ok {
+		t.Fatal("page has no split-TTFT card after the KV-transfer card")
+	}
+	splitCard, _, _ = strings.Cut(splitCard, "</section>")
+	kvCard, _, _ = strings.Cut(kvCard, "</section>")
+	for _, c := range []struct {
+		name, card string
+		gbps       bool
+	}{{"KV-transfer", kvCard, true}, {"split TTFT", splitCard, false}} {
+		if got := strings.Contains(c.card, " GB/s<"); got != c.gbps {
+			t.Errorf("%s card shows a bandwidth: %v, want %v", c.name, got, c.gbps)
+		}
+		if !strings.Contains(c.card, "<th>per 1k tokens alone</th>") {
+			t.Errorf("%s card has no time per thousand tokens", c.name)
+		}
+	}
 	for _, tg := range features.Targets {
 		if legend := tg.Title() + " holdout"; !strings.Contains(page, legend) {
 			t.Errorf("the MAPE plot has no series %q", legend)

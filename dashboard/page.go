@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/headroomhq/headroom/features"
 	"github.com/headroomhq/headroom/model"
 	"github.com/headroomhq/headroom/trainer"
 )
@@ -29,9 +30,13 @@ type page struct {
 }
 
 type card struct {
-	Name         string
-	Model        *model.TargetModel
-	Transfer     *model.TransferModel
+	Name     string
+	Model    *model.TargetModel
+	Transfer *model.TransferModel
+	// Bandwidth says the law's per-byte term is a link's alone (the KV
+	// transfer), shown as bandwidth; the split-TTFT law's holds the
+	// prefill too, so it is shown as time per thousand tokens only.
+	Bandwidth    bool
 	PerPod       bool // Coefficients and Gain apply
 	Status       *trainer.TargetStatus
 	TrainedAge   string
@@ -61,6 +66,7 @@ func Render(w io.Writer, s Snapshot) error {
 	for _, tv := range s.Targets {
 		c := card{
 			Name: tv.Target.Title(), Model: tv.Model, Transfer: tv.Transfer, Status: tv.Status,
+			Bandwidth:    tv.Target == features.KVTransfer,
 			PerPod:       tv.Target.PerPod(),
 			Coefficients: render(func() (template.HTML, error) { return coefficientPlot(tv) }),
 			Gain:         render(func() (template.HTML, error) { return gainPlot(tv) }),
@@ -118,6 +124,9 @@ var pageTemplate = template.Must(template.New("page").Funcs(template.FuncMap{
 	"ms":   func(v float64) string { return fmt.Sprintf("%.2f ms", v) },
 	"utc":  func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05 UTC") },
 	"gbps": func(bytesPerSec float64) float64 { return bytesPerSec / 1e9 },
+	// msPer1k is the law's per-byte term as the time a thousand tokens
+	// add, at the law's bytes per token.
+	"msPer1k": func(bytesPerSec, bytesPerToken float64) float64 { return 1e6 * bytesPerToken / bytesPerSec },
 }).Parse(`<!DOCTYPE html>
 <html lang="en">
 <head>
@@ -160,17 +169,17 @@ code{font-size:12px}
 <main>
 {{if and (eq .Role "trainer") (not .XGBoostAvailable)}}<div class="warn">The xgboost binary is not available ({{.XGBoostError}}): models are linear only.</div>{{end}}
 {{if not .Bundle}}<div class="warn">No model yet. The {{if eq .Role "trainer"}}trainer publishes its first bundle once a target has enough samples{{else}}predictor answers 503 until it has pulled a bundle from the trainer{{end}}.</div>{{end}}
-{{range .Cards}}
+{{range .Cards}}{{$card := .}}
 <section>
-<h2>{{.Name}}{{with .Model}} — {{.Kind}} model{{end}}{{if .Transfer}} — bandwidth law per link class{{end}}{{if .TrainedAge}}, trained {{.TrainedAge}}{{end}}</h2>
+<h2>{{.Name}}{{with .Model}} — {{.Kind}} model{{end}}{{if .Transfer}} — {{if .Bandwidth}}bandwidth law{{else}}latency and time per token{{end}} per link class{{end}}{{if .TrainedAge}}, trained {{.TrainedAge}}{{end}}</h2>
 {{with .Transfer}}
 <table>
 <tr><th>holdout MAPE</th><th>median APE</th><th>p90 APE</th><th>MAE</th><th>bias</th><th>quantile coverage</th><th>train samples</th><th>held-out samples</th><th>trained at</th><th>fit time</th></tr>
 <tr><td class="num">{{pct .Holdout.MAPE}}</td><td class="num">{{pct .Holdout.MedianAPE}}</td><td class="num">{{pct .Holdout.P90APE}}</td><td class="num">{{ms .Holdout.MAE}}</td><td class="num">{{pct .Holdout.Bias}}</td><td class="num">{{with .HoldoutCoverage}}{{pct .Percent}} at q={{.Quantile}}{{else}}—{{end}}</td><td class="num">{{.TrainSamples}}</td><td class="num">{{.Holdout.Rows}}</td><td>{{utc .TrainedAt}}</td><td class="num">{{printf "%.3f s" .TrainSeconds}}</td></tr>
 </table>
 <table>
-<tr><th>link class</th><th>bandwidth alone</th><th>latency</th><th>contention</th><th>tokens fitted</th><th>train samples</th><th>holdout MAPE</th></tr>
-{{range .Classes}}<tr><td>{{.Class}}</td><td class="num">{{printf "%.3g GB/s" (gbps .BytesPerSec)}}</td><td class="num">{{ms .LatencyMs}}</td><td class="num">{{printf "%.2f" .Contention}}</td><td class="num">{{printf "%.0f–%.0f" .Tokens.Min .Tokens.Max}}</td><td class="num">{{.Samples}}</td><td class="num">{{if .Holdout.Rows}}{{pct .Holdout.MAPE}}{{else}}—{{end}}</td></tr>
+<tr><th>link class</th>{{if $card.Bandwidth}}<th>bandwidth alone</th>{{end}}<th>per 1k tokens alone</th><th>latency</th><th>contention</th><th>tokens fitted</th><th>train samples</th><th>holdout MAPE</th></tr>
+{{range .Classes}}<tr><td>{{.Class}}</td>{{if $card.Bandwidth}}<td class="num">{{printf "%.3g GB/s" (gbps .BytesPerSec)}}</td>{{end}}<td class="num">{{ms (msPer1k .BytesPerSec $card.Transfer.DefaultBytesPerToken)}}</td><td class="num">{{ms .LatencyMs}}</td><td class="num">{{printf "%.2f" .Contention}}</td><td class="num">{{printf "%.0f–%.0f" .Tokens.Min .Tokens.Max}}</td><td class="num">{{.Samples}}</td><td class="num">{{if .Holdout.Rows}}{{pct .Holdout.MAPE}}{{else}}—{{end}}</td></tr>
 {{end}}</table>
 {{end}}
 {{with .Model}}
