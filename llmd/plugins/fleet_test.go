@@ -117,11 +117,17 @@ func picks(t testing.TB, r *fwksched.SchedulingResult) (decode, prefill string) 
 // at predictor and trainer (through the variables llm-d's chart sets).
 func newRouter(t testing.TB, config []byte, predictor, trainer string) *inproc.Router {
 	t.Helper()
+	return newRouterWith(t, config, predictor, trainer, prometheus.NewRegistry())
+}
+
+// newRouterWith is newRouter with the plugins' series going to reg.
+func newRouterWith(t testing.TB, config []byte, predictor, trainer string, reg prometheus.Registerer) *inproc.Router {
+	t.Helper()
 	t.Setenv("PREDICTION_SERVER_URL", predictor)
 	t.Setenv("TRAINING_SERVER_URL", trainer)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	r, err := inproc.New(ctx, config, prometheus.NewRegistry())
+	r, err := inproc.New(ctx, config, reg)
 	if err != nil {
 		t.Fatal(err)
 	}

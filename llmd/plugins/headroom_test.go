@@ -26,17 +26,42 @@ type headroom struct {
 // its models are a function of its samples and every retrain is quick.
 func startHeadroom(t testing.TB) *headroom { return startHeadroomWith(t, false) }
 
-// startHeadroomWith starts an empty Headroom, fitting trees (its default
-// model, with the xgboost CLI) or lines only, without choosing among
-// configurations.
+// startHeadroomWith starts an empty Headroom (`headroom serve`: trainer and
+// predictor in one process), fitting trees (its default model, with the
+// xgboost CLI) or lines only, without choosing among configurations.
 func startHeadroomWith(t testing.TB, trees bool) *headroom {
 	t.Helper()
 	tAddr, pAddr := headroomtest.FreePort(t), headroomtest.FreePort(t)
-	args := []string{"serve", "--data-dir", t.TempDir(), "--trainer-listen", tAddr, "--predictor-listen", pAddr,
-		"--kv-bytes-per-token", "131072", "--log-level", "warn", "--self-tune=false"}
+	args := append([]string{"serve", "--data-dir", t.TempDir(), "--trainer-listen", tAddr, "--predictor-listen", pAddr}, trainerArgs(trees)...)
+	startProcess(t, args...)
+	return waitForHeadroom(t, &headroom{trainer: "http://" + tAddr, predictor: "http://" + pAddr})
+}
+
+// startHeadroomSidecars starts an empty Headroom as llm-d's chart runs it
+// beside the EPP: a trainer process and a predictor process pulling its
+// bundles, each with its own settings (the predictor's garbage collection
+// is tuned for its small heap; cmd/headroom).
+func startHeadroomSidecars(t testing.TB, trees bool) *headroom {
+	t.Helper()
+	tAddr, pAddr := headroomtest.FreePort(t), headroomtest.FreePort(t)
+	startProcess(t, append([]string{"trainer", "--data-dir", t.TempDir(), "--trainer-listen", tAddr}, trainerArgs(trees)...)...)
+	startProcess(t, "predictor", "--data-dir", t.TempDir(), "--predictor-listen", pAddr, "--trainer-url", "http://"+tAddr, "--log-level", "warn")
+	return waitForHeadroom(t, &headroom{trainer: "http://" + tAddr, predictor: "http://" + pAddr})
+}
+
+// trainerArgs are the tests' trainer settings: the synthetic pool's KV
+// size, trees or lines only, no search over configurations.
+func trainerArgs(trees bool) []string {
+	args := []string{"--kv-bytes-per-token", "131072", "--log-level", "warn", "--self-tune=false"}
 	if !trees {
 		args = append(args, "--no-xgboost", "--model-kind", "linear")
 	}
+	return args
+}
+
+// startProcess runs the headroom command with args until the test ends.
+func startProcess(t testing.TB, args ...string) {
+	t.Helper()
 	cmd := exec.Command(headroomtest.Binary(t), args...)
 	cmd.Stdout, cmd.Stderr = io.Discard, os.Stderr
 	if err := cmd.Start(); err != nil {
@@ -46,7 +71,11 @@ func startHeadroomWith(t testing.TB, trees bool) *headroom {
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
 	})
-	h := &headroom{trainer: "http://" + tAddr, predictor: "http://" + pAddr}
+}
+
+// waitForHeadroom waits until h's servers answer.
+func waitForHeadroom(t testing.TB, h *headroom) *headroom {
+	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for _, u := range []string{h.trainer, h.predictor} {
 		for {

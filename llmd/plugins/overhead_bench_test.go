@@ -1,12 +1,20 @@
 package plugins_test
 
 import (
+	"bufio"
 	"context"
 	"fmt"
+	"net/http"
 	"os/exec"
 	"slices"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/headroomhq/headroom/llmd/inproc"
 )
 
 // benchFleet is 16 prefill and 16 decode pods over two zones of four racks
@@ -23,58 +31,137 @@ func benchFleet() []pod {
 	return out
 }
 
+// benchSamples are the synthetic pool's entries with the KV-cache usage
+// spread over benchFleet's (its TTFT and TPOT do not depend on it): no
+// candidate of the benchmark lies outside the models' training ranges, so
+// every decision is scored rather than falling back as extrapolated.
+func benchSamples() []sample {
+	s := trainingSamples(400, 3)
+	for i, x := range s {
+		x["kv_cache_percentage"] = float64(i/2%10) / 10 // a request's two entries alike
+	}
+	return s
+}
+
 // BenchmarkSchedulingOverhead is what the Headroom plugins add to one
 // scheduling decision of llm-d's scheduler, 16 prefill × 16 decode
-// candidates, the predictor on the same host (a Headroom started by the
-// benchmark, its models trained on the synthetic pool: trees when the
-// xgboost CLI is installed, else lines): the wall time of one decision
-// (data producers, both profiles, the PreRequest hooks) with the shipped
-// config, against llm-d's P/D config without the plugins. It prints the
-// p50 and p99 of each and of the difference of the p99s.
+// candidates, the predictor on the same host: Headroom's trainer and
+// predictor as llm-d's chart runs them beside the EPP (two processes, the
+// models trained on the synthetic pool: trees when the xgboost CLI is
+// installed, else lines). One op is one request scheduled twice, by the
+// shipped config and by llm-d's P/D config without the plugins, in turns
+// whose order alternates, so that both see the same machine; each decision
+// is the wall time of the data producers, both profiles and the PreRequest
+// hooks, and the request's response then ends it (untimed), as in an EPP,
+// so no request's state outlives its op. The added latency is each
+// request's difference between the two decisions; it prints the p50 and
+// p99 of each config and of that difference. It fails unless every
+// decision of the shipped config was scored from one /predict/pairs call.
 func BenchmarkSchedulingOverhead(b *testing.B) {
 	_, err := exec.LookPath("xgboost")
 	trees := err == nil
-	h := startHeadroomWith(b, trees)
-	h.train(b, trainingSamples(400, 3))
+	h := startHeadroomSidecars(b, trees)
+	h.train(b, benchSamples())
 	if trees {
 		h.waitForTrees(b)
 	}
 	b.Logf("models: trees %v", trees)
-	fleet := benchFleet()
+	eps := endpoints(benchFleet())
 	ctx := context.Background()
-	lat := map[string][]time.Duration{}
-	for _, c := range []struct{ name, path string }{{"headroom", shippedConfig}, {"llm-d", stockConfig}} {
-		r := newRouter(b, readConfig(b, c.path), h.predictor, "")
-		eps := endpoints(fleet)
-		// Warm the connections and the prefix producer's index.
-		for n := range 20 {
-			if _, err := r.Schedule(ctx, request(fmt.Sprintf("warm-%d", n), 3000, uint32(n), nil), eps); err != nil {
-				b.Fatal(err)
-			}
+	reg := prometheus.NewRegistry()
+	withPlugins := newRouterWith(b, readConfig(b, shippedConfig), h.predictor, "", reg)
+	stock := newRouter(b, readConfig(b, stockConfig), h.predictor, "")
+	schedule := func(r *inproc.Router, id string, seed uint32) time.Duration {
+		req := request(id, 3000, seed, nil)
+		start := time.Now()
+		res, err := r.Schedule(ctx, req, eps)
+		took := time.Since(start)
+		if err != nil {
+			b.Fatal(err)
 		}
-		b.Run(c.name, func(b *testing.B) {
-			var d []time.Duration
-			n := 0
-			for b.Loop() {
-				req := request(fmt.Sprintf("%s-%d", c.name, n), 3000, uint32(1000+n), nil)
-				start := time.Now()
-				if _, err := r.Schedule(ctx, req, eps); err != nil {
-					b.Fatal(err)
-				}
-				d = append(d, time.Since(start))
-				n++
-			}
-			lat[c.name] = append(lat[c.name], d...)
-			b.ReportMetric(ms(quantile(d, 0.5)), "p50-ms")
-			b.ReportMetric(ms(quantile(d, 0.99)), "p99-ms")
-		})
+		respond(ctx, r, req, res)
+		return took
 	}
-	if len(lat["headroom"]) > 0 && len(lat["llm-d"]) > 0 {
-		b.Logf("16 x 16: headroom p50 %.3f p99 %.3f ms, llm-d p50 %.3f p99 %.3f ms: the plugins add %.3f ms at p99",
-			ms(quantile(lat["headroom"], 0.5)), ms(quantile(lat["headroom"], 0.99)),
-			ms(quantile(lat["llm-d"], 0.5)), ms(quantile(lat["llm-d"], 0.99)),
-			ms(quantile(lat["headroom"], 0.99))-ms(quantile(lat["llm-d"], 0.99)))
+	// Warm the connections and the prefix producers' indexes.
+	for n := range 20 {
+		schedule(withPlugins, fmt.Sprintf("warm-%d", n), uint32(n))
+		schedule(stock, fmt.Sprintf("warm-%d", n), uint32(n))
 	}
+	calls0 := pairsCalls(b, h.predictor, 0)
+	scored0, late0 := counter(b, reg, "headroom_epp_decisions_total", "outcome", "scored"), counter(b, reg, "headroom_epp_decisions_total", "outcome", "deadline")
+	var with, without, added []time.Duration
+	n := 0
+	for b.Loop() {
+		id, seed := fmt.Sprintf("r-%d", n), uint32(1000+n)
+		var dw, ds time.Duration
+		if n%2 == 0 {
+			dw, ds = schedule(withPlugins, id, seed), schedule(stock, id, seed)
+		} else {
+			ds, dw = schedule(stock, id, seed), schedule(withPlugins, id, seed)
+		}
+		with, without, added = append(with, dw), append(without, ds), append(added, dw-ds)
+		n++
+	}
+	// Every decision asked once and was scored, or, on a machine too busy
+	// to answer within the producer's deadline, fell back for it (counted).
+	outcome := func(o string) float64 { return counter(b, reg, "headroom_epp_decisions_total", "outcome", o) }
+	calls, scored, late := pairsCalls(b, h.predictor, calls0+float64(n))-calls0, outcome("scored")-scored0, outcome("deadline")-late0
+	if calls != float64(n) || scored+late != float64(n) {
+		b.Fatalf("%d requests: %v /predict/pairs calls, %v decisions scored, %v past the deadline; want one call per request, each scored", n, calls, scored, late)
+	}
+	for _, m := range []struct {
+		name string
+		d    []time.Duration
+	}{{"headroom", with}, {"llm-d", without}, {"added", added}} {
+		b.ReportMetric(ms(quantile(m.d, 0.5)), m.name+"-p50-ms")
+		b.ReportMetric(ms(quantile(m.d, 0.99)), m.name+"-p99-ms")
+	}
+	b.Logf("16 x 16, %d requests (%v past the deadline): headroom p50 %.3f p99 %.3f ms, llm-d p50 %.3f p99 %.3f ms; the plugins add p50 %.3f p99 %.3f ms a decision",
+		n, late, ms(quantile(with, 0.5)), ms(quantile(with, 0.99)), ms(quantile(without, 0.5)), ms(quantile(without, 0.99)),
+		ms(quantile(added, 0.5)), ms(quantile(added, 0.99)))
+}
+
+// pairsCalls is the /predict/pairs requests the predictor at url has
+// counted, from its /metrics (it counts a request after answering it): once
+// it has counted want and the count has held for 50 ms, or after a second.
+func pairsCalls(t testing.TB, url string, want float64) float64 {
+	t.Helper()
+	deadline := time.Now().Add(time.Second)
+	last := countPairsCalls(t, url)
+	for {
+		time.Sleep(50 * time.Millisecond)
+		n := countPairsCalls(t, url)
+		if n == last && n >= want || time.Now().After(deadline) {
+			return n
+		}
+		last = n
+	}
+}
+
+func countPairsCalls(t testing.TB, url string) float64 {
+	t.Helper()
+	resp, err := http.Get(url + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	total := 0.0
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.HasPrefix(line, "headroom_http_requests_total{") || !strings.Contains(line, `route="/predict/pairs"`) {
+			continue
+		}
+		v, err := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
+		if err != nil {
+			t.Fatalf("metrics line %q: %v", line, err)
+		}
+		total += v
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return total
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
