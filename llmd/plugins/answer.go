@@ -10,10 +10,14 @@ import (
 // 16 × 16 answer is 4 KB of numbers, which encoding/json's reflection took
 // 0.17 ms of CPU to decode (BenchmarkSchedulingOverhead's profile), the
 // largest part of the plugins' own cost. decodeAnswer reads exactly the
-// fields the plugins use and skips the rest.
+// fields the plugins use and skips the rest, each matrix into one backing
+// array, and the numbers Headroom writes (integers, milliseconds to the
+// microsecond) without strconv (number).
 
-// decodeAnswer decodes a /predict/pairs matrix answer into a.
-func decodeAnswer(data []byte, a *pairsAnswer) error {
+// decodeAnswer decodes a /predict/pairs matrix answer into a, expecting nP
+// prefill and nD decode candidates (the sizes only presize its slices: an
+// answer of another shape decodes as it is).
+func decodeAnswer(data []byte, nP, nD int, a *pairsAnswer) error {
 	s := scanner{data: data}
 	err := s.object(func(key []byte) error {
 		switch string(key) {
@@ -26,7 +30,7 @@ func decodeAnswer(data []byte, a *pairsAnswer) error {
 			a.KVTransferModel = v
 			return err
 		case "matrix":
-			return s.object(func(key []byte) error { return s.matrixField(key, a) })
+			return s.object(func(key []byte) error { return s.matrixField(key, nP, nD, a) })
 		}
 		return s.skip()
 	})
@@ -36,62 +40,106 @@ func decodeAnswer(data []byte, a *pairsAnswer) error {
 	return nil
 }
 
-func (s *scanner) matrixField(key []byte, a *pairsAnswer) error {
+func (s *scanner) matrixField(key []byte, nP, nD int, a *pairsAnswer) error {
 	m := &a.Matrix
+	var err error
 	switch string(key) {
 	case "rank":
-		return s.rows(func() error {
-			var row []int
-			err := s.array(func() error {
-				v, null, err := s.number()
-				if null {
-					v = -1
-				}
-				row = append(row, int(v))
-				return err
-			})
-			m.Rank = append(m.Rank, row)
-			return err
-		})
+		var cells []float64
+		var rows []int
+		if cells, rows, err = s.numberRows(-1, nP*nD, nD); err == nil {
+			flat := make([]int, len(cells))
+			for n, v := range cells {
+				flat[n] = int(v)
+			}
+			m.Rank = split(flat, rows)
+		}
 	case "ttft_ms":
-		return s.rows(func() error {
-			var row []float64
-			err := s.array(func() error {
-				v, _, err := s.number()
-				row = append(row, v)
-				return err
-			})
-			m.TTFTMs = append(m.TTFTMs, row)
-			return err
-		})
+		var cells []float64
+		var rows []int
+		if cells, rows, err = s.numberRows(0, nP*nD, nD); err == nil {
+			m.TTFTMs = split(cells, rows)
+		}
 	case "no_split_rank":
-		return s.array(func() error {
-			v, _, err := s.number()
-			m.NoSplitRank = append(m.NoSplitRank, int(v))
-			return err
-		})
-	case "no_split_ttft_ms", "tpot_ms":
-		out := &m.NoSplitTTFTMs
-		if string(key) == "tpot_ms" {
-			out = &m.TPOTMs
+		var v []float64
+		if v, err = s.numbers(nil, 0, nD); err == nil {
+			m.NoSplitRank = make([]int, len(v))
+			for n, x := range v {
+				m.NoSplitRank[n] = int(x)
+			}
 		}
-		return s.array(func() error {
-			v, _, err := s.number()
-			*out = append(*out, v)
-			return err
-		})
-	case "prefill_extrapolated", "decode_extrapolated":
-		out := &m.PrefillExtrapolated
-		if string(key) == "decode_extrapolated" {
-			out = &m.DecodeExtrapolated
-		}
-		return s.array(func() error {
-			v, err := s.boolean()
-			*out = append(*out, v)
-			return err
-		})
+	case "no_split_ttft_ms":
+		m.NoSplitTTFTMs, err = s.numbers(nil, 0, nD)
+	case "tpot_ms":
+		m.TPOTMs, err = s.numbers(nil, 0, nD)
+	case "prefill_extrapolated":
+		m.PrefillExtrapolated, err = s.booleans(nP)
+	case "decode_extrapolated":
+		m.DecodeExtrapolated, err = s.booleans(nD)
+	default:
+		err = s.skip()
 	}
-	return s.skip()
+	return err
+}
+
+// numberRows reads an array of arrays of numbers (null as null) into one
+// slice of cells, presized for cells cells, and the end of each row in it.
+func (s *scanner) numberRows(null float64, cells, rows int) (flat []float64, ends []int, err error) {
+	flat, ends = make([]float64, 0, cells), make([]int, 0, rows)
+	err = s.array(func() error {
+		var err error
+		flat, err = s.numbers(flat, null, 0)
+		ends = append(ends, len(flat))
+		return err
+	})
+	return flat, ends, err
+}
+
+// split cuts flat into rows ending at ends; each row's capacity ends with
+// it, so that appending to one never writes into the next.
+func split[T any](flat []T, ends []int) [][]T {
+	out := make([][]T, len(ends))
+	start := 0
+	for n, end := range ends {
+		out[n] = flat[start:end:end]
+		start = end
+	}
+	return out
+}
+
+// numbers appends an array of numbers to dst (null as null), presizing a
+// new slice for n; nil for an empty array.
+func (s *scanner) numbers(dst []float64, null float64, n int) ([]float64, error) {
+	if dst == nil && n > 0 {
+		dst = make([]float64, 0, n)
+	}
+	err := s.array(func() error {
+		v, isNull, err := s.number()
+		if isNull {
+			v = null
+		}
+		dst = append(dst, v)
+		return err
+	})
+	if len(dst) == 0 {
+		dst = nil
+	}
+	return dst, err
+}
+
+// booleans reads an array of booleans, presized for n; nil for an empty
+// array.
+func (s *scanner) booleans(n int) ([]bool, error) {
+	out := make([]bool, 0, n)
+	err := s.array(func() error {
+		v, err := s.boolean()
+		out = append(out, v)
+		return err
+	})
+	if len(out) == 0 {
+		out = nil
+	}
+	return out, err
 }
 
 // scanner reads JSON as Headroom writes it (no comments, no
@@ -187,9 +235,6 @@ func (s *scanner) array(elem func() error) error {
 	}
 }
 
-// rows is an array of arrays.
-func (s *scanner) rows(row func() error) error { return s.array(row) }
-
 // str reads a string without escapes (keys are plain); one with escapes is
 // returned raw, which only skip uses.
 func (s *scanner) str() ([]byte, error) {
@@ -210,20 +255,58 @@ func (s *scanner) str() ([]byte, error) {
 	return nil, errSyntax
 }
 
-// number reads a number, or null.
+// number reads a number, or null. A decimal of at most 15 digits and 22
+// after the point, as Headroom writes every number, is its digits as an
+// integer over a power of ten: both exact in a float64, so the one
+// division is correctly rounded, the value strconv.ParseFloat returns
+// (which takes the same path for it); any other number is parsed by
+// strconv.
 func (s *scanner) number() (v float64, null bool, err error) {
 	s.space()
 	if s.literal("null") {
 		return 0, true, nil
 	}
-	start := s.pos
-	for s.pos < len(s.data) {
-		c := s.data[s.pos]
-		if c >= '0' && c <= '9' || c == '-' || c == '+' || c == '.' || c == 'e' || c == 'E' {
-			s.pos++
-			continue
+	start, i := s.pos, s.pos
+	neg := i < len(s.data) && s.data[i] == '-'
+	if neg {
+		i++
+	}
+	var mantissa uint64
+	digits, frac, point := 0, 0, false
+scan:
+	for ; i < len(s.data); i++ {
+		switch c := s.data[i]; {
+		case c >= '0' && c <= '9':
+			mantissa = mantissa*10 + uint64(c-'0')
+			digits++
+			if point {
+				frac++
+			}
+		case c == '.' && !point:
+			point = true
+		case c == 'e' || c == 'E' || c == '+' || c == '-' || c == '.':
+			digits = 0 // not a plain decimal: strconv's
+			break scan
+		default:
+			break scan
 		}
-		break
+	}
+	if digits > 0 && digits <= 15 && frac <= 22 && (!point || frac > 0) {
+		v = float64(mantissa)
+		if frac > 0 {
+			v /= pow10[frac]
+		}
+		if neg {
+			v = -v
+		}
+		s.pos = i
+		return v, false, nil
+	}
+	for s.pos = start; s.pos < len(s.data); s.pos++ {
+		c := s.data[s.pos]
+		if !(c >= '0' && c <= '9' || c == '-' || c == '+' || c == '.' || c == 'e' || c == 'E') {
+			break
+		}
 	}
 	v, err = strconv.ParseFloat(string(s.data[start:s.pos]), 64)
 	if err != nil {
@@ -231,6 +314,10 @@ func (s *scanner) number() (v float64, null bool, err error) {
 	}
 	return v, false, nil
 }
+
+// pow10 are the powers of ten a float64 holds exactly.
+var pow10 = [23]float64{1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15, 1e16,
+	1e17, 1e18, 1e19, 1e20, 1e21, 1e22}
 
 func (s *scanner) boolean() (bool, error) {
 	s.space()

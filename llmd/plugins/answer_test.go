@@ -14,7 +14,7 @@ func TestDecodeAnswer(t *testing.T) {
    "no_split_ttft_ms":[300,400],"tpot_ms":[20,30],"prefill_extrapolated":[false,true],"decode_extrapolated":[false,true],"future":{"x":[null]}},
  "total_pairs":4,"unknown_transfer_pairs":1,"unknown_link_classes":["cross-zone"],"kv_transfer_model":true,"processing_time_ms":0.25}`
 	var a pairsAnswer
-	if err := decodeAnswer([]byte(body), &a); err != nil {
+	if err := decodeAnswer([]byte(body), 2, 2, &a); err != nil {
 		t.Fatal(err)
 	}
 	var want pairsAnswer
@@ -26,13 +26,25 @@ func TestDecodeAnswer(t *testing.T) {
 	if !reflect.DeepEqual(a, want) {
 		t.Errorf("decoded %+v, want %+v", a, want)
 	}
+	// The expected sizes only presize: an answer of another shape decodes
+	// as it is (and Ranking.read refuses it), its rows each their own.
+	for _, size := range [][2]int{{0, 0}, {7, 3}, {1, 1}} {
+		var b pairsAnswer
+		if err := decodeAnswer([]byte(body), size[0], size[1], &b); err != nil || !reflect.DeepEqual(b, want) {
+			t.Errorf("sized %v: decoded %+v (%v), want %+v", size, b, err, want)
+		}
+		b.Matrix.Rank[0] = append(b.Matrix.Rank[0], 9)
+		if b.Matrix.Rank[1][0] != 0 {
+			t.Errorf("sized %v: appending to row 0 wrote into row 1: %v", size, b.Matrix.Rank)
+		}
+	}
 	for _, bad := range []string{``, `[]`, `{"split":tru}`, `{"matrix":{"rank":[[1,}}`, `{"matrix":{"rank":[["x"]]}}`, `{"split":true`} {
 		var a pairsAnswer
-		if err := decodeAnswer([]byte(bad), &a); err == nil {
+		if err := decodeAnswer([]byte(bad), 2, 2, &a); err == nil {
 			t.Errorf("%q decoded as %+v", bad, a)
 		}
 	}
-	if err := decodeAnswer([]byte(strings.Repeat("[", 10)), &a); err == nil {
+	if err := decodeAnswer([]byte(strings.Repeat("[", 10)), 2, 2, &a); err == nil {
 		t.Error("an array decoded as an answer")
 	}
 }

@@ -8,7 +8,9 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -105,7 +107,20 @@ type client struct {
 	trainer    string
 	http       *http.Client
 	next       atomic.Uint64
+	// answers recycles the buffers answers are read into (*[]byte): an
+	// answer is decoded, then dropped.
+	answers sync.Pool
 }
+
+// connBuffer is each connection's read and write buffer: a 16 × 16 pairs
+// request (9 KB) and its answer go out and come in whole, where the
+// transport's 4 KB default wrote a request in three system calls, each a
+// wake-up of the predictor's reader, and read an answer in two.
+const connBuffer = 64 << 10
+
+// maxAnswerBuffer is the largest answer buffer kept for reuse: a 64 × 64
+// matrix answer's size.
+const maxAnswerBuffer = 256 << 10
 
 func newClient(predictors []string, trainer string) *client {
 	t := http.DefaultTransport.(*http.Transport).Clone()
@@ -113,6 +128,7 @@ func newClient(predictors []string, trainer string) *client {
 	// predictors: keep enough idle connections that a burst does not
 	// open new ones.
 	t.MaxIdleConnsPerHost = 64
+	t.WriteBufferSize, t.ReadBufferSize = connBuffer, connBuffer
 	return &client{predictors: predictors, trainer: trainer, http: &http.Client{Transport: t}}
 }
 
@@ -121,9 +137,9 @@ func (c *client) rankPairs(ctx context.Context, req *pairsRequest, out *pairsAns
 	if len(c.predictors) == 0 {
 		return errors.New("headroom: no predictor URL configured")
 	}
-	body, err := json.Marshal(req)
+	body, err := appendPairsRequest(make([]byte, 0, 512+300*(len(req.Prefill)+len(req.Decode))), req)
 	if err != nil {
-		return fmt.Errorf("headroom: encode pairs request: %w", err)
+		return fmt.Errorf("headroom: %w", err)
 	}
 	base := c.predictors[int(c.next.Add(1)%uint64(len(c.predictors)))]
 	resp, err := c.post(ctx, base+"/predict/pairs", body)
@@ -131,7 +147,17 @@ func (c *client) rankPairs(ctx context.Context, req *pairsRequest, out *pairsAns
 		return err
 	}
 	defer resp.Body.Close()
-	data, err := io.ReadAll(resp.Body)
+	buf, _ := c.answers.Get().(*[]byte)
+	if buf == nil {
+		buf = new([]byte)
+	}
+	defer func() {
+		if cap(*buf) <= maxAnswerBuffer {
+			c.answers.Put(buf)
+		}
+	}()
+	data, err := readBody(resp, (*buf)[:0])
+	*buf = data
 	if err != nil {
 		return fmt.Errorf("headroom: read pairs answer from %s: %w", base, err)
 	}
@@ -142,10 +168,31 @@ func (c *client) rankPairs(ctx context.Context, req *pairsRequest, out *pairsAns
 	default:
 		return fmt.Errorf("headroom: %s/predict/pairs answered %d: %s", base, resp.StatusCode, bytes.TrimSpace(data))
 	}
-	if err := decodeAnswer(data, out); err != nil {
+	if err := decodeAnswer(data, len(req.Prefill), len(req.Decode), out); err != nil {
 		return fmt.Errorf("headroom: decode the answer of %s: %w", base, err)
 	}
 	return nil
+}
+
+// readBody appends resp's body to dst, growing it once to the declared
+// length (io.ReadAll grows from 512 bytes, copying as it goes).
+func readBody(resp *http.Response, dst []byte) ([]byte, error) {
+	if n := resp.ContentLength; n > 0 && n <= maxAnswerBuffer {
+		dst = slices.Grow(dst, int(n)+1) // +1: room to see the end without growing
+	}
+	for {
+		if len(dst) == cap(dst) {
+			dst = append(dst, 0)[:len(dst)]
+		}
+		n, err := resp.Body.Read(dst[len(dst):cap(dst)])
+		dst = dst[:len(dst)+n]
+		if err == io.EOF {
+			return dst, nil
+		}
+		if err != nil {
+			return dst, err
+		}
+	}
 }
 
 // addTrainingData posts entries to the trainer; it succeeds only on 202,
