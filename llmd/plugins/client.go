@@ -104,18 +104,22 @@ var errNoModel = errors.New("headroom: no model yet")
 // client speaks to Headroom's servers. It is safe for concurrent use.
 type client struct {
 	predictors []string // base URLs, tried in turn per call
-	trainer    string
-	http       *http.Client
-	next       atomic.Uint64
+	// direct[i] are the connections to predictors[i] for /predict/pairs,
+	// nil where net/http makes the call (conns.go).
+	direct  []*conns
+	trainer string
+	http    *http.Client
+	next    atomic.Uint64
 	// answers recycles the buffers answers are read into (*[]byte): an
 	// answer is decoded, then dropped.
 	answers sync.Pool
 }
 
-// connBuffer is each connection's read and write buffer: a 16 × 16 pairs
-// request (9 KB) and its answer go out and come in whole, where the
-// transport's 4 KB default wrote a request in three system calls, each a
-// wake-up of the predictor's reader, and read an answer in two.
+// connBuffer is each predictor connection's read buffer (and the
+// transport's write buffer): a 16 × 16 pairs request (9 KB) goes out in one
+// system call and its answer comes in in one, where the transport's 4 KB
+// default wrote a request in three, each a wake-up of the predictor's
+// reader, and read an answer in two.
 const connBuffer = 64 << 10
 
 // maxAnswerBuffer is the largest answer buffer kept for reuse: a 64 × 64
@@ -129,8 +133,14 @@ func newClient(predictors []string, trainer string) *client {
 	// open new ones.
 	t.MaxIdleConnsPerHost = 64
 	t.WriteBufferSize, t.ReadBufferSize = connBuffer, connBuffer
-	return &client{predictors: predictors, trainer: trainer, http: &http.Client{Transport: t}}
+	c := &client{predictors: predictors, trainer: trainer, http: &http.Client{Transport: t}}
+	for _, base := range predictors {
+		c.direct = append(c.direct, newConns(base, pairsPath, t.Proxy))
+	}
+	return c
 }
+
+const pairsPath = "/predict/pairs"
 
 // rankPairs asks a predictor to rank req's pairs. ctx bounds the call.
 func (c *client) rankPairs(ctx context.Context, req *pairsRequest, out *pairsAnswer) error {
@@ -141,12 +151,8 @@ func (c *client) rankPairs(ctx context.Context, req *pairsRequest, out *pairsAns
 	if err != nil {
 		return fmt.Errorf("headroom: %w", err)
 	}
-	base := c.predictors[int(c.next.Add(1)%uint64(len(c.predictors)))]
-	resp, err := c.post(ctx, base+"/predict/pairs", body)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
+	n := int(c.next.Add(1) % uint64(len(c.predictors)))
+	base := c.predictors[n]
 	buf, _ := c.answers.Get().(*[]byte)
 	if buf == nil {
 		buf = new([]byte)
@@ -156,22 +162,44 @@ func (c *client) rankPairs(ctx context.Context, req *pairsRequest, out *pairsAns
 			c.answers.Put(buf)
 		}
 	}()
-	data, err := readBody(resp, (*buf)[:0])
+	status, data, err := c.postPairs(ctx, n, body, (*buf)[:0])
 	*buf = data
 	if err != nil {
-		return fmt.Errorf("headroom: read pairs answer from %s: %w", base, err)
+		return err
 	}
-	switch resp.StatusCode {
+	switch status {
 	case http.StatusOK:
 	case http.StatusServiceUnavailable:
 		return fmt.Errorf("%w (%s: %s)", errNoModel, base, bytes.TrimSpace(data))
 	default:
-		return fmt.Errorf("headroom: %s/predict/pairs answered %d: %s", base, resp.StatusCode, bytes.TrimSpace(data))
+		return fmt.Errorf("headroom: %s/predict/pairs answered %d: %s", base, status, bytes.TrimSpace(data))
 	}
 	if err := decodeAnswer(data, len(req.Prefill), len(req.Decode), out); err != nil {
 		return fmt.Errorf("headroom: decode the answer of %s: %w", base, err)
 	}
 	return nil
+}
+
+// postPairs posts body to predictor n's /predict/pairs and appends the
+// answer's body to dst.
+func (c *client) postPairs(ctx context.Context, n int, body, dst []byte) (status int, data []byte, err error) {
+	base := c.predictors[n]
+	if d := c.direct[n]; d != nil {
+		status, data, err = d.post(ctx, body, dst)
+		if err != nil {
+			return 0, data, fmt.Errorf("headroom: %s%s: %w", base, pairsPath, err)
+		}
+		return status, data, nil
+	}
+	resp, err := c.post(ctx, base+pairsPath, body)
+	if err != nil {
+		return 0, dst, err
+	}
+	defer resp.Body.Close()
+	if data, err = readBody(resp, dst); err != nil {
+		return 0, data, fmt.Errorf("headroom: read pairs answer from %s: %w", base, err)
+	}
+	return resp.StatusCode, data, nil
 }
 
 // readBody appends resp's body to dst, growing it once to the declared

@@ -49,15 +49,21 @@ func TestAppendPairsRequestIsJSONMarshal(t *testing.T) {
 	}
 }
 
-func BenchmarkAppendPairsRequest(b *testing.B) {
+// benchPairsRequest is a 16 × 16 request of the shape the producer sends.
+func benchPairsRequest() pairsRequest {
 	var req pairsRequest
 	req.InputTokenLength, req.Matrix = 3000, true
 	for n := range 16 {
 		for _, list := range []*[]pairCandidate{&req.Prefill, &req.Decode} {
 			*list = append(*list, pairCandidate{Pod: "llm-d/pod-" + string(rune('a'+n)), Topology: topology{Node: "node-7", Rack: "r3", Zone: "z1", Region: "eu"},
-				KVCachePercentage: float64(n) / 10, NumRequestWaiting: int64(n % 3), NumRequestRunning: int64(2 + n%9), PodType: "decode"})
+				KVCachePercentage: float64(n%10) / 10, NumRequestWaiting: int64(n % 3), NumRequestRunning: int64(2 + n%9), PodType: "decode"})
 		}
 	}
+	return req
+}
+
+func BenchmarkAppendPairsRequest(b *testing.B) {
+	req := benchPairsRequest()
 	b.ReportAllocs()
 	var buf []byte
 	for b.Loop() {

@@ -103,10 +103,11 @@ func BenchmarkSchedulingOverhead(b *testing.B) {
 		n++
 	}
 	// Every decision asked once and was scored, or, on a machine too busy
-	// to answer within the producer's deadline, fell back for it (counted).
+	// to answer within the producer's deadline, fell back for it (counted;
+	// the predictor may then never have read the call).
 	outcome := func(o string) float64 { return counter(b, reg, "headroom_epp_decisions_total", "outcome", o) }
 	calls, scored, late := pairsCalls(b, h.predictor, calls0+float64(n))-calls0, outcome("scored")-scored0, outcome("deadline")-late0
-	if calls != float64(n) || scored+late != float64(n) {
+	if calls > float64(n) || calls < float64(n)-late || scored+late != float64(n) {
 		b.Fatalf("%d requests: %v /predict/pairs calls, %v decisions scored, %v past the deadline; want one call per request, each scored", n, calls, scored, late)
 	}
 	for _, m := range []struct {
