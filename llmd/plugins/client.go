@@ -110,9 +110,11 @@ type client struct {
 	trainer string
 	http    *http.Client
 	next    atomic.Uint64
-	// answers recycles the buffers answers are read into (*[]byte): an
-	// answer is decoded, then dropped.
-	answers sync.Pool
+	// buffers recycles the buffers (*[]byte) requests are encoded into
+	// and answers read into: an answer is decoded, then dropped; a request
+	// is written, then dropped, once sent directly (net/http may still
+	// write a body after its answer has come).
+	buffers sync.Pool
 }
 
 // connBuffer is each predictor connection's read buffer (and the
@@ -122,9 +124,9 @@ type client struct {
 // reader, and read an answer in two.
 const connBuffer = 64 << 10
 
-// maxAnswerBuffer is the largest answer buffer kept for reuse: a 64 × 64
-// matrix answer's size.
-const maxAnswerBuffer = 256 << 10
+// maxBuffer is the largest buffer kept for reuse: a 64 × 64 matrix
+// answer's size.
+const maxBuffer = 256 << 10
 
 func newClient(predictors []string, trainer string) *client {
 	t := http.DefaultTransport.(*http.Transport).Clone()
@@ -147,21 +149,19 @@ func (c *client) rankPairs(ctx context.Context, req *pairsRequest, out *pairsAns
 	if len(c.predictors) == 0 {
 		return errors.New("headroom: no predictor URL configured")
 	}
-	body, err := appendPairsRequest(make([]byte, 0, 512+300*(len(req.Prefill)+len(req.Decode))), req)
+	n := int(c.next.Add(1) % uint64(len(c.predictors)))
+	base := c.predictors[n]
+	reqBuf := c.buffer()
+	body, err := appendPairsRequest((*reqBuf)[:0], req)
+	*reqBuf = body
+	if c.direct[n] != nil {
+		defer c.recycle(reqBuf)
+	}
 	if err != nil {
 		return fmt.Errorf("headroom: %w", err)
 	}
-	n := int(c.next.Add(1) % uint64(len(c.predictors)))
-	base := c.predictors[n]
-	buf, _ := c.answers.Get().(*[]byte)
-	if buf == nil {
-		buf = new([]byte)
-	}
-	defer func() {
-		if cap(*buf) <= maxAnswerBuffer {
-			c.answers.Put(buf)
-		}
-	}()
+	buf := c.buffer()
+	defer c.recycle(buf)
 	status, data, err := c.postPairs(ctx, n, body, (*buf)[:0])
 	*buf = data
 	if err != nil {
@@ -178,6 +178,19 @@ func (c *client) rankPairs(ctx context.Context, req *pairsRequest, out *pairsAns
 		return fmt.Errorf("headroom: decode the answer of %s: %w", base, err)
 	}
 	return nil
+}
+
+func (c *client) buffer() *[]byte {
+	if b, ok := c.buffers.Get().(*[]byte); ok {
+		return b
+	}
+	return new([]byte)
+}
+
+func (c *client) recycle(b *[]byte) {
+	if cap(*b) <= maxBuffer {
+		c.buffers.Put(b)
+	}
 }
 
 // postPairs posts body to predictor n's /predict/pairs and appends the
@@ -205,7 +218,7 @@ func (c *client) postPairs(ctx context.Context, n int, body, dst []byte) (status
 // readBody appends resp's body to dst, growing it once to the declared
 // length (io.ReadAll grows from 512 bytes, copying as it goes).
 func readBody(resp *http.Response, dst []byte) ([]byte, error) {
-	if n := resp.ContentLength; n > 0 && n <= maxAnswerBuffer {
+	if n := resp.ContentLength; n > 0 && n <= maxBuffer {
 		dst = slices.Grow(dst, int(n)+1) // +1: room to see the end without growing
 	}
 	for {

@@ -143,6 +143,19 @@ func TestAgainstHeadroom(t *testing.T) {
 					e["actual_kv_transfer_ms"] != nil || e["concurrent_transfers"] != 1.0 {
 					t.Errorf("split request's entry %v", e)
 				}
+				// Its row is the one sent for the prefill pod, its placements
+				// both pods', and every prompt token moves (no prefix match).
+				byName := map[string]pod{}
+				for _, p := range realFleet {
+					byName[p.name] = p
+				}
+				prefillPod, decodePod := byName[pf], byName[d]
+				pt, _ := e["prefill_topology"].(map[string]any)
+				dt, _ := e["decode_topology"].(map[string]any)
+				if e["num_request_waiting"] != float64(prefillPod.waiting) || pt["node"] != prefillPod.node || pt["zone"] != prefillPod.zone ||
+					dt["node"] != decodePod.node || dt["rack"] != decodePod.rack || e["kv_transfer_tokens"] != float64(tokens) {
+					t.Errorf("split request's entry %v: want the rows and placements of %+v and %+v", e, prefillPod, decodePod)
+				}
 			}
 		})
 	}

@@ -282,11 +282,12 @@ func (p *Producer) ProduceTimeout() time.Duration { return p.timeout + 10*time.M
 // requestContext is what the producer keeps of one request until its
 // response ends.
 type requestContext struct {
-	created    time.Time
-	ranking    *Ranking
-	input      int64
-	candidates map[string]pairCandidate // by endpoint name: the rows sent
-	prefix     map[string]float64       // decode candidates' prefix-cache scores
+	created time.Time
+	ranking *Ranking
+	input   int64
+	// sent is the pairs request's rows, indexed by ranking's prefill and
+	// decode maps (row); nil when none were built.
+	sent *pairsRequest
 
 	// Set by PreRequest.
 	prefillPod, decodePod string
@@ -303,6 +304,32 @@ type requestContext struct {
 	released bool
 }
 
+// row is the row sent for pod (its decode row when it was a candidate of
+// both roles); false when none was.
+func (rc *requestContext) row(pod string) (pairCandidate, bool) {
+	if c, ok := rc.decodeRow(pod); ok {
+		return c, true
+	}
+	if rc.sent == nil || rc.ranking == nil {
+		return pairCandidate{}, false
+	}
+	if i, ok := rc.ranking.prefill[pod]; ok && i < len(rc.sent.Prefill) {
+		return rc.sent.Prefill[i], true
+	}
+	return pairCandidate{}, false
+}
+
+// decodeRow is the row sent for pod as a decode candidate.
+func (rc *requestContext) decodeRow(pod string) (pairCandidate, bool) {
+	if rc.sent == nil || rc.ranking == nil {
+		return pairCandidate{}, false
+	}
+	if j, ok := rc.ranking.decode[pod]; ok && j < len(rc.sent.Decode) {
+		return rc.sent.Decode[j], true
+	}
+	return pairCandidate{}, false
+}
+
 // Produce ranks the request's pairs and stores the ranking on it. It never
 // fails the request: an unusable ranking says why, and the scorers then
 // score nothing.
@@ -311,7 +338,7 @@ func (p *Producer) Produce(ctx context.Context, request *fwksched.InferenceReque
 	rc.ranking = p.rank(ctx, request, endpoints, rc)
 	request.PutAttribute(p.key, rc.ranking)
 	p.metrics.outcome(rc.ranking.Fallback)
-	if id := requestID(request); id != "" && rc.candidates != nil {
+	if id := requestID(request); id != "" && rc.sent != nil {
 		p.requests.Store(id, rc)
 	}
 	p.expire()
@@ -335,8 +362,7 @@ func (p *Producer) rank(ctx context.Context, request *fwksched.InferenceRequest,
 	}
 	req := pairsRequest{InputTokenLength: rc.input, KVBytesPerToken: p.params.KVBytesPerToken, Matrix: true}
 	req.TTFTSLOMs, req.TPOTSLOMs = sloHeader(request, metadata.TTFTSLOHeaderKey), sloHeader(request, metadata.TPOTSLOHeaderKey)
-	rc.candidates = make(map[string]pairCandidate, len(endpoints))
-	rc.prefix = make(map[string]float64, len(decode))
+	rc.sent = &req
 	r.prefill, r.decode = make(map[string]int, len(prefill)), make(map[string]int, len(decode))
 	r.splits, r.decideSplit = make([]bool, len(decode)), p.params.DecideSplit
 	for _, e := range prefill {
@@ -347,7 +373,6 @@ func (p *Producer) rank(ctx context.Context, request *fwksched.InferenceRequest,
 		}
 		r.prefill[c.Pod] = len(req.Prefill)
 		req.Prefill = append(req.Prefill, c)
-		rc.candidates[c.Pod] = c
 	}
 	for j, e := range decode {
 		c, ok := p.candidate(e)
@@ -357,8 +382,6 @@ func (p *Producer) rank(ctx context.Context, request *fwksched.InferenceRequest,
 		}
 		r.decode[c.Pod] = j
 		req.Decode = append(req.Decode, c)
-		rc.candidates[c.Pod] = c
-		rc.prefix[c.Pod] = c.PrefixCacheScore
 		r.splits[j] = len(prefill) > 0 && p.deciderSplits(e, rc.input)
 	}
 

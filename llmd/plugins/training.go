@@ -120,7 +120,8 @@ func (p *Producer) ttftEntry(rc *requestContext, at time.Time) trainingEntry {
 	if rc.prefillPod != "" {
 		pod = rc.prefillPod
 	}
-	e := rowEntry(rc.candidates[pod], rc.input, at)
+	c, _ := rc.row(pod)
+	e := rowEntry(c, rc.input, at)
 	e.ActualTTFTMs = math.Trunc(float64(rc.ttft) / float64(time.Millisecond))
 	e.PredictedTTFTMs = rc.predictedTTFT
 	if rc.prefillPod == "" {
@@ -129,11 +130,13 @@ func (p *Producer) ttftEntry(rc *requestContext, at time.Time) trainingEntry {
 	if e.PodType == "" {
 		e.PodType = "prefill"
 	}
-	d := rc.candidates[rc.decodePod]
+	d, _ := rc.row(rc.decodePod)
+	p0, _ := rc.row(rc.prefillPod)
 	e.PrefillPod, e.DecodePod = rc.prefillPod, rc.decodePod
-	pt, dt := rc.candidates[rc.prefillPod].Topology, d.Topology
+	pt, dt := p0.Topology, d.Topology
 	e.PrefillTopology, e.DecodeTopology = &pt, &dt
-	e.KVTransferTokens = rc.input - int64(math.Round(float64(rc.input)*rc.prefix[rc.decodePod]))
+	dr, _ := rc.decodeRow(rc.decodePod)
+	e.KVTransferTokens = rc.input - int64(math.Round(float64(rc.input)*dr.PrefixCacheScore))
 	e.KVBytesPerToken = p.params.KVBytesPerToken
 	e.ConcurrentTransfers = rc.concurrent
 	if rc.transferMs > 0 && rc.transferMs < e.ActualTTFTMs {
@@ -147,7 +150,7 @@ func (p *Producer) ttftEntry(rc *requestContext, at time.Time) trainingEntry {
 
 // tpotEntry is the TPOT entry on the decode pod's row.
 func (p *Producer) tpotEntry(rc *requestContext, tpotMs float64, at time.Time) (trainingEntry, bool) {
-	c, ok := rc.candidates[rc.decodePod]
+	c, ok := rc.row(rc.decodePod)
 	if !ok || !(tpotMs > 0) {
 		return trainingEntry{}, false
 	}
