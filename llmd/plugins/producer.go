@@ -361,6 +361,11 @@ func (p *Producer) rank(ctx context.Context, request *fwksched.InferenceRequest,
 		return r
 	}
 	req := pairsRequest{InputTokenLength: rc.input, KVBytesPerToken: p.params.KVBytesPerToken, Matrix: true}
+	// Presized (a candidate is 150 bytes); none stays nil, sent as null.
+	if len(prefill) > 0 {
+		req.Prefill = make([]pairCandidate, 0, len(prefill))
+	}
+	req.Decode = make([]pairCandidate, 0, len(decode)) // decode is not empty
 	req.TTFTSLOMs, req.TPOTSLOMs = sloHeader(request, metadata.TTFTSLOHeaderKey), sloHeader(request, metadata.TPOTSLOHeaderKey)
 	rc.sent = &req
 	r.prefill, r.decode = make(map[string]int, len(prefill)), make(map[string]int, len(decode))
