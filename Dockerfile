@@ -11,6 +11,8 @@ FROM golang:${GO_VERSION}-bookworm AS build
 WORKDIR /src
 ENV GOTOOLCHAIN=local CGO_ENABLED=0
 COPY go.mod go.sum ./
+# go.mod replaces the extrapolation guard's module with its directory.
+COPY pairs/guard/go.mod pairs/guard/
 RUN go mod download
 COPY . .
 RUN go build -trimpath -ldflags="-s -w" -o /out/headroom ./cmd/headroom

@@ -4,6 +4,7 @@ go 1.26.8
 
 require (
 	github.com/gin-gonic/gin v1.12.0
+	github.com/headroomhq/headroom/pairs/guard v0.0.0
 	github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring v0.95.2
 	github.com/prometheus/client_golang v1.25.0
 	github.com/prometheus/client_model v0.6.3
@@ -93,3 +94,8 @@ require (
 	sigs.k8s.io/structured-merge-diff/v6 v6.4.2 // indirect
 	sigs.k8s.io/yaml v1.6.0 // indirect
 )
+
+// The rule for extrapolated options is a module of its own without
+// dependencies, so that llm-d's plugins (the llmd module) share it without
+// taking on this module's (pairs/guard).
+replace github.com/headroomhq/headroom/pairs/guard => ./pairs/guard

@@ -4,6 +4,7 @@ go 1.26.8
 
 require (
 	github.com/go-logr/logr v1.4.4
+	github.com/headroomhq/headroom/pairs/guard v0.0.0
 	github.com/llm-d/llm-d-router v0.0.0
 	github.com/prometheus/client_golang v1.23.2
 	github.com/prometheus/client_model v0.6.2
@@ -144,3 +145,8 @@ require (
 // dependencies, at the versions the router pins (docs/COMPATIBILITY.md, "A
 // custom EPP").
 replace github.com/llm-d/llm-d-router => ../../shared/upstream/llm-d-router
+
+// The one piece of Headroom's code the plugins share with Headroom's own
+// joint router, the rule for extrapolated options, is a module of its own
+// without dependencies, so that sharing it adds none to the EPP's build.
+replace github.com/headroomhq/headroom/pairs/guard => ../pairs/guard

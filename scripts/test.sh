@@ -57,6 +57,10 @@ fi
 # target's seeds and committed corpus (testdata/fuzz) run here as ordinary
 # tests.
 go test -race -count=1 -timeout 20m ./...
+# pairs/guard, the rule for extrapolated options that the llm-d plugins
+# share, is a module of its own (without dependencies), which ./... of the
+# main module does not reach.
+(cd pairs/guard && go mod tidy -diff && go vet ./... && staticcheck ./... && go test -race -count=1 ./...)
 
 # The llm-d plugins and the custom EPP: llmd/ is a module of its own, built
 # against llm-d-router's source tree beside the repository

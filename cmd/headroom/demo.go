@@ -37,7 +37,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs.Float64Var(&pd.KVBytesPerToken, "kv-bytes-per-token", pd.KVBytesPerToken, "--pd: the model's KV-cache bytes per token (default: Qwen3-32B in bf16)")
 	fs.Float64Var(&pd.PrefillFailureRate, "prefill-failure-rate", 0, "--pd: probability a prefill pod fails after its prefill (the decode pod then serves the request alone)")
 	fs.BoolVar(&pd.DecideSplit, "decide-split", false, "--pd: joint-slo also decides whether to split, every pair and every decode pod alone competing on SLO headroom")
-	fs.BoolVar(&pd.TrustExtrapolation, "trust-extrapolation", false, "--pd: the joint policies route on estimates the service marks extrapolated (a pod loaded beyond the TTFT model's training range) instead of falling back to topology-constant for a request when one of its competing routes is")
+	fs.BoolVar(&pd.TrustExtrapolation, "trust-extrapolation", false, "--pd: the joint policies route on estimates the service marks extrapolated (a pod loaded beyond the TTFT model's training range) instead of falling back to topology-constant for a request when one of them could be its better route")
 	llmdURL := fs.String("llmd", "", "--pd: route with llm-d's own scheduler, served at this loopback URL by the llmd module's sim-scheduler (scripts/llmd-pd-demo.sh starts it), and compare "+
 		strings.Join(demo.LLMDConfigs, ", ")+" (docs/DEMO.md, \"llm-d's scheduler in the loop\")")
 	noTiming := fs.Bool("no-transfer-timing", false, "--llmd: the EPP sees no KV transfer times, as llm-d's sidecar reports today: Headroom's entries carry no actual_kv_transfer_ms")

@@ -69,8 +69,10 @@ type PDOptions struct {
 	DecideSplit bool
 	// TrustExtrapolation lets the joint policies route on estimates the
 	// service marks extrapolated (a pod loaded beyond what the TTFT model
-	// was trained on); by default a request whose competing routes
-	// include one is routed by topology-constant (sim.PairRule.AvoidExtrapolation).
+	// was trained on); by default a request on which an extrapolated route
+	// could be the better one is routed by topology-constant, and one whose
+	// extrapolated routes rank below a trusted route on that route
+	// (sim.PairRule.AvoidExtrapolation).
 	TrustExtrapolation bool
 }
 
@@ -188,7 +190,7 @@ func pdBaseline(name string, splitThreshold int) (sim.PDRouter, error) {
 }
 
 // pdJointRouter is a joint policy's router. It falls back (before the
-// first model, on a failure, when a competing route is extrapolated) to
+// first model, on a failure, when an extrapolated route could win) to
 // topology-constant, llm-d's scheduler with its topology scorer, rather
 // than plain greedy: greedy's pairs cross the slow links, which is what
 // the joint router exists to avoid, and the fallbacks come in bursts, when

@@ -3,6 +3,8 @@ package sim
 import (
 	"errors"
 	"math"
+
+	"github.com/headroomhq/headroom/pairs/guard"
 )
 
 // A joint router decides the pair, not two pods: for every (prefill,
@@ -28,7 +30,7 @@ type PairEstimate struct {
 	PrefillMs, TransferMs, DecodeMs float64
 	// Extrapolated marks an estimate the scorer made beyond what its model
 	// has seen (a load above its training range), which it is likely to
-	// under-predict; PairRule.AvoidExtrapolation does not route on it.
+	// under-predict; PairRule.AvoidExtrapolation routes only past it.
 	Extrapolated bool
 }
 
@@ -73,8 +75,8 @@ type JointStats struct {
 	NotReady int `json:"not_ready"` // fallbacks because the scorer had no model yet
 	Failed   int `json:"failed"`    // fallbacks because the scorer failed or gave nothing usable
 	Split    int `json:"split"`     // of the routed, how many were split
-	// Extrapolated counts fallbacks because a competing estimate was
-	// extrapolated (PairRule.AvoidExtrapolation).
+	// Extrapolated counts fallbacks because an extrapolated estimate could
+	// have been the better route (PairRule.AvoidExtrapolation).
 	Extrapolated int   `json:"extrapolated"`
 	LastError    error `json:"-"`
 }
@@ -109,27 +111,26 @@ var ErrNoModel = errors.New("pair scorer: no model yet")
 // prefills, so a steadier TPOT) does not show in TTFT; an SLO on TPOT
 // makes that trade explicit.
 //
-// With AvoidExtrapolation, when any competing route's estimate is marked
-// Extrapolated (a pod loaded beyond what the model was trained on) the
-// rule picks nothing and the router falls back, as without a model. The
-// model's estimate for such a pod is the one most likely wrong, and low:
-// trusting it sends the pod more of the load the model cannot see
-// (docs/DEMO.md, P/D). Leaving that pod out and ranking the rest is not
-// enough either: it piles the load on the pods still in range until they
-// leave it too, while llm-d's own scheduler, which balances load and keeps
-// prefix affinity, is what copes with a fleet past the model's experience
-// (both measured in docs/DEMO.md). Once the labels of the deeper queues
-// arrive the training ranges grow and the estimates are used again.
+// With AvoidExtrapolation the rule routes on an Extrapolated estimate (a
+// pod loaded beyond what the model was trained on) only by passing it
+// over: an extrapolated route whose estimate is already worse than the
+// best trusted route's is left behind and the trusted one taken, since
+// the model's estimate for such a pod is the one most likely wrong, and
+// low (docs/DEMO.md, P/D); when an extrapolated route could be the better
+// one (it ranks at or above the best trusted route), or every route is
+// extrapolated, the rule picks nothing and the router falls back, as
+// without a model (pairs/guard, shared with the llm-d plugins). Trusting
+// the low estimate sends the pod more of the load the model cannot see;
+// leaving extrapolated routes out even where they would win piles the
+// load on the pods still in range until they leave it too (both measured
+// in docs/DEMO.md). Once the labels of the deeper queues arrive the
+// training ranges grow and the estimates are used again.
 type PairRule struct {
 	SLO                PairSLO
 	DecideSplit        bool
 	SplitThreshold     int
 	AvoidExtrapolation bool
 }
-
-// errExtrapolated is why a JointRouter fell back when a competing estimate
-// was extrapolated.
-var errExtrapolated = errors.New("pair scorer: every route's estimate extrapolated")
 
 // JointRouter routes each request on its PairScorer's estimates, by Rule.
 // On an error or no usable estimate it falls back to Fallback (nil:
@@ -149,7 +150,8 @@ func (j *JointRouter) RoutePD(req *Request, prefill, decode []PodState) PDChoice
 	j.last, j.pick = nil, -1
 	est, err := j.Scorer.ScorePairs(req, prefill, decode)
 	if err == nil {
-		if i := j.Rule.Pick(req, est, len(prefill), decode); i >= 0 {
+		var i int
+		if i, err = j.Rule.pick(req, est, len(prefill), decode); err == nil {
 			j.Stats.Routed++
 			if est[i].Prefill != NoSplit {
 				j.Stats.Split++
@@ -157,19 +159,14 @@ func (j *JointRouter) RoutePD(req *Request, prefill, decode []PodState) PDChoice
 			j.last, j.pick = est, i
 			return est[i].Choice()
 		}
-		err = errors.New("pair scorer: no usable estimate")
-		if j.Rule.AvoidExtrapolation {
-			trusting := j.Rule
-			trusting.AvoidExtrapolation = false
-			if trusting.Pick(req, est, len(prefill), decode) >= 0 {
-				err = errExtrapolated
-			}
+		if errors.Is(err, guard.ErrNoOption) {
+			err = errors.New("pair scorer: no usable estimate")
 		}
 	}
 	switch {
 	case errors.Is(err, ErrNoModel):
 		j.Stats.NotReady++
-	case errors.Is(err, errExtrapolated):
+	case errors.Is(err, guard.ErrExtrapolated):
 		j.Stats.Extrapolated++
 	default:
 		j.Stats.Failed++
@@ -194,26 +191,35 @@ func (j *JointRouter) Last() (PairEstimate, bool) {
 
 // Pick returns the index of the best estimate for req by the rule, or -1
 // when none names a competing route with finite, non-negative latencies,
-// or, with AvoidExtrapolation, when one of those is extrapolated.
-// prefillPods is the prefill pool's size; decode is the decode pool as the
-// router sees it.
+// or, with AvoidExtrapolation, when an extrapolated one could be the
+// better route. prefillPods is the prefill pool's size; decode is the
+// decode pool as the router sees it.
 func (r PairRule) Pick(req *Request, est []PairEstimate, prefillPods int, decode []PodState) int {
-	best := -1
-	var bestH float64
+	i, err := r.pick(req, est, prefillPods, decode)
+	if err != nil {
+		return -1
+	}
+	return i
+}
+
+// pick is Pick with the reason it picks nothing: guard.ErrNoOption or
+// guard.ErrExtrapolated.
+func (r PairRule) pick(req *Request, est []PairEstimate, prefillPods int, decode []PodState) (int, error) {
+	type route struct {
+		at int
+		h  float64 // the SLO headroom, only a shortfall: every route meeting the objectives ties
+	}
+	bySLO := r.SLO.Set()
+	c := guard.Choice[route]{Trust: !r.AvoidExtrapolation, Better: func(a, b route) bool {
+		return betterPair(est[a.at], a.h, est[b.at], b.h, bySLO, decode)
+	}}
 	for i, e := range est {
-		if !usable(e, prefillPods, len(decode)) || !r.competes(req, e, prefillPods, decode) {
-			continue
-		}
-		if r.AvoidExtrapolation && e.Extrapolated {
-			return -1
-		}
-		// Only a shortfall ranks: every route meeting the objectives ties.
-		h := min(r.SLO.Headroom(e), 0)
-		if best < 0 || betterPair(e, h, est[best], bestH, r.SLO.Set(), decode) {
-			best, bestH = i, h
+		if usable(e, prefillPods, len(decode)) && r.competes(req, e, prefillPods, decode) {
+			c.Offer(route{i, min(r.SLO.Headroom(e), 0)}, e.Extrapolated)
 		}
 	}
-	return best
+	best, err := c.Best()
+	return best.at, err
 }
 
 // competes reports whether route e is one the rule chooses among.

@@ -276,8 +276,10 @@ func (s fixedScorer) ScorePairs(*sim.Request, []sim.PodState, []sim.PodState) ([
 // anything the model was trained on is predicted fast (its prefix cache
 // holds the session), an idle one slower. Trusting the estimate piles
 // requests on the loaded pod; with AvoidExtrapolation the router falls
-// back to greedy, which balances load, whenever a competing route's
-// estimate is extrapolated, and routes on estimates otherwise.
+// back to greedy, which balances load, whenever an extrapolated route
+// could be the better one, and routes on estimates otherwise: past an
+// extrapolated route already predicted worse than a trusted one, since
+// its estimate is likely low.
 func TestJointRouterAvoidsExtrapolatedEstimates(t *testing.T) {
 	prefill := []sim.PodState{
 		{ServerState: sim.ServerState{Index: 0, NumRequestWaiting: 9, NumRequestRunning: 19, InFlight: 28, PrefixCacheScore: 0.86}},
@@ -301,6 +303,8 @@ func TestJointRouterAvoidsExtrapolatedEstimates(t *testing.T) {
 		{"trusting takes the extrapolated estimate", false, []sim.PairEstimate{loaded, idle}, loaded.Choice(), 1, 0},
 		{"avoiding falls back to greedy", true, []sim.PairEstimate{loaded, idle}, greedy, 0, 1},
 		{"every route extrapolated: greedy", true, []sim.PairEstimate{loaded, {Prefill: 1, Decode: 0, TTFTMs: 2000, TPOTMs: 20, Extrapolated: true}}, greedy, 0, 1},
+		{"an extrapolated route predicted worse than a trusted one: the trusted", true, []sim.PairEstimate{{Prefill: 0, Decode: 0, TTFTMs: 1300, TPOTMs: 20, Extrapolated: true}, idle}, idle.Choice(), 1, 0},
+		{"an extrapolated route tied with the best trusted one: greedy", true, []sim.PairEstimate{idle, {Prefill: 0, Decode: 0, TTFTMs: 1107, TPOTMs: 20, Extrapolated: true}}, greedy, 0, 1},
 		{"in range: routed on estimates", true, []sim.PairEstimate{{Prefill: 0, Decode: 0, TTFTMs: 948, TPOTMs: 20}, idle}, sim.PDChoice{Prefill: 0, Decode: 0}, 1, 0},
 		// Prefill pods exist and the whole prompt is uncached: only pairs
 		// compete, and an extrapolated no-split estimate does not count.

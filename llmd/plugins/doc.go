@@ -19,11 +19,15 @@
 //     split (optional: by default llm-d's decider decides the split).
 //
 // The plugins fail open: when the predictor cannot be reached, answers
-// after the deadline, has no model yet, or an option the scorers would
-// choose among is extrapolated, the ranking says why and the Headroom
-// plugins score nothing, so the profile's stock scorers decide, and a
-// metric counts each reason.
+// after the deadline, has no model yet, or an extrapolated option could be
+// the better route (it ranks at or above every option that is not
+// extrapolated, whose estimates the model can vouch for), the ranking says
+// why and the Headroom plugins score nothing, so the profile's stock
+// scorers decide, and a metric counts each reason. An extrapolated option
+// ranked below a trusted one is passed over: its estimate is likely low,
+// so it cannot be the better route.
 //
-// The package imports llm-d's framework and nothing of Headroom's module:
-// it is a client of Headroom's HTTP protocol.
+// The package imports llm-d's framework and, of Headroom's code, only that
+// rule (pairs/guard, a module without dependencies, which Headroom's own
+// joint router follows too): it is a client of Headroom's HTTP protocol.
 package plugins

@@ -80,6 +80,37 @@ func TestShippedConfigPicksTheRankedPair(t *testing.T) {
 	}
 }
 
+// An extrapolated option ranked below a trusted one cannot be the better
+// route (its estimate is likely low): the plugins pass it over and score,
+// rather than leaving the request to the stock scorers.
+func TestShippedConfigPassesOverAnExtrapolatedOptionRankedBelow(t *testing.T) {
+	// p1 is beyond the model's range; its pairs rank 2-7, (p2, d1) 0.
+	pred := newFakePredictor(t, func(w http.ResponseWriter, c pairsCall) {
+		matrixAnswer(w, c, preferring, map[string]bool{"p1": true})
+	})
+	t.Setenv("PREDICTION_SERVER_URL", pred.URL)
+	reg := prometheus.NewRegistry()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	r, err := inproc.New(ctx, shipped(t), reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := r.Schedule(ctx, request("r", 400, 4, nil), endpoints(fleet))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d, p := picks(t, res); d != "d1" || p != "p2" {
+		t.Errorf("picked (%s, %s), want the ranked best pair (p2, d1)", p, d)
+	}
+	if n := counter(t, reg, "headroom_epp_decisions_total", "outcome", "scored"); n != 1 {
+		t.Errorf("headroom_epp_decisions_total{outcome=\"scored\"} = %v, want 1", n)
+	}
+	if n := counter(t, reg, "headroom_epp_decisions_total", "outcome", "extrapolated"); n != 0 {
+		t.Errorf("headroom_epp_decisions_total{outcome=\"extrapolated\"} = %v, want 0", n)
+	}
+}
+
 func TestShippedConfigSplitsAsTheDecider(t *testing.T) {
 	pred := newFakePredictor(t, func(w http.ResponseWriter, c pairsCall) { matrixAnswer(w, c, preferring, nil) })
 	r := newRouter(t, shipped(t), pred.URL, "")
@@ -203,9 +234,11 @@ func TestFailOpen(t *testing.T) {
 			matrixAnswer(w, c, preferring, nil)
 		}},
 		{reason: "extrapolated", answer: func(w http.ResponseWriter, c pairsCall) {
-			// p1's pairs compete (the decider splits everywhere), and p1
-			// is loaded beyond the model's training range.
-			matrixAnswer(w, c, preferring, map[string]bool{"p1": true})
+			// p2's pairs compete (the decider splits everywhere), the best
+			// of them is the best option, and p2 is loaded beyond the
+			// model's training range: the option could win on an estimate
+			// that is likely low.
+			matrixAnswer(w, c, preferring, map[string]bool{"p2": true})
 		}},
 		{reason: "no_option", answer: func(w http.ResponseWriter, c pairsCall) {
 			// No transfer estimate for any pair: nothing to rank where the

@@ -53,8 +53,11 @@ type ProducerParameters struct {
 	// the prefill profile the request is then not split when the pod alone
 	// is better.
 	DecideSplit bool `json:"decideSplit,omitempty"`
-	// TrustExtrapolation scores requests whose competing options are
-	// extrapolated (by default they fall back: docs/PROTOCOL.md §4.7).
+	// TrustExtrapolation scores requests on extrapolated options too. By
+	// default a request falls back when an extrapolated option could be
+	// the better route (it ranks at or above every trusted option, or
+	// every option is extrapolated), and is scored past the extrapolated
+	// options otherwise (docs/PROTOCOL.md §4.7).
 	TrustExtrapolation bool `json:"trustExtrapolation,omitempty"`
 	// EndpointRoleLabel is the pod label whose value is the row's pod_type,
 	// as llm-d's predicted-latency-producer sets it (default llm-d.ai/role).

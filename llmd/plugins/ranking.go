@@ -1,8 +1,11 @@
 package plugins
 
 import (
+	"errors"
 	"math"
 	"slices"
+
+	"github.com/headroomhq/headroom/pairs/guard"
 
 	fwkplugin "github.com/llm-d/llm-d-router/pkg/epp/framework/interface/plugin"
 	fwksched "github.com/llm-d/llm-d-router/pkg/epp/framework/interface/scheduling"
@@ -26,7 +29,9 @@ const (
 	ReasonNoModel Reason = "no_model"
 	// ReasonExtrapolated: an option the scorers would choose among rests on
 	// a pod loaded beyond what the model was trained on, where it
-	// under-predicts (docs/PROTOCOL.md §4.7, "Extrapolated").
+	// under-predicts (docs/PROTOCOL.md §4.7, "Extrapolated"), and ranks at
+	// or above every option that does not, so it could be the better
+	// route.
 	ReasonExtrapolated Reason = "extrapolated"
 	// ReasonNoOption: no decode pod has an option to rank (every pair
 	// through the pods the decider would split on lacks a transfer
@@ -100,32 +105,32 @@ func (r *Ranking) best(j int) (rank int, split bool) {
 }
 
 // decideFallback sets Fallback when no decode pod has an option, or, unless
-// trusted, when a competing option is extrapolated; prefillBeyond and
-// decodeBeyond are the answer's per-pod flags.
+// trusted, when an extrapolated option could be the better route: it ranks
+// at or above the best option that is not extrapolated, or every option
+// is (guard.Choice, the rule Headroom's own joint router follows). An
+// extrapolated option ranked below a trusted one is passed over: its
+// estimate is likely low, so it cannot be the better route, and the
+// scorers' best is the trusted option. prefillBeyond and decodeBeyond are
+// the answer's per-pod flags.
 func (r *Ranking) decideFallback(prefillBeyond, decodeBeyond []bool, trustExtrapolation bool) {
-	any := false
+	c := guard.Choice[int]{Trust: trustExtrapolation, Better: func(a, b int) bool { return a < b }}
 	for j := range r.alone {
-		if rank, _ := r.best(j); rank != math.MaxInt {
-			any = true
-		}
-		if trustExtrapolation {
-			continue
-		}
-		if (!r.splits[j] || r.decideSplit) && decodeBeyond[j] {
-			r.Fallback = ReasonExtrapolated
-			return
+		if !r.splits[j] || r.decideSplit {
+			c.Offer(r.alone[j], decodeBeyond[j])
 		}
 		if r.splits[j] {
 			for i, pr := range r.rank[j] {
-				if pr >= 0 && prefillBeyond[i] {
-					r.Fallback = ReasonExtrapolated
-					return
+				if pr >= 0 {
+					c.Offer(pr, prefillBeyond[i])
 				}
 			}
 		}
 	}
-	if !any {
+	switch _, err := c.Best(); {
+	case errors.Is(err, guard.ErrNoOption):
 		r.Fallback = ReasonNoOption
+	case errors.Is(err, guard.ErrExtrapolated):
+		r.Fallback = ReasonExtrapolated
 	}
 }
 

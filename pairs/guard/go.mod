@@ -1,0 +1,3 @@
+module github.com/headroomhq/headroom/pairs/guard
+
+go 1.26.8
