@@ -20,6 +20,9 @@ import (
 // loopback ports, its trainer and predictor.
 type headroom struct {
 	trainer, predictor string
+	// predictorPID is the process serving predictor; 0 when it is the
+	// trainer's too (serve).
+	predictorPID int
 }
 
 // startHeadroom starts an empty Headroom that fits linear models only, so
@@ -45,8 +48,8 @@ func startHeadroomSidecars(t testing.TB, trees bool) *headroom {
 	t.Helper()
 	tAddr, pAddr := headroomtest.FreePort(t), headroomtest.FreePort(t)
 	startProcess(t, append([]string{"trainer", "--data-dir", t.TempDir(), "--trainer-listen", tAddr}, trainerArgs(trees)...)...)
-	startProcess(t, "predictor", "--data-dir", t.TempDir(), "--predictor-listen", pAddr, "--trainer-url", "http://"+tAddr, "--log-level", "warn")
-	return waitForHeadroom(t, &headroom{trainer: "http://" + tAddr, predictor: "http://" + pAddr})
+	pid := startProcess(t, "predictor", "--data-dir", t.TempDir(), "--predictor-listen", pAddr, "--trainer-url", "http://"+tAddr, "--log-level", "warn")
+	return waitForHeadroom(t, &headroom{trainer: "http://" + tAddr, predictor: "http://" + pAddr, predictorPID: pid})
 }
 
 // trainerArgs are the tests' trainer settings: the synthetic pool's KV
@@ -59,8 +62,9 @@ func trainerArgs(trees bool) []string {
 	return args
 }
 
-// startProcess runs the headroom command with args until the test ends.
-func startProcess(t testing.TB, args ...string) {
+// startProcess runs the headroom command with args until the test ends,
+// and returns its process ID.
+func startProcess(t testing.TB, args ...string) int {
 	t.Helper()
 	cmd := exec.Command(headroomtest.Binary(t), args...)
 	cmd.Stdout, cmd.Stderr = io.Discard, os.Stderr
@@ -71,6 +75,7 @@ func startProcess(t testing.TB, args ...string) {
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
 	})
+	return cmd.Process.Pid
 }
 
 // waitForHeadroom waits until h's servers answer.
