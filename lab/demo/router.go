@@ -163,7 +163,8 @@ type RouterStats struct {
 	NotReady int // fallbacks because no model existed yet
 	Failed   int // fallbacks because the call failed or was too slow
 	// Split counts the routed requests that were split; Extrapolated the
-	// fallbacks because a competing estimate was extrapolated.
+	// fallbacks because an extrapolated estimate could have been the
+	// better route.
 	Split, Extrapolated int
 	LastError           error
 }
