@@ -40,7 +40,7 @@ func (t *Trainer) firstModelsDue() []features.Target {
 	}
 	var due []features.Target
 	for _, tg := range t.targets {
-		if have, need, _ := t.samplesFor(tg.id(), true); tg.firstModels() && !tg.has(cur) && have >= need {
+		if have, need, _ := t.samplesFor(tg.id(), true, 0); tg.firstModels() && !tg.has(cur) && have >= need {
 			due = append(due, tg.id())
 		}
 	}
@@ -50,11 +50,12 @@ func (t *Trainer) firstModelsDue() []features.Target {
 // samplesFor returns the samples tg has and needs for a model, and what
 // they are: a first (fresh) model counts held-out samples too
 // (Config.MinSamplesFresh) but needs one training sample at least; a
-// retrain counts training samples (Config.MinSamples).
-func (t *Trainer) samplesFor(tg features.Target, fresh bool) (have, need int, what string) {
+// retrain counts training samples (Config.MinSamples, or fewer while the
+// model in service, trained on servedOn, is young: retrainNeeds).
+func (t *Trainer) samplesFor(tg features.Target, fresh bool, servedOn int) (have, need int, what string) {
 	counts := t.db.Counts()
 	if !fresh {
-		return counts.Train(tg), t.cfg.MinSamples, "training samples"
+		return counts.Train(tg), t.retrainNeeds(servedOn), "training samples"
 	}
 	if counts.Train(tg) == 0 {
 		return 0, max(t.cfg.MinSamplesFresh, 1), "samples"
@@ -92,4 +93,22 @@ func (t *Trainer) firstModels(ctx context.Context) {
 	if _, err := t.retrain(ctx, pass{targets: upgrade, upgrade: true}); err != nil && ctx.Err() == nil {
 		t.cfg.Logger.Warn("trees for the first model failed; the linear model stays in service", "error", err)
 	}
+}
+
+// earlyGrowth is how many times the training samples of a model in
+// service a target needs for a retrain before it has Config.MinSamples
+// (retrainNeeds).
+const earlyGrowth = 2
+
+// retrainNeeds is the training samples a target whose model in service
+// was trained on servedOn samples needs for a retrain: Config.MinSamples,
+// or earlyGrowth times servedOn when that is fewer (never fewer than
+// Config.MinSamplesFresh). The first model comes from about ten samples,
+// and held until the hundredth it served the rows of a whole early
+// minute or more from its first ten, a warm-up stall among them
+// (docs/ACCURACY.md, Loaded pods); refitted each time the samples double,
+// a young target is fitted a handful of times more, each a fit of under
+// MinSamples rows, and still goes through the publication gate.
+func (t *Trainer) retrainNeeds(servedOn int) int {
+	return min(t.cfg.MinSamples, max(earlyGrowth*servedOn, t.cfg.MinSamplesFresh))
 }

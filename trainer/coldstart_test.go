@@ -187,3 +187,45 @@ func TestLaterModelsKeepTheTick(t *testing.T) {
 	default:
 	}
 }
+
+// Below MinSamples a target that has a model retrains when its training
+// samples have grown earlyGrowth times past its model's, so the line of
+// the first ten samples does not serve until the hundredth; from
+// MinSamples on, every tick with new samples retrains as before.
+func TestEarlyRetrainsAsTheStoreGrows(t *testing.T) {
+	f := newFixture(t)
+	tr := f.coldTrainer(t, nil)
+	ctx := context.Background()
+	f.add(t, 12)
+	tr.firstModels(ctx)
+	first := tr.Current().Bundle.TTFT
+	if first == nil {
+		t.Fatal("no first model")
+	}
+	served := first.TrainSamples
+	for range 200 {
+		f.add(t, 1)
+		pub, err := tr.Retrain(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		train := f.db.Counts().Train(features.TTFT)
+		m := tr.Current().Bundle.TTFT
+		refitted := m.TrainSamples != served
+		due := train >= min(earlyGrowth*served, DefaultMinSamples)
+		if refitted != due {
+			t.Fatalf("%d training samples, model in service trained on %d: refitted %v (published %v), want %v (%s)",
+				train, served, refitted, pub != nil, due, tr.Status().Targets["ttft"].LastSkipReason)
+		}
+		if refitted {
+			if m.TrainSamples != train {
+				t.Fatalf("refitted on %d samples, the store holds %d", m.TrainSamples, train)
+			}
+			served = m.TrainSamples
+		}
+		if train > DefaultMinSamples+5 {
+			return
+		}
+	}
+	t.Fatal("the store never reached MinSamples")
+}

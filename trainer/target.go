@@ -246,7 +246,7 @@ func (l *lifecycle[M]) fit(ctx context.Context, p pass, prev *model.Bundle) erro
 // due reports whether the target is to be fitted: its samples changed
 // since the last fit gave its answer (an upgrade fits them again), and it
 // has enough of them (Config.MinSamplesFresh for a first model,
-// MinSamples training samples after). It says why not in the status.
+// retrainNeeds training samples after). It says why not in the status.
 func (l *lifecycle[M]) due(job fitJob[M]) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -255,7 +255,11 @@ func (l *lifecycle[M]) due(job fitJob[M]) bool {
 		return false
 	}
 	fresh := l.none(job.served) || job.pass.upgrade
-	if have, need, what := l.t.samplesFor(l.tg, fresh); have < need {
+	var servedOn int
+	if !l.none(job.served) {
+		servedOn = l.models.facts(job.served).trainSamples
+	}
+	if have, need, what := l.t.samplesFor(l.tg, fresh, servedOn); have < need {
 		l.status.WaitingFor = need - have
 		l.status.LastSkipReason = fmt.Sprintf("%d %s, need %d", have, what, need)
 		return false

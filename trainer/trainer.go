@@ -31,7 +31,9 @@ type Config struct {
 	// first model (DefaultMinSamplesFresh), held-out ones included: it is
 	// what a router must send before it gets predictions, and a tenth of
 	// its samples are held out. MinSamples is the number of training
-	// samples it needs to retrain once it has one (DefaultMinSamples). The reference
+	// samples it needs to retrain once it has one (DefaultMinSamples);
+	// below it, a model is refitted when the training samples have grown
+	// earlyGrowth times past its own (retrainNeeds). The reference
 	// lowered its threshold for the whole process after a cold start; here
 	// the fresh threshold applies only until a target has a model.
 	MinSamplesFresh int

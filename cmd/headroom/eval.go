@@ -62,7 +62,7 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		oorGain    = fs.Float64("out-of-range-gain", 0, "step by which each live sample outside the serving model's training ranges moves the level served to such rows (0: the service's default)")
 		oorStart   = fs.Float64("out-of-range-start", 0, "level served to rows outside the serving model's training ranges before any live sample there moves it (0: the service's default)")
 		fixedLevel = fs.Bool("fixed-levels", false, "serve every quantile at its calibrated level: no adaptive correction of coverage")
-		minSamples = fs.Int("min-samples", 100, "training samples a target needs to retrain once it has a model, as for serve")
+		minSamples = fs.Int("min-samples", 100, "training samples a target needs to retrain at every tick once it has a model (below them, when they have doubled since its model), as for serve")
 		transfer   = fs.Bool("transfer", false, "measure the KV-transfer model instead: random 90/10 splits and extrapolation from --train-max to --test-min transfer tokens, on --pd-samples or on simulated P/D runs")
 		pdSamples  = fs.String("pd-samples", "", "--transfer: a JSONL file of `headroom whatif --pd ... --pd-samples`; default: simulate")
 		pdSeed     = fs.Uint64("pd-seed", 1, "--transfer: seed of the simulated P/D runs")

@@ -158,7 +158,7 @@ func (f *trainerFlags) register(fs *flag.FlagSet) {
 	f.cfg.Params.Seed = def.Params.Seed
 	fs.StringVar(&f.cfg.Listen, "trainer-listen", def.Listen, "address of the training server")
 	fs.DurationVar(&f.cfg.RetrainInterval, "retrain-interval", def.RetrainInterval, "time between retrain attempts")
-	fs.IntVar(&f.cfg.MinSamples, "min-samples", def.MinSamples, "training samples a target needs to retrain once it has a model")
+	fs.IntVar(&f.cfg.MinSamples, "min-samples", def.MinSamples, "training samples a target needs to retrain at every tick once it has a model (below them it retrains when they have doubled since its model)")
 	fs.IntVar(&f.cfg.MinSamplesFresh, "min-samples-fresh", def.MinSamplesFresh, "samples a target needs for its first model, held-out ones included; it is trained at once, a linear model first")
 	fs.IntVar(&f.cfg.MaxTrainRows, "max-train-rows", def.MaxTrainRows, "most training samples one fit reads per target, the newest of every store bucket in even shares (negative: all)")
 	fs.IntVar(&f.cfg.Store.BucketCapacity, "bucket-capacity", def.Store.BucketCapacity, "samples kept per store bucket (oldest evicted)")
