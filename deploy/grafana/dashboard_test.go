@@ -168,6 +168,11 @@ func TestDashboardCoversTheService(t *testing.T) {
 		"headroom_store_bucket_samples", "headroom_publication_rejections_total",
 		"headroom_predictor_bundle_epoch_changes_total",
 		"headroom_kv_transfer_holdout_mape_percent", "headroom_kv_transfer_bandwidth_bytes_per_second",
+		// issue 26: the judgment of a rise of the live error, and the
+		// bounds on what clients may hold or make the servers do
+		`headroom_live_shift{job=~"$job",judgment="burst"}`, `headroom_live_shift{job=~"$job",judgment="drift"}`,
+		"headroom_predict_shed_total", "headroom_bundle_watchers_refused_total", "headroom_bundle_watchers{",
+		"headroom_connections_evicted_total", "headroom_connections_open",
 	} {
 		if !strings.Contains(all, want) {
 			t.Errorf("no panel queries %s", want)
