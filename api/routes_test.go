@@ -9,11 +9,13 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/headroomhq/headroom/features"
 	"github.com/headroomhq/headroom/predictor"
 	"github.com/headroomhq/headroom/store"
 	"github.com/headroomhq/headroom/trainer"
+	"github.com/headroomhq/headroom/wire"
 )
 
 type service struct {
@@ -123,7 +125,7 @@ func TestIngestErrors(t *testing.T) {
 		{"body too large", "/samples", `[` + strings.Repeat(entry(50, 0, 1)+",", 10000) + entry(50, 0, 1) + `]`, "application/json", 413},
 		{"empty list accepted", "/add_training_data_bulk", `{"entries":[]}`, "application/json", 202},
 		{"one object on /samples", "/samples", entry(50, 0, 1), "", 202},
-		{"bare array on /samples", "/samples", `[` + entry(50, 0, 1) + `]`, "application/json", 202},
+		{"bare array on /samples", "/samples", `[` + entry(51, 0, 1) + `]`, "application/json", 202}, // not the entry above: that would be a duplicate
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -343,4 +345,108 @@ func TestKVTransferEndToEnd(t *testing.T) {
 	if tr := st["training"].(map[string]any)["kv_transfer"].(map[string]any); tr["runs"] != 1.0 {
 		t.Errorf("trainer /status training.kv_transfer: %v", tr)
 	}
+}
+
+// An entry without a timestamp, sent again (a client's retry, a loop
+// resending one upload), is one sample: the second copy is acknowledged
+// like the first and not stored again, though the trainer stamped each
+// copy with another arrival time; across a restart of the store too, and
+// the live figures see it once. An entry the client timestamped is an
+// observation at that time: the same row at another time is another. Before,
+// each copy was stamped and stored as a new observation, and 30 resends of
+// 100 rows with TTFT x 20 moved the served model (issue 26).
+func TestResentEntryWithoutTimestampCountsOnce(t *testing.T) {
+	s := newService(t, Tokens{})
+	s.ingestAndTrain(t, 300)
+	path := s.db.Path()
+	clock := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	now := func() time.Time { clock = clock.Add(time.Minute); return clock }
+	handler := func(db *store.DB) http.Handler {
+		return NewTrainerHandler(s.trainer, db, TrainerOptions{Limits: Limits{MaxBodyBytes: 1 << 20}, Now: now})
+	}
+	h := handler(s.db)
+	stored := func(db *store.DB) int {
+		c := db.Counts()
+		return c.Train(features.TTFT) + c.Holdout(features.TTFT)
+	}
+	observed := func() uint64 {
+		if l := s.trainer.Status().Targets["ttft"].Live; l != nil && l.Model != nil {
+			return l.Model.Observed
+		}
+		return 0
+	}
+	post := func(h http.Handler, body string, wantDuplicates int) {
+		t.Helper()
+		w := do(h, "POST", "/add_training_data_bulk", body)
+		if w.Code != http.StatusAccepted {
+			t.Fatalf("status %d: %s", w.Code, w.Body)
+		}
+		var a wire.IngestAnswer
+		if err := json.Unmarshal(w.Body.Bytes(), &a); err != nil {
+			t.Fatal(err)
+		}
+		if a.Accepted != 1 || a.Message != "Accepted 1 training samples." || a.Stored.Duplicates != wantDuplicates {
+			t.Fatalf("answer %s: want 1 accepted, %d duplicates", w.Body, wantDuplicates)
+		}
+	}
+	base := stored(s.db)
+	resent := `{"entries":[` + entry(777, 0, 9) + `]}`
+	seen := observed()
+	post(h, resent, 0)
+	post(h, resent, 1)
+	if n := stored(s.db) - base; n != 1 {
+		t.Fatalf("the entry sent twice without a timestamp stored %d times, want once", n)
+	}
+	if n := observed() - seen; n != 1 {
+		t.Errorf("the live figures saw the entry %d times, want once", n)
+	}
+
+	// What was acknowledged is durable and keeps its identity: the store
+	// reopened holds it once, with the time it first arrived, and a copy
+	// sent after the restart is still the same sample.
+	if err := s.db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	db, err := store.Open(path, store.Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	if n := stored(db) - base; n != 1 {
+		t.Fatalf("after a restart %d copies stored, want 1", n)
+	}
+	first := time.Date(2026, 12, 1, 10, 1, 0, 0, time.UTC)
+	if !holdsAt(t, db, 777, first) {
+		t.Errorf("the stored copy is not the first arrival's (%s)", first)
+	}
+	h = handler(db)
+	post(h, resent, 1)
+
+	// The client's own timestamps: the same row observed at two times is
+	// two samples, and each of them sent again is a duplicate.
+	at := func(ts string) string {
+		return `{"entries":[` + strings.Replace(entry(777, 0, 9), `}`, `,"timestamp":"`+ts+`"}`, 1) + `]}`
+	}
+	post(h, at("2026-12-01T09:00:00Z"), 0)
+	post(h, at("2026-12-01T09:00:01Z"), 0)
+	post(h, at("2026-12-01T09:00:01Z"), 1)
+	if n := stored(db) - base; n != 3 {
+		t.Errorf("%d samples of the row, want 3: one without a timestamp, two at their own times", n)
+	}
+}
+
+// holdsAt reports whether db holds a TTFT sample of label ttft with
+// timestamp at.
+func holdsAt(t *testing.T, db *store.DB, ttft float64, at time.Time) bool {
+	t.Helper()
+	train, holdout, err := db.Snapshot(features.TTFT)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range append(train, holdout...) {
+		if s.ActualTTFTMs == ttft && s.Timestamp.Equal(at) {
+			return true
+		}
+	}
+	return false
 }

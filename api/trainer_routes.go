@@ -93,7 +93,7 @@ func newTrainerServer(t *trainer.Trainer, db *store.DB, opts TrainerOptions) (*t
 	s := &trainerServer{t: t, db: db, opts: opts}
 	s.ingested = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "headroom_samples_ingested_total",
-		Help: "Samples committed to the store, by target side (ttft, tpot, holdout sides included) and outcome.",
+		Help: "Ingested entries by outcome: stored (committed to the store), or duplicate (identical to a sample the store holds: acknowledged, not stored again).",
 	}, []string{"outcome"})
 	s.rejected = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "headroom_samples_rejected_total",
@@ -192,7 +192,7 @@ func (s *trainerServer) ingest(c *gin.Context, decode func([]byte, int) ([]featu
 	now := s.opts.Now().UTC()
 	for i := range samples {
 		if samples[i].Timestamp.IsZero() {
-			samples[i].Timestamp = now
+			samples[i].Timestamp, samples[i].Stamped = now, true
 		}
 	}
 	res, err := s.db.Add(samples)
@@ -200,14 +200,21 @@ func (s *trainerServer) ingest(c *gin.Context, decode func([]byte, int) ([]featu
 		writeStoreError(c, "Failed to add training data in bulk", err)
 		return
 	}
-	s.t.ObserveServed(samples)
-	s.ingested.WithLabelValues("stored").Add(float64(len(samples)))
+	// A duplicate is acknowledged, as what it carries is durable, but it
+	// is no new observation: the live figures and the gate's live window
+	// see each sample once, as the store does.
+	s.t.ObserveServed(res.Fresh(samples))
+	s.ingested.WithLabelValues("stored").Add(float64(len(samples) - res.Duplicates))
+	if res.Duplicates > 0 {
+		s.ingested.WithLabelValues("duplicate").Add(float64(res.Duplicates))
+	}
 	if rejected == nil {
 		rejected = []wire.Rejection{}
 	}
 	c.JSON(http.StatusAccepted, wire.IngestAnswer{
 		Message: fmt.Sprintf("Accepted %d training samples.", len(samples)), Accepted: len(samples), Rejected: rejected,
-		Stored: wire.Stored{Train: res.Train[:], Holdout: res.Holdout[:], Evicted: res.Evicted[:], Discarded: res.Discarded},
+		Stored: wire.Stored{Train: res.Train[:], Holdout: res.Holdout[:], HoldoutOverflow: res.HoldoutOverflow[:],
+			Evicted: res.Evicted[:], Discarded: res.Discarded, Duplicates: res.Duplicates},
 	})
 }
 

@@ -25,6 +25,11 @@ type Sample struct {
 	ActualTTFTMs float64
 	ActualTPOTMs float64
 	Timestamp    time.Time // observation time, UTC
+	// Stamped says Timestamp is when the sample arrived, given by the
+	// service because its client sent none: not part of what the client
+	// reported, so the same entry sent again is the same sample, not a
+	// second observation (the store counts it once).
+	Stamped bool
 
 	// The predictions the router acted on, when it says; 0 when absent.
 	PredictedTTFTMs float64

@@ -25,6 +25,23 @@ type AddResult struct {
 	// Duplicates counts samples identical to one the store holds, or to
 	// one before them in the call, and not stored again (dedup.go).
 	Duplicates int
+	dups       []int32 // their indices in the call, ascending
+}
+
+// Fresh returns the samples of the call r is the result of that are not
+// duplicates: what the call added to what the store has seen. It is
+// samples itself when there are none.
+func (r AddResult) Fresh(samples []features.Sample) []features.Sample {
+	if len(r.dups) == 0 {
+		return samples
+	}
+	out := make([]features.Sample, 0, len(samples)-len(r.dups))
+	next := 0
+	for _, d := range r.dups {
+		out = append(out, samples[next:d]...)
+		next = int(d) + 1
+	}
+	return append(out, samples[next:]...)
 }
 
 // addPlan is the part of an Add that needs no lock: encoding, identities
@@ -311,6 +328,7 @@ func (db *DB) apply(tx *bolt.Tx, p *addPlan, st *txState) (AddResult, error) {
 		}
 		if dup[i] {
 			res.Duplicates++
+			res.dups = append(res.dups, int32(i))
 			continue
 		}
 		for _, t := range streams {

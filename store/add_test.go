@@ -3,6 +3,7 @@ package store
 import (
 	"errors"
 	"math"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -36,7 +37,7 @@ func TestAddRoutesByLabel(t *testing.T) {
 			db := openTest(t, tempPath(t), o)
 			res := mustAdd(t, db, []features.Sample{tc.sample})
 			want := AddResult{Train: [numStreams]int{tc.ttft, tc.tpot}, Discarded: tc.discarded}
-			if res != want {
+			if !reflect.DeepEqual(res, want) {
 				t.Errorf("Add = %+v, want %+v", res, want)
 			}
 			for _, tg := range features.PodTargets {

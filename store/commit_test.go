@@ -2,7 +2,7 @@ package store
 
 import (
 	"errors"
-	"slices"
+	"reflect"
 	"sync"
 	"testing"
 	"time"
@@ -61,7 +61,7 @@ func TestGroupCommitEqualsSequentialAdds(t *testing.T) {
 	if c := grouped.commits.Load() - before; c != 1 {
 		t.Errorf("group of %d made %d commits, want 1", len(batches), c)
 	}
-	if !slices.Equal(got, want) {
+	if !reflect.DeepEqual(got, want) {
 		t.Errorf("group results %+v\nsequential     %+v", got, want)
 	}
 	if grouped.Counts() != seq.Counts() {

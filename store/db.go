@@ -36,8 +36,9 @@
 //     side, by room in the holdout for the minute it arrives in
 //     (holdout.go); a sample with both labels is stored under each target
 //     with the same sequence number.
-//   - No two samples stored in one stream are identical (dedup.go), but for
-//     copies a store held before it kept identities.
+//   - No two samples stored in one stream have one identity (dedup.go):
+//     identical, a timestamp the service stamped aside; but for copies a
+//     store held before it kept identities.
 //   - Sequence numbers come from one store-wide counter (meta/seq), grow with
 //     insertion and are never reused: every stored key is ≤ meta/seq. So each
 //     bucket iterates oldest first and a target's buckets merge into global
@@ -83,7 +84,11 @@ import (
 // transaction: it adds the empty stream and sets the version; the samples
 // are untouched. A binary of version 1 then refuses the file. Version 3
 // added the split_ttft stream, upgraded the same way (streamSince).
-const formatVersion = 3
+// Version 4 added records whose timestamp the service stamped (bit 7 of
+// their presence byte, encoding.go), which a binary of version 3 would
+// take for damage; the upgrade only sets the version, since the records
+// a version 3 binary wrote are version 4 records as they are.
+const formatVersion = 4
 
 // minFormatVersion is the oldest layout Open upgrades.
 const minFormatVersion = 1

@@ -380,7 +380,7 @@ func TestOpenRefusesBadFiles(t *testing.T) {
 		}, ErrCorrupt, ""},
 		{"format version 9", edit(func(tx *bolt.Tx) error {
 			return putUint64(tx.Bucket(bucketMeta), keyFormat, 9)
-		}), ErrIncompatible, "format version 9, this binary reads 1 to 3"},
+		}), ErrIncompatible, "format version 9, this binary reads 1 to 4"},
 		{"unknown scheme", edit(func(tx *bolt.Tx) error {
 			return tx.Bucket(bucketMeta).Put(keyScheme, []byte("kv10,gpu3"))
 		}), ErrIncompatible, `unknown dimension "gpu3"`},

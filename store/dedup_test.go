@@ -92,6 +92,103 @@ func TestIdenticalEntriesCountOnce(t *testing.T) {
 	}
 }
 
+// A timestamp the service stamped on an entry sent without one is not part
+// of the sample's identity: the same entry arriving again, with another
+// stamp, is a duplicate, also after a restart (Open computes identities
+// from the records, which say which timestamps were stamped). A timestamp
+// the client sent is: the same row at another time of its own is another
+// sample. A record written before stamps were marked (store format 3) keeps
+// its timestamp in its identity: a stamped resend of it is stored once
+// more, and is then the copy later resends match.
+func TestStampedTimestampIsNotPartOfTheIdentity(t *testing.T) {
+	o := testOptions()
+	path := tempPath(t)
+	db := openTest(t, path, o)
+	row := sameBucket(1, 0)[0]
+	row.ActualTPOTMs = 7 // both targets
+	stamped := func(at time.Duration) features.Sample {
+		s := row
+		s.Timestamp, s.Stamped = testEpoch.Add(at), true
+		return s
+	}
+	if res := mustAdd(t, db, []features.Sample{stamped(time.Second), stamped(2 * time.Second)}); res.Duplicates != 1 {
+		t.Fatalf("one entry stamped twice in one Add: %d duplicates, want 1", res.Duplicates)
+	}
+	if res := mustAdd(t, db, []features.Sample{stamped(time.Hour)}); res.Duplicates != 1 {
+		t.Errorf("the entry stamped again an hour later: %d duplicates, want 1", res.Duplicates)
+	}
+	slower := stamped(3 * time.Second)
+	slower.ActualTTFTMs++
+	clientTimed := row
+	clientTimed.Timestamp = testEpoch.Add(time.Second) // the first stamp's time, but the client's
+	if res := mustAdd(t, db, []features.Sample{slower, clientTimed}); res.Duplicates != 0 {
+		t.Errorf("a stamped sample a millisecond slower, or the row at a time of the client's: %d duplicates, want 0", res.Duplicates)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	db = openTest(t, path, o)
+	if res := mustAdd(t, db, []features.Sample{stamped(2 * time.Hour)}); res.Duplicates != 1 {
+		t.Errorf("stamped again after a restart: %d duplicates, want 1", res.Duplicates)
+	}
+	train, holdout, err := db.Snapshot(features.TTFT)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var first *features.Sample
+	for _, s := range append(train, holdout...) {
+		if s.Stamped && s.ActualTTFTMs == row.ActualTTFTMs {
+			if first != nil {
+				t.Fatalf("two stamped samples of the row stored: %v and %v", first.Timestamp, s.Timestamp)
+			}
+			first = &s
+		}
+	}
+	if first == nil || !first.Timestamp.Equal(testEpoch.Add(time.Second)) {
+		t.Errorf("stored %+v, want the entry at its first arrival", first)
+	}
+
+	// A format 3 store: the api stamped its timestamps, but its records do
+	// not say so. It opens, upgraded, with its samples as they were.
+	old := row
+	old.Row.InputTokenLength++
+	old.Timestamp = testEpoch.Add(time.Minute)
+	mustAdd(t, db, []features.Sample{old})
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	rawUpdate(t, path, func(tx *bolt.Tx) error { return putUint64(tx.Bucket(bucketMeta), keyFormat, 3) })
+	db = openTest(t, path, o)
+	if format := db.formatOf(t); format != formatVersion {
+		t.Errorf("format %d after opening a format 3 store, want %d", format, formatVersion)
+	}
+	resend := old
+	resend.Timestamp, resend.Stamped = testEpoch.Add(time.Hour), true
+	if res := mustAdd(t, db, []features.Sample{resend}); res.Duplicates != 0 {
+		t.Errorf("a stamped resend of a format 3 record: %d duplicates, want 0 (its identity kept its timestamp)", res.Duplicates)
+	}
+	resend.Timestamp = testEpoch.Add(2 * time.Hour)
+	if res := mustAdd(t, db, []features.Sample{resend}); res.Duplicates != 1 {
+		t.Errorf("the next stamped resend: %d duplicates, want 1", res.Duplicates)
+	}
+}
+
+// formatOf is the format version the open store's file records.
+func (db *DB) formatOf(t *testing.T) uint64 {
+	t.Helper()
+	var format uint64
+	err := db.bolt.View(func(tx *bolt.Tx) error {
+		var err error
+		format, err = getUint64(tx.Bucket(bucketMeta), keyFormat)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return format
+}
+
 // A store written before secrets gets one at its first open by this
 // release, once: its samples stay where they were, and the secret it gets
 // is the one it keeps.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/bits"
 	"time"
 
 	"github.com/headroomhq/headroom/features"
@@ -15,7 +16,8 @@ import (
 //	byte 0   format version (1)
 //	byte 1   presence bits, 1 = present: 0 KVCachePercentage, 1 PrefixCacheScore,
 //	         2 ActualTTFTMs, 3 ActualTPOTMs, 4 PredictedTTFTMs, 5 PredictedTPOTMs,
-//	         6 Timestamp; bit 7 is 0
+//	         6 Timestamp, 7 Stamped (the timestamp is the arrival time the
+//	         service gave an entry sent without one; only with bit 6)
 //	         each present float, in bit order: 8 bytes, IEEE-754 bits, big-endian
 //	         zig-zag varints: InputTokenLength, NumRequestWaiting, NumRequestRunning,
 //	         NumTokensGenerated, PrefillTokensInFlight, DecodeTokensInFlight,
@@ -25,7 +27,11 @@ import (
 //
 // A float is present iff its bit pattern is non-zero, so +0 costs nothing and
 // every value, -0 included, round-trips exactly. Every sample has exactly one
-// encoding; the holdout hash relies on that.
+// encoding; the holdout hash relies on that. A stamped timestamp is left
+// out of the record's identity (identityOf): the same entry sent twice
+// without a timestamp is one sample, whatever the times it arrived at.
+// Bit 7 is set only by store format 4 on (db.go), which a binary of an
+// older format refuses before reading a record.
 //
 // Version 2 is the record of a sample with a Transfer: version 1's fields
 // with byte 0 set to 2, then
@@ -62,7 +68,8 @@ func transferStrings(t *features.Transfer) [numTransferStrings]*string {
 const (
 	numFloats    = 6
 	bitTimestamp = 1 << 6
-	knownBits    = 1<<numFloats - 1 | bitTimestamp
+	bitStamped   = 1 << 7
+	knownBits    = 1<<numFloats - 1 | bitTimestamp | bitStamped
 )
 
 // Unix nanoseconds cover 1678-2262; outside that UnixNano is undefined.
@@ -114,6 +121,11 @@ func appendSample(dst []byte, s *features.Sample) ([]byte, error) {
 			return dst, fmt.Errorf("timestamp %s is outside 1678-2262", s.Timestamp.Format(time.RFC3339))
 		}
 		bits |= bitTimestamp
+		if s.Stamped {
+			bits |= bitStamped
+		}
+	} else if s.Stamped {
+		return dst, errors.New("stamped without a timestamp")
 	}
 	version := byte(sampleFormat)
 	if s.Transfer != nil {
@@ -240,6 +252,9 @@ func decodeSample(b []byte, s *features.Sample) error {
 	if bits&^knownBits != 0 {
 		return fmt.Errorf("%w: unknown presence bits %#x", errMalformed, bits&^knownBits)
 	}
+	if bits&bitStamped != 0 && bits&bitTimestamp == 0 {
+		return fmt.Errorf("%w: stamped without a timestamp", errMalformed)
+	}
 	b = b[2:]
 	var fs [numFloats]float64
 	for i := range fs {
@@ -300,9 +315,38 @@ func decodeSample(b []byte, s *features.Sample) error {
 		PredictedTTFTMs: fs[4],
 		PredictedTPOTMs: fs[5],
 		Timestamp:       ts,
+		Stamped:         bits&bitStamped != 0,
 	}
 	s.Row = rowFrom(fs[0], fs[1], is, internPodType(b))
 	return nil
+}
+
+// stampedTime returns where the varint of a stamped timestamp lies in
+// rec, a record decodeSample accepts: rec[from:to]. ok is false when rec
+// has no stamped timestamp.
+func stampedTime(rec []byte) (from, to int, ok bool) {
+	if len(rec) < 2 || rec[1]&bitStamped == 0 {
+		return 0, 0, false
+	}
+	from = 2 + 8*bits.OnesCount8(rec[1]&(1<<numFloats-1))
+	for range 8 { // the integer fields
+		if from > len(rec) {
+			return 0, 0, false
+		}
+		_, n := binary.Varint(rec[from:])
+		if n <= 0 {
+			return 0, 0, false
+		}
+		from += n
+	}
+	if from > len(rec) {
+		return 0, 0, false
+	}
+	_, n := binary.Varint(rec[from:])
+	if n <= 0 {
+		return 0, 0, false
+	}
+	return from, from + n, true
 }
 
 func rowFrom(kv, prefix float64, is [8]int64, podType string) (r features.Row) {

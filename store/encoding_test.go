@@ -22,7 +22,7 @@ func sampleEqual(a, b *features.Sample) bool {
 		ra.EncoderMatchedSize == rb.EncoderMatchedSize &&
 		floatsEq(a.ActualTTFTMs, b.ActualTTFTMs) && floatsEq(a.ActualTPOTMs, b.ActualTPOTMs) &&
 		floatsEq(a.PredictedTTFTMs, b.PredictedTTFTMs) && floatsEq(a.PredictedTPOTMs, b.PredictedTPOTMs) &&
-		a.Timestamp.Equal(b.Timestamp) && transferEqual(a.Transfer, b.Transfer)
+		a.Timestamp.Equal(b.Timestamp) && a.Stamped == b.Stamped && transferEqual(a.Transfer, b.Transfer)
 }
 
 func transferEqual(a, b *features.Transfer) bool {
@@ -110,6 +110,7 @@ func TestEncodingRoundTrip(t *testing.T) {
 		"local time":      {Timestamp: time.Date(2026, 1, 2, 3, 4, 5, 6, berlin)},
 		"epoch":           {Timestamp: time.Unix(0, 0)},
 		"before epoch":    {Timestamp: time.Date(1900, 1, 1, 0, 0, 0, 1, time.UTC)},
+		"stamped":         {ActualTTFTMs: 5, Timestamp: time.Unix(1700000000, 9), Stamped: true},
 	}
 	for name, s := range tests {
 		enc, err := appendSample(nil, &s)
@@ -155,6 +156,7 @@ func TestEncodingRejects(t *testing.T) {
 		Row:          features.Row{KVCachePercentage: 0.5, InputTokenLength: 1000, PodType: "decode"},
 		ActualTTFTMs: 100, Timestamp: time.Unix(1700000000, 5),
 	})
+	unstamped := mustEncode(t, &features.Sample{ActualTTFTMs: 100})
 	tests := map[string]struct {
 		rec  []byte
 		want string
@@ -163,7 +165,7 @@ func TestEncodingRejects(t *testing.T) {
 		"future version":        {append([]byte{3}, good[1:]...), "format version 3"},
 		"transfer part missing": {append([]byte{2}, good[1:]...), "truncated"},
 		"version zero":          {append([]byte{0}, good[1:]...), "format version 0"},
-		"unknown bit":           {append([]byte{good[0], good[1] | 0x80}, good[2:]...), "presence bits"},
+		"stamped, no timestamp": {append([]byte{unstamped[0], unstamped[1] | bitStamped}, unstamped[2:]...), "stamped without a timestamp"},
 		"trailing byte":         {append(bytes.Clone(good), 0), "trailing"},
 		"zero float":            {append([]byte{1, 1}, make([]byte, 8+8+1)...), "stored as zero"},
 	}
@@ -192,6 +194,7 @@ func TestEncodingRefusesUnstorableValues(t *testing.T) {
 		"inf predicted tpot": {PredictedTPOTMs: math.Inf(1)},
 		"year 3000":          {Timestamp: time.Date(3000, 1, 1, 0, 0, 0, 0, time.UTC)},
 		"year 1600":          {Timestamp: time.Date(1600, 1, 1, 0, 0, 0, 0, time.UTC)},
+		"stamped, no time":   {ActualTTFTMs: 1, Stamped: true},
 	}
 	for name, s := range tests {
 		if b, err := appendSample(nil, &s); err == nil {

@@ -121,5 +121,13 @@ const (
 
 // identityOf is a record's identity: two records are one sample's exactly
 // when their identities are equal, but for a chance of about 2⁻⁶⁴ a pair
-// that nobody without the secret can aim at.
-func (k *storeKeys) identityOf(rec []byte) uint64 { return k.identity.sum(rec) }
+// that nobody without the secret can aim at. A timestamp the service
+// stamped is not part of it (dedup.go).
+func (k *storeKeys) identityOf(rec []byte) uint64 {
+	from, to, ok := stampedTime(rec)
+	if !ok {
+		return k.identity.sum(rec)
+	}
+	var buf [128]byte
+	return k.identity.sum(append(append(buf[:0], rec[:from]...), rec[to:]...))
+}

@@ -161,7 +161,7 @@ func TestOpenUpgradesFormat1(t *testing.T) {
 
 // A store written before the split-TTFT stream existed (format 2: no
 // split_ttft bucket, no generation for it) opens with every sample, gains
-// the stream at format 3, and takes split requests' TTFTs into it.
+// the stream (format 3), and takes split requests' TTFTs into it.
 func TestOpenUpgradesFormat2(t *testing.T) {
 	path := tempPath(t)
 	before := openTest(t, path, testOptions())
@@ -200,8 +200,8 @@ func TestOpenUpgradesFormat2(t *testing.T) {
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if format := fileFormat(t, path); format != 3 {
-		t.Fatalf("format %d after the upgrade, want 3", format)
+	if format := fileFormat(t, path); format != formatVersion {
+		t.Fatalf("format %d after the upgrade, want %d", format, formatVersion)
 	}
 }
 

@@ -53,10 +53,16 @@ type PredictorReadiness struct {
 // Stored counts what one ingest stored, per stream of the store in the
 // order of features.Targets (store.AddResult).
 type Stored struct {
-	Train     []int `json:"Train"`
-	Holdout   []int `json:"Holdout"`
-	Evicted   []int `json:"Evicted"`
-	Discarded int   `json:"Discarded"`
+	Train   []int `json:"Train"`
+	Holdout []int `json:"Holdout"`
+	// HoldoutOverflow counts the held-out side's samples that their
+	// minute of arrival had no room for in the holdout: in Train instead.
+	HoldoutOverflow []int `json:"HoldoutOverflow"`
+	Evicted         []int `json:"Evicted"`
+	Discarded       int   `json:"Discarded"`
+	// Duplicates counts entries identical to a sample the store holds,
+	// acknowledged and not stored again.
+	Duplicates int `json:"Duplicates"`
 }
 
 // IngestAnswer is 202 to POST /samples and /add_training_data_bulk: how
