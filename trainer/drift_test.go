@@ -205,6 +205,85 @@ func TestForwardSamplesOldestFirst(t *testing.T) {
 	}
 }
 
+// The forward window calibrates the next model's quantiles and chooses its
+// tree weight, and the gate measures neither: a burst that fills it would
+// set the bounds every later model is served with. The samples of a
+// burst's elevated minutes are withheld from every fit until they leave
+// the window; a rise that persists into a drift gives them back, and is
+// followed. Before, one upload of 500 rows with TTFT x 20 widened the
+// served upper bound from 2.1 to 34 times the prediction (issue 26).
+func TestABurstDoesNotCalibrateTheNextModels(t *testing.T) {
+	now := time.Unix(1_800_000_000, 0)
+	d := newLiveTargets(DriftConfig{}, func() time.Time { return now }, nil)
+	m := driftModel(t)
+	b := &model.Bundle{TTFT: m}
+	upper := func() float64 {
+		t.Helper()
+		cal, err := forwardCalibration(m, d.forwardSamples(features.TTFT))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return math.Exp(cal.LogResidual(0.9))
+	}
+	withheld := func() int { return d.status(features.TTFT).ForwardWithheld }
+
+	// A window of ordinary errors, 100 ms predicted for 95 to 114.
+	clean := func(n int) []features.Sample {
+		s := spread(ttftSamples(n, 0, 0))
+		for i := range s {
+			s[i].ActualTTFTMs = 95 + float64(i%20)
+		}
+		return s
+	}
+	d.observe(clean(200), b)
+	if u := upper(); u > 1.2 {
+		t.Fatalf("upper bound %.2f x the prediction on ordinary errors", u)
+	}
+	// A minute later, one upload of 40 rows with TTFT x 20, a fifth of the
+	// window: judged a burst, and none of it calibrates a fit.
+	now = now.Add(time.Minute)
+	d.observe(spread(ttftSamples(40, 2000, 0)), b)
+	if j := d.status(features.TTFT).Shift.Judgment; j != ShiftBurst {
+		t.Fatalf("judged %s, want a burst", j)
+	}
+	if got := d.forwardSamples(features.TTFT); len(got) != 160 || withheld() != 40 {
+		t.Fatalf("%d forward samples, %d withheld; want the 160 ordinary ones and the burst's 40", len(got), withheld())
+	}
+	if u := upper(); u > 1.2 {
+		t.Errorf("upper bound %.2f x the prediction after the burst, want it unmoved", u)
+	}
+	// Withheld across a model change too (its judgment starts afresh),
+	// until the burst's minute has left the window.
+	b = &model.Bundle{TTFT: driftModel(t)}
+	now = now.Add(time.Minute)
+	d.observe(clean(100), b)
+	if withheld() != 40 {
+		t.Errorf("after a new model, %d withheld, want the burst's 40", withheld())
+	}
+	d.observe(clean(200), b)
+	if got := d.forwardSamples(features.TTFT); len(got) != 200 || withheld() != 0 || len(locked(d, features.TTFT, func(tl *targetLive) map[int64]struct{} { return tl.burstMinutes })) != 0 {
+		t.Errorf("%d forward samples, %d withheld once the burst left the window; want 200 and none forgotten", len(got), withheld())
+	}
+
+	// A rise that persists, across minutes, uploads and places, is a drift:
+	// its errors calibrate the models that follow it, from its first minute.
+	for range 4 {
+		now = now.Add(time.Minute)
+		for range 2 {
+			d.observe(spread(ttftSamples(20, 300, 0)), b)
+		}
+	}
+	if j := d.status(features.TTFT).Shift.Judgment; j != ShiftDrift {
+		t.Fatalf("judged %s after four minutes of it, want a drift", j)
+	}
+	if withheld() != 0 {
+		t.Errorf("%d of a drift's samples withheld", withheld())
+	}
+	if u := upper(); u < 2.5 {
+		t.Errorf("upper bound %.2f x the prediction in a drift of TTFT x 3, want the drift's errors to widen it", u)
+	}
+}
+
 // End to end: the trainer's Run loop retrains early, not at its next
 // (hour-long) tick, once the rise of the live error is judged a drift, and
 // publishes the candidate the gate measures on the holdout since the drift
@@ -429,7 +508,9 @@ func TestAdaptiveLevelCoversADriftingStream(t *testing.T) {
 		for i, fixed := range []bool{true, false} {
 			var sum float64
 			for seed := range uint64(4) {
-				cfg := DriftConfig{Window: 200, Quantile: tc.q, Disabled: true, FixedLevels: fixed}
+				// The stream arrives within a minute of the clock,
+				// as a replay's does: not a burst.
+				cfg := DriftConfig{Window: 200, Quantile: tc.q, Disabled: true, FixedLevels: fixed, TrustBursts: true}
 				sum += servedCoverage(t, cfg, noisyStream(3000, seed, tc.spread), 100)
 			}
 			got[i] = sum / 4
@@ -670,7 +751,10 @@ func locked[T any](h *liveTargets, tg features.Target, f func(*targetLive) T) T 
 }
 
 func (h *liveTargets) forwardSamples(tg features.Target) []fit.ForwardSample {
-	return locked(h, tg, h.driftTracker.forwardSamples)
+	return locked(h, tg, func(tl *targetLive) []fit.ForwardSample {
+		f, _ := h.driftTracker.forwardSamples(tl)
+		return f
+	})
 }
 
 func (h *liveTargets) levelAdjustment(tg features.Target) *model.LevelAdjustment {

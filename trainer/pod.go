@@ -76,7 +76,7 @@ func (p *podModels) fit(ctx context.Context, job fitJob[*model.TargetModel]) (*m
 		in.CarryOnly = true
 	}
 	job.live.mu.Lock()
-	in.Forward = d.forwardSamples(job.live)
+	in.Forward, _ = d.forwardSamples(job.live)
 	in.Levels = d.levelAdjustment(job.live)
 	in.OutOfRangeLevels = d.outOfRangeLevelAdjustment(job.live)
 	job.live.mu.Unlock()
@@ -223,7 +223,7 @@ func (p *podModels) score(tl *targetLive, m *model.TargetModel, changed bool, sa
 			d.adaptOutOfRangeLevel(tl, m, x, central, actual)
 		}
 		d.metrics.observeLive(t, "model")
-		tl.pushForward(forwardSample(m, x, central, actual), d.cfg.Window)
+		tl.pushForward(forwardSample(m, x, central, actual), d.now().Unix()/60, d.cfg.Window)
 	}
 	d.metrics.observeLiveSummary(t, tl, d.cfg.Quantile)
 	return m != nil && d.judge(t, tl)

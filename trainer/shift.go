@@ -46,6 +46,8 @@ type ShiftStatus struct {
 	Places  int       `json:"places,omitempty"`
 	// Need is what a drift needs: minutes, uploads, places.
 	Need [3]int `json:"need"`
+	// elevated lists the elevated minutes (Unix minutes), oldest first.
+	elevated []int64
 }
 
 // shiftSlot is one minute of arrivals' evidence.
@@ -112,6 +114,7 @@ func (d *driftTracker) judgeShift(s *shiftTracker, hold float64, now time.Time) 
 		if st.Minutes == 0 {
 			st.Since = time.Unix(sl.minute*60, 0).UTC()
 		}
+		st.elevated = append(st.elevated, sl.minute)
 		st.Minutes++
 		st.Uploads += sl.uploads
 		for p := range sl.places {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 
@@ -75,7 +76,7 @@ func poisoningRun(ctx context.Context, c Config, name string, p poisoning) (*Res
 			clean = append(clean, s)
 		}
 	}
-	before, _, err := cleanMAPE(ctx, hc, c, clean)
+	before, _, widthBefore, err := cleanMAPE(ctx, hc, c, clean)
 	if err != nil {
 		return nil, err
 	}
@@ -88,7 +89,8 @@ func poisoningRun(ctx context.Context, c Config, name string, p poisoning) (*Res
 		}
 	}
 	version, _ := servedVersion(hc, c.PredictorURL, c.Token)
-	fmt.Fprintf(c.Log, "%s: clean TTFT MAPE %.1f%% served (bundle v%d) before\n", name, before, version)
+	fmt.Fprintf(c.Log, "%s: clean TTFT MAPE %.1f%% served (bundle v%d) before, upper bound %.2f x the prediction (median)\n",
+		name, before, version, widthBefore)
 
 	ctx, cancel := context.WithTimeout(ctx, c.Duration)
 	defer cancel()
@@ -119,6 +121,7 @@ func poisoningRun(ctx context.Context, c Config, name string, p poisoning) (*Res
 		})
 	}
 	worst, lastVersion := before, version
+	widest := widthBefore
 	var first, last, outFirst, outLast float64 // the drift's figures
 	measured := 0
 	bundles := 0
@@ -136,7 +139,7 @@ func poisoningRun(ctx context.Context, c Config, name string, p poisoning) (*Res
 		// The judgment now, not only at the end: a new model starts
 		// its judgment afresh.
 		r.Counts["shift judged "+shiftJudgment(hc, c.TrainerURL, c.Token)+" (polls)"]++
-		m, out, err := cleanMAPE(context.Background(), hc, c, clean)
+		m, out, width, err := cleanMAPE(context.Background(), hc, c, clean)
 		if err != nil {
 			r.Counts["clean measurements failed"]++
 			continue
@@ -147,6 +150,7 @@ func poisoningRun(ctx context.Context, c Config, name string, p poisoning) (*Res
 		last, outLast = m, out
 		measured++
 		worst = max(worst, m)
+		widest = max(widest, width)
 	}
 	wg.Wait()
 	for k, n := range uploadCounts {
@@ -167,10 +171,16 @@ func poisoningRun(ctx context.Context, c Config, name string, p poisoning) (*Res
 		r.atMost("above the upper bound, last", outLast, "%", 50)
 		return r, nil
 	}
-	fmt.Fprintf(c.Log, "%s: worst clean TTFT MAPE %.1f%%, %d bundles taken\n", name, worst, bundles)
+	fmt.Fprintf(c.Log, "%s: worst clean TTFT MAPE %.1f%%, widest upper bound %.2f x the prediction, %d bundles taken\n",
+		name, worst, widest, bundles)
 	r.add("clean TTFT MAPE before", before, "%")
 	r.add("clean TTFT MAPE worst after", worst, "%")
 	r.atMost("worst after / before", worst/before, "x", 1.5)
+	// The bounds a poisoning could buy without moving the central
+	// prediction: the quantile's calibration comes from the newest live
+	// errors (fit.Inputs.Forward).
+	r.add("upper bound / prediction before (median)", widthBefore, "x")
+	r.add("upper bound / prediction widest after (median)", widest, "x")
 	return r, nil
 }
 
@@ -233,9 +243,10 @@ func routerSamples(ctx context.Context, hc *http.Client, c Config, first int64, 
 	}
 }
 
-// cleanMAPE is the TTFT MAPE of the predictor's answers on samples, and
-// the percentage of samples above their upper TTFT bound.
-func cleanMAPE(ctx context.Context, hc *http.Client, c Config, samples []features.Sample) (mape, above float64, err error) {
+// cleanMAPE is the TTFT MAPE of the predictor's answers on samples, the
+// percentage of samples above their upper TTFT bound, and the median
+// ratio of that bound to the prediction.
+func cleanMAPE(ctx context.Context, hc *http.Client, c Config, samples []features.Sample) (mape, above, width float64, err error) {
 	body := []byte(`{"requests":[`)
 	for i := range samples {
 		if i > 0 {
@@ -246,7 +257,7 @@ func cleanMAPE(ctx context.Context, hc *http.Client, c Config, samples []feature
 	body = append(body, "]}"...)
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.PredictorURL+"/predict/bulk/strict", bytes.NewReader(body))
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, 0, err
 	}
 	req.Header.Set("Content-Type", "application/json")
 	if c.Token != "" {
@@ -254,11 +265,11 @@ func cleanMAPE(ctx context.Context, hc *http.Client, c Config, samples []feature
 	}
 	resp, err := hc.Do(req)
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, 0, err
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return 0, 0, fmt.Errorf("clean rows: the predictor answered %d", resp.StatusCode)
+		return 0, 0, 0, fmt.Errorf("clean rows: the predictor answered %d", resp.StatusCode)
 	}
 	var out struct {
 		Predictions []struct {
@@ -267,20 +278,28 @@ func cleanMAPE(ctx context.Context, hc *http.Client, c Config, samples []feature
 		} `json:"predictions"`
 	}
 	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
-		return 0, 0, fmt.Errorf("clean rows: %w", err)
+		return 0, 0, 0, fmt.Errorf("clean rows: %w", err)
 	}
 	if len(out.Predictions) != len(samples) {
-		return 0, 0, fmt.Errorf("clean rows: %d predictions for %d rows", len(out.Predictions), len(samples))
+		return 0, 0, 0, fmt.Errorf("clean rows: %d predictions for %d rows", len(out.Predictions), len(samples))
 	}
 	sum, n := 0.0, 0
+	ratios := make([]float64, 0, len(samples))
 	for i, p := range out.Predictions {
 		actual := samples[i].ActualTTFTMs
 		sum += math.Abs(p.TTFT-actual) / actual
 		if actual > p.Bounds[1] {
 			n++
 		}
+		if p.TTFT > 0 {
+			ratios = append(ratios, p.Bounds[1]/p.TTFT)
+		}
 	}
-	return 100 * sum / float64(len(samples)), 100 * float64(n) / float64(len(samples)), nil
+	slices.Sort(ratios)
+	if len(ratios) > 0 {
+		width = ratios[len(ratios)/2]
+	}
+	return 100 * sum / float64(len(samples)), 100 * float64(n) / float64(len(samples)), width, nil
 }
 
 // servedVersion is the version of the bundle the predictor serves.

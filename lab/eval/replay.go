@@ -197,7 +197,7 @@ func newReplica(opts Options) (*replica, error) {
 		MinSamplesFresh: opts.MinSamplesFresh,
 		MinSamples:      opts.MinSamples,
 		Columns:         opts.Columns,
-		Drift:           opts.Drift,
+		Drift:           replayDrift(opts.Drift),
 		Gate:            replayGate(),
 		Logger:          opts.Logger,
 	}, r.db)
@@ -225,6 +225,13 @@ func replayStore(o store.Options) store.Options {
 	o = o.ForReplay()
 	o.HoldoutSpread = 1
 	return o
+}
+
+// replayDrift is a replay's live tracking: a burst's forward samples
+// calibrate its fits, as the samples of any other minute (replayStore).
+func replayDrift(d trainer.DriftConfig) trainer.DriftConfig {
+	d.TrustBursts = true
+	return d
 }
 
 // replayGate is a replay's publication gate: its live window unbounded per
