@@ -109,7 +109,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"target", "judgment"}),
 		gateRejections: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "headroom_publication_rejections_total",
-			Help: "Candidate models the publication gate refused, per target and reason (non_finite, out_of_band, worse_than_served, worse_than_constant); the model in service stays. Counted also when --publish-force published them anyway.",
+			Help: "Candidate models the publication gate refused, per target and reason (non_finite, out_of_band, worse_than_served, worse_than_constant, wider_bounds: bounds much wider than the model's in service when a burst began); the model in service stays. Counted also when --publish-force published them anyway.",
 		}, []string{"target", "reason"}),
 		transferClassMAPE: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "headroom_kv_transfer_holdout_mape_percent",

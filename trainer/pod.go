@@ -160,6 +160,19 @@ func (p *podModels) predict(m *model.TargetModel, samples []features.Sample) (pr
 	return pred, actual
 }
 
+// quantiles is predict with m's q quantile of each sample.
+func (p *podModels) quantiles(m *model.TargetModel, samples []features.Sample, q float64) (pred, actual, quant []float64) {
+	pred, actual, quant = make([]float64, len(samples)), make([]float64, len(samples)), make([]float64, len(samples))
+	var buf []float64
+	for i := range samples {
+		buf = m.Schema().Build(&samples[i].Row, buf[:0])
+		pred[i] = m.Predict(buf)
+		quant[i] = m.Quantile(buf, pred[i], q)
+		actual[i], _ = samples[i].Label(p.tg)
+	}
+	return pred, actual, quant
+}
+
 // probes are points spanning m's training ranges (probeGrid).
 func (p *podModels) probes(m *model.TargetModel) []gateProbe {
 	grid := probeGrid(m.Ranges)

@@ -80,6 +80,9 @@ type models[M comparable] interface {
 	// and Measure skip it). probes are the further points the gate checks
 	// m's predictions at.
 	predict(m M, samples []features.Sample) (pred, actual []float64)
+	// quantiles is predict with m's q quantile beside each prediction,
+	// the bound the service serves.
+	quantiles(m M, samples []features.Sample, q float64) (pred, actual, quant []float64)
 	probes(m M) []gateProbe
 	// score scores arriving samples against m into live, under live's
 	// lock (changed: m was not in service at the last call), and reports
@@ -366,6 +369,7 @@ func (l *lifecycle[M]) gate(next, prev *model.Bundle) (refused bool) {
 		l.driftSince = st.Since
 	}
 	ev.driftSince = l.driftSince
+	ev.quantile = l.t.drift.cfg.Quantile
 	// The model in service when a burst began is kept while bursts go on
 	// (within a ShiftSpan of the newest), across the models published
 	// meanwhile; a drift, a followed change, lets it go.

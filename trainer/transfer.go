@@ -63,6 +63,11 @@ func (k *transferModels) predict(m *model.TransferModel, samples []features.Samp
 	return pred, actual
 }
 
+// quantiles is predict with m's q quantile of each sample.
+func (k *transferModels) quantiles(m *model.TransferModel, samples []features.Sample, q float64) (pred, actual, quant []float64) {
+	return fit.LawPredictions(m, k.tg, samples, q)
+}
+
 // probes span each fitted class's token range, alone on the link and of
 // unknown concurrency.
 func (k *transferModels) probes(m *model.TransferModel) []gateProbe {
