@@ -57,11 +57,17 @@ func altered(t *testing.T, m *model.TargetModel, f func(*model.TargetModel)) *mo
 	return &c
 }
 
+// gateCase is a model fitted on 400 generated samples, 200 more held out,
+// and the training labels, from rng; rng goes on for the test's own.
+func gateCase(t *testing.T, rng *rand.Rand) (good *model.TargetModel, holdout []features.Sample, labels []float64) {
+	t.Helper()
+	train, holdout := gateSamples(rng, 400, 1), gateSamples(rng, 200, 1)
+	return gateFit(t, train), holdout, labelsOf(train, features.TTFT)
+}
+
 func TestGateJudge(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
-	train, holdout := gateSamples(rng, 400, 1), gateSamples(rng, 200, 1)
-	good := gateFit(t, train)
-	labels := labelsOf(train, features.TTFT)
+	good, holdout, labels := gateCase(t, rng)
 	constant := func(ms float64) func(*model.TargetModel) {
 		return func(m *model.TargetModel) { m.MinMs, m.MaxMs = ms, ms }
 	}
@@ -359,10 +365,7 @@ func TestGateJudgesEveryMinuteOfTheHoldout(t *testing.T) {
 // when the burst began. Before, four such steps took the clean MAPE from
 // 13% to 37%.
 func TestGateJudgesAgainstTheModelBeforeABurst(t *testing.T) {
-	rng := rand.New(rand.NewPCG(7, 8))
-	train, holdout := gateSamples(rng, 400, 1), gateSamples(rng, 200, 1)
-	good := gateFit(t, train)
-	labels := labelsOf(train, features.TTFT)
+	good, holdout, labels := gateCase(t, rand.New(rand.NewPCG(7, 8)))
 	shifted := func(f float64) *model.TargetModel {
 		return altered(t, good, func(m *model.TargetModel) { m.LogShift += math.Log(f) })
 	}
@@ -389,10 +392,7 @@ func TestGateJudgesAgainstTheModelBeforeABurst(t *testing.T) {
 // rule does not apply. Before, one upload of 500 rows with TTFT x 20
 // widened the served 0.9 bound from 2.2 to 28 times the prediction.
 func TestGateRefusesBoundsABurstWidened(t *testing.T) {
-	rng := rand.New(rand.NewPCG(9, 10))
-	train, holdout := gateSamples(rng, 400, 1), gateSamples(rng, 200, 1)
-	good := gateFit(t, train)
-	labels := labelsOf(train, features.TTFT)
+	good, holdout, labels := gateCase(t, rand.New(rand.NewPCG(9, 10)))
 	widened := func(by float64) *model.TargetModel {
 		return altered(t, good, func(m *model.TargetModel) {
 			r := make([]float64, len(m.Calibration.LogResiduals))
