@@ -11,6 +11,13 @@ import (
 // it too (docs/PROTOCOL.md §4.4).
 const DefaultQuantile = 0.9
 
+// BoundsLow and BoundsHigh are the quantiles a prediction's bounds are
+// reported at, beside the quantile served.
+const (
+	BoundsLow  = 0.05
+	BoundsHigh = 0.95
+)
+
 // calibrationGrid is the number of evenly spaced probabilities at which a
 // Calibration stores its residual quantiles: 1%, 2%, …, 99%.
 const calibrationGrid = 99

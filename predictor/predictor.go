@@ -40,12 +40,6 @@ func ParseObjective(s string) (Objective, error) {
 // ErrNotReady is returned while no bundle with any model has been loaded.
 var ErrNotReady = errors.New("no model loaded yet")
 
-// boundsLow and boundsHigh are the quantiles reported as prediction bounds.
-const (
-	boundsLow  = 0.05
-	boundsHigh = 0.95
-)
-
 // loaded is one bundle in service with the time it was swapped in.
 type loaded struct {
 	pub      *bundle.Published
@@ -220,7 +214,7 @@ func (s Statistic) Predict(m *model.TargetModel, row *features.Row, buf []float6
 	if s.Objective == Quantile {
 		y = m.QuantileAt(central, s.Quantile, place)
 	}
-	return estimate(y, m.QuantileAt(central, boundsLow, place), m.QuantileAt(central, boundsHigh, place))
+	return estimate(y, m.QuantileAt(central, model.BoundsLow, place), m.QuantileAt(central, model.BoundsHigh, place))
 }
 
 // Of is the estimate of a model whose central prediction is central and
@@ -230,7 +224,7 @@ func (s Statistic) Of(central float64, d Distribution) wire.Estimate {
 	if s.Objective == Quantile {
 		y = d.Quantile(central, s.Quantile)
 	}
-	return estimate(y, d.Quantile(central, boundsLow), d.Quantile(central, boundsHigh))
+	return estimate(y, d.Quantile(central, model.BoundsLow), d.Quantile(central, model.BoundsHigh))
 }
 
 // estimate is a reported value with its 5% and 95% bounds.

@@ -390,14 +390,19 @@ func TestGateJudgesAgainstTheModelBeforeABurst(t *testing.T) {
 // model in service when the burst began is refused, its central
 // predictions unchanged; a little wider passes, and outside a burst the
 // rule does not apply. Before, one upload of 500 rows with TTFT x 20
-// widened the served 0.9 bound from 2.2 to 28 times the prediction.
+// widened the reported 95% bound from 2.2 to 28 times the prediction.
 func TestGateRefusesBoundsABurstWidened(t *testing.T) {
 	good, holdout, labels := gateCase(t, rand.New(rand.NewPCG(9, 10)))
-	widened := func(by float64) *model.TargetModel {
+	// widened scales the calibration's residual quantiles from the
+	// from-th percentile on.
+	widened := func(by float64, from int) *model.TargetModel {
 		return altered(t, good, func(m *model.TargetModel) {
 			r := make([]float64, len(m.Calibration.LogResiduals))
 			for i, v := range m.Calibration.LogResiduals {
-				r[i] = v * by
+				r[i] = v
+				if i+1 >= from {
+					r[i] = v * by
+				}
 			}
 			c, err := model.NewCalibration(m.Calibration.Source, r)
 			if err != nil {
@@ -412,11 +417,16 @@ func TestGateRefusesBoundsABurstWidened(t *testing.T) {
 		return judge[*model.TargetModel](g, &podModels{tg: features.TTFT}, cand, good, before, features.TTFT,
 			gateEvidence{holdout: holdout, labels: labels, quantile: 0.9})
 	}
-	wide := widened(10)
+	wide := widened(10, 0)
 	if v := judgeIt(wide, good); v.Passed || v.Reason != GateWiderBounds || !strings.Contains(v.Detail, "when the burst began") {
 		t.Fatalf("bounds ten times as wide during a burst: %+v; want refused", v)
 	}
-	if v := judgeIt(widened(1.1), good); !v.Passed {
+	// The quantile served unmoved, the 95% bound reported beside it far
+	// wider: refused too.
+	if v := judgeIt(widened(10, 93), good); v.Passed || v.Reason != GateWiderBounds || !strings.Contains(v.Detail, "quantile 0.95") {
+		t.Fatalf("the 95%% bound ten times as wide during a burst: %+v; want refused", v)
+	}
+	if v := judgeIt(widened(1.1, 0), good); !v.Passed {
 		t.Errorf("bounds a tenth wider during a burst: %+v; want passed", v)
 	}
 	if v := judgeIt(wide, nil); !v.Passed {
