@@ -429,6 +429,11 @@ func TestGateRefusesBoundsABurstWidened(t *testing.T) {
 	if v := judgeIt(widened(1.1, 0), good); !v.Passed {
 		t.Errorf("bounds a tenth wider during a burst: %+v; want passed", v)
 	}
+	following := judge[*model.TargetModel](g, &podModels{tg: features.TTFT}, wide, good, good, features.TTFT,
+		gateEvidence{holdout: holdout, labels: labels, quantile: 0.9, followingDrift: true})
+	if !following.Passed {
+		t.Errorf("bounds ten times as wide in the burst after a drift: %+v; want passed (the drift's)", following)
+	}
 	if v := judgeIt(wide, nil); !v.Passed {
 		t.Errorf("bounds ten times as wide with no burst going on: %+v; want passed (a drift may widen them)", v)
 	}

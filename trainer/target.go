@@ -360,7 +360,7 @@ func (l *lifecycle[M]) gate(next, prev *model.Bundle) (refused bool) {
 	l.mu.Unlock()
 	ev.recent = l.recent.get()
 	l.live.mu.Lock()
-	st, burstAt := l.t.drift.shiftOf(&l.live), l.live.lastBurst
+	st, burstAt, driftAt := l.t.drift.shiftOf(&l.live), l.live.lastBurst, l.live.lastDrift
 	l.live.mu.Unlock()
 	// The newest drift judged is kept across the models that follow it
 	// (each starts its own judgment afresh): the held-out rows before it
@@ -370,6 +370,9 @@ func (l *lifecycle[M]) gate(next, prev *model.Bundle) (refused bool) {
 	}
 	ev.driftSince = l.driftSince
 	ev.quantile = l.t.drift.cfg.Quantile
+	// For a ShiftSpan after a drift, a rise against the models that follow
+	// it is the drift's (drift.go): their bounds widen with it.
+	ev.followingDrift = !driftAt.IsZero() && cfg.Now().Sub(driftAt) <= l.t.drift.cfg.ShiftSpan
 	// The model in service when a burst began is kept while bursts go on
 	// (within a ShiftSpan of the newest), across the models published
 	// meanwhile; a drift, a followed change, lets it go.
