@@ -344,9 +344,7 @@ func (g GateConfig) compareMinutes(v *GateVerdict, holdout []features.Sample, ca
 // prediction (issue 26). A drift, once judged, ends the burst and its
 // rule, and for a ShiftSpan after it a rise is taken as its continuation:
 // held to the models before it, the bounds of the models following it
-// could not widen as it asks (with the rule applied there, the new
-// workload's MAPE of scripts/abuse.sh drift-x2 fell from 53% to 43% in
-// seven minutes, where it had fallen to 32%).
+// could not widen as the drift asks.
 func compareBounds[M comparable](g GateConfig, v *GateVerdict, k models[M], cand, ref M, holdout []features.Sample, q float64) {
 	if q == 0 {
 		q = model.DefaultQuantile

@@ -159,9 +159,9 @@ func poisoningRun(ctx context.Context, c Config, name string, p poisoning) (*Res
 	r.Counts["bundles taken"] = bundles
 	if p.drift {
 		// Followed: the error on the new workload falls, and the bounds
-		// widen to hold it (a 0.9 quantile: a tenth above), where before
-		// every actual fell outside. How far the error falls depends on
-		// how much of the old workload the store still holds.
+		// widen to hold it (the reported 95% bound: a twentieth above),
+		// where before every actual fell outside. How far the error falls
+		// depends on how much of the old workload the store still holds.
 		fmt.Fprintf(c.Log, "%s: TTFT MAPE on the new workload %.1f%% first, %.1f%% last; above the upper bound %.1f%% first, %.1f%% last; %d bundles taken\n",
 			name, first, last, outFirst, outLast, bundles)
 		r.add("TTFT MAPE before the drift", before, "%")
