@@ -255,11 +255,7 @@ func TestPredictPairsLearnsTheTransfer(t *testing.T) {
 		}
 		tokens := 500 + 30*i
 		ms := 0.5 + float64(tokens)*(160<<10)/bytesPerSec[link]*1000*(1+0.02*float64(i%5-2))
-		es = append(es, fmt.Sprintf(`{"kv_cache_percentage":0.1,"input_token_length":%d,"num_request_waiting":0,"num_request_running":%d,`+
-			`"num_tokens_generated":0,"prefix_cache_score":0,"pod_type":"prefill","actual_ttft_ms":%g,"actual_tpot_ms":0,`+
-			`"actual_kv_transfer_ms":%g,"kv_transfer_tokens":%d,"kv_bytes_per_token":163840,"prefill_pod":"p-%s","decode_pod":"d",`+
-			`"prefill_topology":%s,"decode_topology":%s,"concurrent_transfers":1}`,
-			tokens, i%30, 100+float64(i%30)+ms, ms, tokens, link, place[link], place["d"]))
+		es = append(es, pairsSplitEntry(link, tokens, i%30, 100+float64(i%30)+ms, ms))
 	}
 	if w := do(s.trainerH, "POST", "/add_training_data_bulk", `{"entries":[`+strings.Join(es, ",")+`]}`); w.Code != 202 {
 		t.Fatalf("ingest: %d %s", w.Code, w.Body)
@@ -338,11 +334,7 @@ func TestPredictPairsLearnsSplitTTFTWithoutTransferTiming(t *testing.T) {
 		noise := 1 + 0.02*float64(i%5-2)
 		transfer := 0.5 + float64(tokens)*(160<<10)/bytesPerSec[link]*1000
 		ttft := (40 + 0.01*float64(tokens) + transfer) * noise
-		es = append(es, fmt.Sprintf(`{"kv_cache_percentage":0.1,"input_token_length":%d,"num_request_waiting":0,"num_request_running":%d,`+
-			`"num_tokens_generated":0,"prefix_cache_score":0,"pod_type":"prefill","actual_ttft_ms":%g,"actual_tpot_ms":0,`+
-			`"kv_transfer_tokens":%d,"prefill_pod":"p-%s","decode_pod":"d",`+
-			`"prefill_topology":%s,"decode_topology":%s,"concurrent_transfers":1}`,
-			tokens, i%30, ttft, tokens, link, place[link], place["d"]))
+		es = append(es, pairsSplitEntry(link, tokens, i%30, ttft, 0))
 		// The decode pod alone: its own prefill, slower per token than the
 		// prefill pods', and its decode.
 		es = append(es, fmt.Sprintf(`{"kv_cache_percentage":0.1,"input_token_length":%d,"num_request_waiting":0,"num_request_running":%d,`+
@@ -429,6 +421,23 @@ var (
 	}
 	pairsBytesPerSec = map[string]float64{"same-rack": 40e9, "cross-zone": 3e9}
 )
+
+// pairsSplitEntry is the training entry of a split request of tokens
+// prompt tokens, its prefill pod on link (a key of pairsPlaces) from the
+// decode pod "d" with running requests, and its TTFT: with the transfer's
+// time and bytes per token when transferMs > 0, and without them, as
+// llm-d's sidecar reports it, when transferMs is 0.
+func pairsSplitEntry(link string, tokens, running int, ttftMs, transferMs float64) string {
+	timing := ""
+	if transferMs > 0 {
+		timing = fmt.Sprintf(`"actual_kv_transfer_ms":%g,"kv_bytes_per_token":163840,`, transferMs)
+	}
+	return fmt.Sprintf(`{"kv_cache_percentage":0.1,"input_token_length":%d,"num_request_waiting":0,"num_request_running":%d,`+
+		`"num_tokens_generated":0,"prefix_cache_score":0,"pod_type":"prefill","actual_ttft_ms":%g,"actual_tpot_ms":0,`+
+		`%s"kv_transfer_tokens":%d,"prefill_pod":"p-%s","decode_pod":"d",`+
+		`"prefill_topology":%s,"decode_topology":%s,"concurrent_transfers":1}`,
+		tokens, running, ttftMs, timing, tokens, link, pairsPlaces[link], pairsPlaces["d"])
+}
 
 // pairsCandidate is a /predict/pairs candidate with three running
 // requests, at topology.

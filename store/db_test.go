@@ -312,6 +312,31 @@ func rawUpdate(t *testing.T, path string, fn func(tx *bolt.Tx) error) {
 	}
 }
 
+// rewriteAsFormat makes a closed store look as one of format version
+// would: the version written, and the streams added since (streamSince)
+// gone, bucket and generation.
+func rewriteAsFormat(t *testing.T, path string, version uint64) {
+	t.Helper()
+	rawUpdate(t, path, func(tx *bolt.Tx) error {
+		meta := tx.Bucket(bucketMeta)
+		if err := putUint64(meta, keyFormat, version); err != nil {
+			return err
+		}
+		for _, tg := range streams {
+			if streamSince(tg) <= version {
+				continue
+			}
+			if err := meta.Delete(generationKey(tg)); err != nil {
+				return err
+			}
+			if err := tx.DeleteBucket(targetBucket(tg)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
 func TestOpenRefusesBadFiles(t *testing.T) {
 	const n = 3000
 	writeFile := func(data []byte) func(*testing.T, string) {

@@ -158,7 +158,7 @@ func TestStampedTimestampIsNotPartOfTheIdentity(t *testing.T) {
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
 	}
-	rawUpdate(t, path, func(tx *bolt.Tx) error { return putUint64(tx.Bucket(bucketMeta), keyFormat, 3) })
+	rewriteAsFormat(t, path, 3)
 	db = openTest(t, path, o)
 	if format := db.formatOf(t); format != formatVersion {
 		t.Errorf("format %d after opening a format 3 store, want %d", format, formatVersion)

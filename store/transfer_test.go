@@ -1,7 +1,6 @@
 package store
 
 import (
-	"encoding/binary"
 	"fmt"
 	"math/rand/v2"
 	"testing"
@@ -124,16 +123,7 @@ func TestOpenUpgradesFormat1(t *testing.T) {
 	if err := before.Close(); err != nil {
 		t.Fatal(err)
 	}
-	rawUpdate(t, path, func(tx *bolt.Tx) error {
-		meta := tx.Bucket(bucketMeta)
-		if err := meta.Put(keyFormat, binary.BigEndian.AppendUint64(nil, 1)); err != nil {
-			return err
-		}
-		if err := meta.Delete(generationKey(features.KVTransfer)); err != nil {
-			return err
-		}
-		return tx.DeleteBucket(targetBucket(features.KVTransfer))
-	})
+	rewriteAsFormat(t, path, 1)
 
 	db := openTest(t, path, testOptions())
 	train, holdout, err := db.Snapshot(features.TTFT)
@@ -173,16 +163,7 @@ func TestOpenUpgradesFormat2(t *testing.T) {
 	if err := before.Close(); err != nil {
 		t.Fatal(err)
 	}
-	rawUpdate(t, path, func(tx *bolt.Tx) error {
-		meta := tx.Bucket(bucketMeta)
-		if err := meta.Put(keyFormat, binary.BigEndian.AppendUint64(nil, 2)); err != nil {
-			return err
-		}
-		if err := meta.Delete(generationKey(features.SplitTTFT)); err != nil {
-			return err
-		}
-		return tx.DeleteBucket(targetBucket(features.SplitTTFT))
-	})
+	rewriteAsFormat(t, path, 2)
 	db := openTest(t, path, testOptions())
 	got := db.Counts()
 	for _, tg := range []features.Target{features.TTFT, features.KVTransfer} {
