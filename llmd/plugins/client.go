@@ -162,7 +162,7 @@ func (c *client) rankPairs(ctx context.Context, req *pairsRequest, out *pairsAns
 	}
 	buf := c.buffer()
 	defer c.recycle(buf)
-	status, data, err := c.postPairs(ctx, n, body, (*buf)[:0])
+	status, data, err := c.postPairs(ctx, n, body, (*buf)[:0], answerLimit(len(req.Prefill), len(req.Decode)))
 	*buf = data
 	if err != nil {
 		return err
@@ -194,11 +194,11 @@ func (c *client) recycle(b *[]byte) {
 }
 
 // postPairs posts body to predictor n's /predict/pairs and appends the
-// answer's body to dst.
-func (c *client) postPairs(ctx context.Context, n int, body, dst []byte) (status int, data []byte, err error) {
+// answer's body, at most limit bytes, to dst.
+func (c *client) postPairs(ctx context.Context, n int, body, dst []byte, limit int) (status int, data []byte, err error) {
 	base := c.predictors[n]
 	if d := c.direct[n]; d != nil {
-		status, data, err = d.post(ctx, body, dst)
+		status, data, err = d.post(ctx, body, dst, limit)
 		if err != nil {
 			return 0, data, fmt.Errorf("headroom: %s%s: %w", base, pairsPath, err)
 		}
@@ -209,24 +209,55 @@ func (c *client) postPairs(ctx context.Context, n int, body, dst []byte) (status
 		return 0, dst, err
 	}
 	defer resp.Body.Close()
-	if data, err = readBody(resp, dst); err != nil {
+	if data, err = readBody(resp, dst, limit); err != nil {
 		return 0, data, fmt.Errorf("headroom: read pairs answer from %s: %w", base, err)
 	}
 	return resp.StatusCode, data, nil
 }
 
+// answerLimit is the most bytes a matrix answer for nP prefill and nD
+// decode candidates may take: every cell at its encoded bound, and room
+// for the rest of the answer. A predictor answering more is broken or not
+// Headroom's: the call fails rather than the EPP holding what it sends
+// until the deadline.
+func answerLimit(nP, nD int) int {
+	return answerOverhead + (nP+2)*nD*matrixCellBytes
+}
+
+const (
+	// matrixCellBytes bounds one pair of a matrix answer as encoded: its
+	// rank and its TTFT, which the predictor writes to the microsecond,
+	// with their separators (the predictor budgets its memory by the same
+	// bound).
+	matrixCellBytes = 32
+	// answerOverhead is a matrix answer's room for its fixed fields and the
+	// per-candidate lists, and an error answer's detail.
+	answerOverhead = 64 << 10
+)
+
+// errAnswerTooLarge is an answer longer than its request's answerLimit.
+var errAnswerTooLarge = errors.New("answer larger than a matrix answer for the request can be")
+
 // readBody appends resp's body to dst, growing it once to the declared
-// length (io.ReadAll grows from 512 bytes, copying as it goes).
-func readBody(resp *http.Response, dst []byte) ([]byte, error) {
-	if n := resp.ContentLength; n > 0 && n <= maxBuffer {
+// length (io.ReadAll grows from 512 bytes, copying as it goes); a body of
+// more than limit bytes is errAnswerTooLarge, read no further.
+func readBody(resp *http.Response, dst []byte, limit int) ([]byte, error) {
+	if n := resp.ContentLength; n > int64(limit) {
+		return dst, fmt.Errorf("%w: %d bytes declared, at most %d", errAnswerTooLarge, n, limit)
+	} else if n > 0 && n <= maxBuffer {
 		dst = slices.Grow(dst, int(n)+1) // +1: room to see the end without growing
 	}
+	start := len(dst)
 	for {
 		if len(dst) == cap(dst) {
 			dst = append(dst, 0)[:len(dst)]
 		}
-		n, err := resp.Body.Read(dst[len(dst):cap(dst)])
+		room := min(cap(dst), start+limit+1) // one byte past the limit shows it exceeded
+		n, err := resp.Body.Read(dst[len(dst):room])
 		dst = dst[:len(dst)+n]
+		if len(dst)-start > limit {
+			return dst, fmt.Errorf("%w: more than %d bytes", errAnswerTooLarge, limit)
+		}
 		if err == io.EOF {
 			return dst, nil
 		}

@@ -71,17 +71,17 @@ func newConns(base, path string, proxy func(*http.Request) (*url.URL, error)) *c
 	return &conns{addr: addr, request: []byte(header), dialer: net.Dialer{Timeout: dialTimeout, KeepAlive: 30 * time.Second}}
 }
 
-// post sends body and appends the answer's body to dst, returning its
-// status. A connection the predictor closed while it was idle fails the
+// post sends body and appends the answer's body, at most limit bytes, to
+// dst, returning its status. A connection the predictor closed while it was idle fails the
 // first exchange on it before any answer: the call is then made once more
 // on a new connection (a prediction is safe to repeat).
-func (p *conns) post(ctx context.Context, body, dst []byte) (status int, data []byte, err error) {
+func (p *conns) post(ctx context.Context, body, dst []byte, limit int) (status int, data []byte, err error) {
 	for {
 		c, reused, err := p.get(ctx)
 		if err != nil {
 			return 0, dst, err
 		}
-		status, data, answered, keep, err := c.exchange(ctx, p.request, body, dst)
+		status, data, answered, keep, err := c.exchange(ctx, p.request, body, dst, limit)
 		if err == nil && keep {
 			p.put(c)
 		} else {
@@ -139,9 +139,10 @@ func (p *conns) put(c *conn) {
 }
 
 // exchange writes one request (header, then body's length and body, in one
-// system call) and reads its answer, within ctx. answered says whether any
+// system call) and reads its answer, at most limit bytes of body, within
+// ctx. answered says whether any
 // of the answer arrived; keep whether the connection may serve another.
-func (c *conn) exchange(ctx context.Context, header, body, dst []byte) (status int, data []byte, answered, keep bool, err error) {
+func (c *conn) exchange(ctx context.Context, header, body, dst []byte, limit int) (status int, data []byte, answered, keep bool, err error) {
 	deadline, _ := ctx.Deadline() // none: the zero time, no deadline
 	if err := c.SetDeadline(deadline); err != nil {
 		return 0, dst, false, false, err
@@ -167,7 +168,7 @@ func (c *conn) exchange(ctx context.Context, header, body, dst []byte) (status i
 	if err != nil {
 		return 0, dst, true, false, err
 	}
-	data, err = readBody(resp, dst)
+	data, err = readBody(resp, dst, limit)
 	resp.Body.Close()
 	if err != nil {
 		return 0, data, true, false, err

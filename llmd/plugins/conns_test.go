@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"os/exec"
 	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -51,7 +52,7 @@ func TestConnsReuseAConnection(t *testing.T) {
 		t.Fatal("no direct connections to an http:// URL")
 	}
 	for _, body := range []string{"a", strings.Repeat("b", 100<<10), "c"} {
-		status, data, err := p.post(context.Background(), []byte(body), nil)
+		status, data, err := p.post(context.Background(), []byte(body), nil, maxBuffer)
 		if err != nil || status != http.StatusOK || string(data) != "got "+body {
 			t.Fatalf("post %.10q: %d %.20q %v", body, status, data, err)
 		}
@@ -65,11 +66,11 @@ func TestConnsRetryOnceOnAConnectionClosedWhileIdle(t *testing.T) {
 	srv, dials := connServer(t, echo)
 	p := newConns(srv.URL, pairsPath, nil)
 	ctx := context.Background()
-	if _, _, err := p.post(ctx, []byte("a"), nil); err != nil {
+	if _, _, err := p.post(ctx, []byte("a"), nil, maxBuffer); err != nil {
 		t.Fatal(err)
 	}
 	srv.CloseClientConnections() // as a predictor closing an idle connection
-	status, data, err := p.post(ctx, []byte("b"), nil)
+	status, data, err := p.post(ctx, []byte("b"), nil, maxBuffer)
 	if err != nil || status != http.StatusOK || string(data) != "got b" {
 		t.Fatalf("after the predictor closed the idle connection: %d %q %v", status, data, err)
 	}
@@ -91,7 +92,7 @@ func TestConnsAnswersThatCloseOrAreChunked(t *testing.T) {
 	})
 	p := newConns(srv.URL, pairsPath, nil)
 	for _, body := range []string{"close", "x", "y"} {
-		status, data, err := p.post(context.Background(), []byte(body), []byte("kept:"))
+		status, data, err := p.post(context.Background(), []byte(body), []byte("kept:"), maxBuffer)
 		if err != nil || status != http.StatusServiceUnavailable || string(data) != "kept:"+strings.Repeat(body, 3) {
 			t.Fatalf("post %q: %d %q %v", body, status, data, err)
 		}
@@ -127,7 +128,7 @@ func TestConnsDeadline(t *testing.T) {
 			ctx, cancel := tt.ctx()
 			defer cancel()
 			start := time.Now()
-			_, _, err := p.post(ctx, []byte("slow"), nil)
+			_, _, err := p.post(ctx, []byte("slow"), nil, maxBuffer)
 			if !errors.Is(err, tt.want) {
 				t.Errorf("err %v, want %v", err, tt.want)
 			}
@@ -194,14 +195,14 @@ func BenchmarkPairsCall(b *testing.B) {
 	}
 	call := func(c *client) time.Duration {
 		start := time.Now()
-		status, data, err := c.postPairs(context.Background(), 0, body, nil)
+		status, data, err := c.postPairs(context.Background(), 0, body, nil, maxBuffer)
 		if err != nil || status != http.StatusServiceUnavailable {
 			b.Fatalf("%d %s %v", status, data, err)
 		}
 		return time.Since(start)
 	}
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		if _, _, err := direct.postPairs(context.Background(), 0, body, nil); err == nil {
+		if _, _, err := direct.postPairs(context.Background(), 0, body, nil, maxBuffer); err == nil {
 			break
 		} else if time.Now().After(deadline) {
 			b.Fatalf("predictor at %s did not start: %v", addr, err)
@@ -219,5 +220,51 @@ func BenchmarkPairsCall(b *testing.B) {
 		slices.Sort(m.took)
 		b.ReportMetric(float64(m.took[len(m.took)/2])/1e6, m.name+"-p50-ms")
 		b.ReportMetric(float64(m.took[len(m.took)*99/100])/1e6, m.name+"-p99-ms")
+	}
+}
+
+// TestAnswerPastItsLimit: an answer longer than its limit fails the call,
+// whether its length is declared or it is chunked, through the direct
+// connections and through net/http, and the connection it came on is not
+// reused; an answer of exactly the limit is read whole.
+func TestAnswerPastItsLimit(t *testing.T) {
+	const limit = 1000
+	srv, dials := connServer(t, func(w http.ResponseWriter, body []byte) {
+		n, _ := strconv.Atoi(strings.TrimPrefix(string(body), "chunked "))
+		out := []byte(strings.Repeat("x", n))
+		if !strings.HasPrefix(string(body), "chunked ") {
+			w.Header().Set("Content-Length", strconv.Itoa(n))
+			_, _ = w.Write(out)
+			return
+		}
+		for len(out) > 0 { // unsized and flushed: chunked
+			k := min(len(out), 300)
+			_, _ = w.Write(out[:k])
+			w.(http.Flusher).Flush()
+			out = out[k:]
+		}
+	})
+	direct, transport := newClient([]string{srv.URL}, ""), newClient([]string{srv.URL}, "")
+	transport.direct[0] = nil
+	for _, c := range []struct {
+		name   string
+		client *client
+	}{{"direct", direct}, {"net-http", transport}} {
+		for _, body := range []string{"1001", "chunked 1001", "1000000", "chunked 1000000", "1000", "chunked 1000"} {
+			status, data, err := c.client.postPairs(context.Background(), 0, []byte(body), nil, limit)
+			over := !strings.HasSuffix(body, "1000")
+			switch {
+			case over && !errors.Is(err, errAnswerTooLarge):
+				t.Errorf("%s, answer of %s bytes: %d, %d bytes, %v; want errAnswerTooLarge", c.name, body, status, len(data), err)
+			case over && len(data) > limit+1:
+				t.Errorf("%s, answer of %s bytes: read %d bytes past its limit of %d", c.name, body, len(data), limit)
+			case !over && (err != nil || status != http.StatusOK || len(data) != limit):
+				t.Errorf("%s, answer of %s bytes: %d, %d bytes, %v; want it whole", c.name, body, status, len(data), err)
+			}
+		}
+	}
+	// The direct calls: the four too large each closed their connection.
+	if n := dials.Load(); n < 5 {
+		t.Errorf("%d connections for the calls, want a new one after each answer past its limit", n)
 	}
 }
