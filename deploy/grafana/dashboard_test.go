@@ -173,6 +173,10 @@ func TestDashboardCoversTheService(t *testing.T) {
 		`headroom_live_shift{job=~"$job",judgment="burst"}`, `headroom_live_shift{job=~"$job",judgment="drift"}`,
 		"headroom_predict_shed_total", "headroom_bundle_watchers_refused_total", "headroom_bundle_watchers{",
 		"headroom_connections_evicted_total", "headroom_connections_open",
+		// the trainer's self-tuning and calibration
+		"headroom_candidate_mape_percent", "headroom_quantile_served_level",
+		// llm-d's EPP with Headroom's plugins (llmd/plugins): its own job
+		"headroom_epp_decisions_total", "headroom_epp_pairs_call_seconds_bucket", "headroom_epp_training_entries_total",
 	} {
 		if !strings.Contains(all, want) {
 			t.Errorf("no panel queries %s", want)
