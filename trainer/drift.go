@@ -56,9 +56,11 @@ type DriftConfig struct {
 	// Disabled turns early retraining off; live figures are still kept.
 	Disabled bool
 	// TrustBursts gives fits the forward samples of a burst's elevated
-	// minutes too (targetLive.burstMinutes): for a replay of a recording,
-	// which is trusted and arrives faster than the trainer's clock, so
-	// that one of its minutes holds what an hour of a service would.
+	// minutes too (targetLive.burstMinutes), and lets the bounds of the
+	// models published during a burst widen (boundsMayWiden): for a
+	// replay of a recording, which is trusted and arrives faster than the
+	// trainer's clock, so that one of its minutes holds what an hour of a
+	// service would.
 	TrustBursts bool
 	// ShiftMinutes, ShiftUploads and ShiftPlaces are what a rise of the
 	// live error needs to be judged a drift and followed (shift.go):

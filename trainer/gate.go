@@ -148,10 +148,11 @@ type gateEvidence struct {
 	driftSince time.Time
 	// quantile is the quantile the service serves as each prediction's
 	// bound (DriftConfig.Quantile); 0: model.DefaultQuantile.
-	// followingDrift says a drift was judged within a ShiftSpan: the
-	// bounds may widen with it (compareBounds does not apply).
+	// boundsMayWiden says a drift was judged within a ShiftSpan, or the
+	// trainer trusts bursts (boundsMayWiden): the bounds may widen
+	// (compareBounds does not apply).
 	quantile       float64
-	followingDrift bool
+	boundsMayWiden bool
 }
 
 // sinceDrift is the held-out samples of the workload after a drift that
@@ -269,7 +270,7 @@ func judge[M comparable](g GateConfig, k models[M], cand, served, beforeBurst M,
 	// Not for a transfer law, whose shifts are never judged a drift
 	// (shift.go): a change of the network's noise would be refused for
 	// good.
-	if beforeBurst != zero && v.Passed && tg.PerPod() && !ev.followingDrift {
+	if beforeBurst != zero && v.Passed && tg.PerPod() && !ev.boundsMayWiden {
 		compareBounds(g, &v, k, cand, beforeBurst, holdout, ev.quantile)
 	}
 	if v.ConstantMs > 0 {

@@ -430,11 +430,38 @@ func TestGateRefusesBoundsABurstWidened(t *testing.T) {
 		t.Errorf("bounds a tenth wider during a burst: %+v; want passed", v)
 	}
 	following := judge[*model.TargetModel](g, &podModels{tg: features.TTFT}, wide, good, good, features.TTFT,
-		gateEvidence{holdout: holdout, labels: labels, quantile: 0.9, followingDrift: true})
+		gateEvidence{holdout: holdout, labels: labels, quantile: 0.9, boundsMayWiden: true})
 	if !following.Passed {
 		t.Errorf("bounds ten times as wide in the burst after a drift: %+v; want passed (the drift's)", following)
 	}
 	if v := judgeIt(wide, nil); !v.Passed {
 		t.Errorf("bounds ten times as wide with no burst going on: %+v; want passed (a drift may widen them)", v)
+	}
+}
+
+// The bounds rule applies while a burst goes on, but not for a ShiftSpan
+// after a drift, nor ever when bursts are trusted, as a replay does: its
+// rows arrive faster than the trainer's clock, so no rise in it lasts the
+// minutes a drift needs, and a load ramp replayed was judged a burst that
+// held every later TTFT model to the first young model's bounds.
+func TestBoundsMayWiden(t *testing.T) {
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	span := 10 * time.Minute
+	for _, tc := range []struct {
+		name      string
+		trust     bool
+		lastDrift time.Time
+		want      bool
+	}{
+		{"a burst, no drift judged", false, time.Time{}, false},
+		{"a burst within a span of a drift", false, now.Add(-span / 2), true},
+		{"a burst a span past a drift", false, now.Add(-2 * span), false},
+		{"bursts trusted", true, time.Time{}, true},
+		{"bursts trusted, a span past a drift", true, now.Add(-2 * span), true},
+	} {
+		cfg := DriftConfig{ShiftSpan: span, TrustBursts: tc.trust}
+		if got := boundsMayWiden(cfg, tc.lastDrift, now); got != tc.want {
+			t.Errorf("%s: boundsMayWiden = %v, want %v", tc.name, got, tc.want)
+		}
 	}
 }

@@ -228,7 +228,8 @@ func replayStore(o store.Options) store.Options {
 }
 
 // replayDrift is a replay's live tracking: a burst's forward samples
-// calibrate its fits, as the samples of any other minute (replayStore).
+// calibrate its fits, and the bounds of the models fitted during it may
+// widen, as in any other minute (replayStore).
 func replayDrift(d trainer.DriftConfig) trainer.DriftConfig {
 	d.TrustBursts = true
 	return d
