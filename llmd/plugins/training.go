@@ -60,7 +60,11 @@ func (p *Producer) ResponseHeader(_ context.Context, request *fwksched.Inference
 }
 
 // ResponseBody measures TTFT and TPOT as llm-d's producer does and buffers
-// the entries at the end of the response.
+// each entry when its label is known, as llm-d's producer records them: the
+// TTFT entry at the first token (the end of the response in non-streaming
+// mode), the TPOT entry at the end. A TTFT entry held until the end would
+// reach the trainer a whole decode later, and in a burst the labels of the
+// deeper queues, which widen the model's range, are the ones that matter.
 func (p *Producer) ResponseBody(_ context.Context, request *fwksched.InferenceRequest, response *requestcontrol.Response, _ *fwkdl.EndpointMetadata) {
 	rc := p.context(request)
 	if rc == nil || response == nil || rc.dispatched.IsZero() {
@@ -71,6 +75,9 @@ func (p *Producer) ResponseBody(_ context.Context, request *fwksched.InferenceRe
 	if rc.ttft == 0 && (p.params.StreamingMode && !response.EndOfStream || !p.params.StreamingMode && response.EndOfStream) {
 		rc.ttft = now.Sub(rc.dispatched)
 		p.release(rc) // the first token means the KV cache has arrived
+		if rc.ttft > 0 {
+			p.training.add(p.ttftEntry(rc, now))
+		}
 	}
 	if !response.EndOfStream {
 		return
@@ -80,7 +87,6 @@ func (p *Producer) ResponseBody(_ context.Context, request *fwksched.InferenceRe
 	if rc.ttft <= 0 {
 		return
 	}
-	p.training.add(p.ttftEntry(rc, now))
 	if p.params.StreamingMode && rc.chunks > 1 {
 		tpot := float64(now.Sub(rc.dispatched)-rc.ttft) / float64(time.Millisecond) / float64(rc.chunks-1)
 		if e, ok := p.tpotEntry(rc, tpot, now); ok {

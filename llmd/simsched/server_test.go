@@ -214,9 +214,16 @@ func TestHeadroomConfigOnTheSimulatorsClock(t *testing.T) {
 	}
 
 	// The first answer streams: its first token 250 ms after dispatch
-	// (20.5 ms of it the transfer), five tokens, the last 40 ms later.
+	// (20.5 ms of it the transfer), five tokens, the last 40 ms later. The
+	// TTFT entry is posted at the first token, as llm-d's producer records
+	// it, not a whole decode later.
 	call(t, srv, http.MethodPost, path+"/events", EventsRequest{Flush: true, Events: []Event{
 		{Kind: FirstToken, ID: "1", AtNs: at(1250 * time.Millisecond), TransferMs: 20.5},
+	}}, nil, http.StatusNoContent)
+	if len(rec.entries) != 1 {
+		t.Fatalf("%d entries posted at the first token, want the TTFT entry: %v", len(rec.entries), rec.entries)
+	}
+	call(t, srv, http.MethodPost, path+"/events", EventsRequest{Flush: true, Events: []Event{
 		{Kind: End, ID: "1", AtNs: at(1290 * time.Millisecond), OutputTokens: 5},
 	}}, nil, http.StatusNoContent)
 	if len(rec.entries) != 2 {
@@ -224,7 +231,7 @@ func TestHeadroomConfigOnTheSimulatorsClock(t *testing.T) {
 	}
 	ttft, tpot := rec.entries[0], rec.entries[1]
 	if ttft["actual_ttft_ms"] != 250.0 || ttft["actual_kv_transfer_ms"] != 20.5 || ttft["pod_type"] != "prefill" ||
-		!strings.HasSuffix(ttft["decode_pod"].(string), "/d0") || ttft["timestamp"] != "2026-01-01T00:00:01.29Z" {
+		!strings.HasSuffix(ttft["decode_pod"].(string), "/d0") || ttft["timestamp"] != "2026-01-01T00:00:01.25Z" {
 		t.Errorf("TTFT entry %v", ttft)
 	}
 	if tpot["actual_tpot_ms"] != 10.0 || tpot["pod_type"] != "decode" {
