@@ -87,6 +87,30 @@ type LLMDConfigResult struct {
 // costs a real EPP is the overhead benchmark's (docs/PERFORMANCE.md).
 const llmdProducerTimeout = "5s"
 
+// llmdIndexBlockTokens is the block size of llm-d's approximate prefix
+// index: its floor (minBlockSizeTokens in llm-d's approximateprefix), above
+// the engines' 16-token blocks.
+const llmdIndexBlockTokens = 64
+
+// llmdPrefixIndex is the approximate prefix index of both llm-d configs
+// sized to the fleet's KV cache, as a deployment sizes it to its pods: the
+// smallest pod's KV blocks in index blocks. The configs' 31250 (llm-d's
+// sample) is another GPU's; and autoTune, which reads the engines' block
+// count from their metrics, counts 16-token blocks as index blocks, four
+// times the cache. An index that remembers more than the pods hold reports
+// prefixes they evicted long ago as cached: the decider and the scorers
+// then pile each session's turns on pods that must prefill them again, and
+// Headroom's rows claim work done that is not (docs/DEMO.md, "llm-d's
+// scheduler in the loop").
+func llmdPrefixIndex(cfg sim.PDConfig) map[string]any {
+	blocks := cfg.Decode.KVBlocks
+	if len(cfg.PrefillPods) > 0 {
+		blocks = min(blocks, cfg.Prefill.KVBlocks)
+	}
+	return map[string]any{"autoTune": false, "blockSizeTokens": llmdIndexBlockTokens,
+		"lruCapacityPerServer": max(blocks*sim.BlockSize/llmdIndexBlockTokens, 1)}
+}
+
 // RunLLMD runs the comparison: a warm-up routed by the Headroom config
 // from a cold start (llm-d's scorers decide until the first models), then
 // the same arrivals under each of LLMDConfigs. Every run gets a fresh
@@ -129,7 +153,7 @@ func RunLLMD(ctx context.Context, opts LLMDOptions) (*LLMDResult, error) {
 					"streamingMode": true, "flushInterval": "24h",
 				}
 			}
-			router, err := sched.newRouter(ctx, config, producer, !opts.NoTransferTiming)
+			router, err := sched.newRouter(ctx, config, producer, llmdPrefixIndex(cfg), !opts.NoTransferTiming)
 			if err != nil {
 				return PolicyResult{}, err
 			}
@@ -183,8 +207,9 @@ type llmdScheduler struct {
 
 type (
 	llmdCreate struct {
-		Config   string         `json:"config"`
-		Producer map[string]any `json:"producer,omitempty"`
+		Config      string         `json:"config"`
+		Producer    map[string]any `json:"producer,omitempty"`
+		PrefixIndex map[string]any `json:"prefix_index,omitempty"`
 	}
 	llmdSchedule struct {
 		Events    []llmdEvent    `json:"events,omitempty"`
@@ -269,13 +294,14 @@ func (s *llmdScheduler) call(ctx context.Context, method, path string, body, out
 	return nil
 }
 
-// newRouter asks for a router of config; timing says whether the EPP
-// sees each transfer's time.
-func (s *llmdScheduler) newRouter(ctx context.Context, config string, producer map[string]any, timing bool) (*llmdRouter, error) {
+// newRouter asks for a router of config, its Headroom producer's and
+// approximate prefix index's parameters overridden; timing says whether
+// the EPP sees each transfer's time.
+func (s *llmdScheduler) newRouter(ctx context.Context, config string, producer, prefixIndex map[string]any, timing bool) (*llmdRouter, error) {
 	var created struct {
 		ID string `json:"id"`
 	}
-	if err := s.call(ctx, http.MethodPost, "/routers", llmdCreate{Config: config, Producer: producer}, &created, http.StatusCreated); err != nil {
+	if err := s.call(ctx, http.MethodPost, "/routers", llmdCreate{Config: config, Producer: producer, PrefixIndex: prefixIndex}, &created, http.StatusCreated); err != nil {
 		return nil, err
 	}
 	return &llmdRouter{ctx: ctx, s: s, path: "/routers/" + created.ID, timing: timing}, nil

@@ -117,6 +117,12 @@ func TestLLMDLoop(t *testing.T) {
 			} else if c.Producer != nil {
 				t.Errorf("llm-d's config given producer parameters %v", c.Producer)
 			}
+			// Both configs' prefix index holds what a pod's KV cache does
+			// (the default engine's 14 500 16-token blocks) in llm-d's
+			// 64-token blocks, not llm-d's sample's 31 250.
+			if x := c.PrefixIndex; x["autoTune"] != false || x["blockSizeTokens"] != 64.0 || x["lruCapacityPerServer"] != 3625.0 {
+				t.Errorf("%s's prefix index parameters %v", c.Config, x)
+			}
 		}
 		if strings.Join(configs, ",") != "headroom,llm-d,headroom" {
 			t.Errorf("routers of %v, want the warm-up's, then llm-d's and headroom's", configs)

@@ -55,10 +55,14 @@ type scheduled struct {
 }
 
 // newRouter loads config into llm-d's scheduler, its Headroom producers'
-// parameters overridden by producer, each producer on the router's clock.
-func newRouter(parent context.Context, config []byte, producer map[string]any) (*router, error) {
-	config, err := withProducerParameters(config, producer)
+// parameters overridden by producer and its approximate prefix producers'
+// by prefixIndex, each producer on the router's clock.
+func newRouter(parent context.Context, config []byte, producer, prefixIndex map[string]any) (*router, error) {
+	config, err := withParameters(config, plugins.ProducerType, producer)
 	if err != nil {
+		return nil, err
+	}
+	if config, err = withParameters(config, approxPrefixType, prefixIndex); err != nil {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(parent)
@@ -76,9 +80,14 @@ func newRouter(parent context.Context, config []byte, producer map[string]any) (
 	return rt, nil
 }
 
-// withProducerParameters merges params into the parameters of every
-// headroom-pairs-producer of config.
-func withProducerParameters(config []byte, params map[string]any) ([]byte, error) {
+// approxPrefixType is llm-d's approximate prefix-cache producer, whose
+// index the prefix scorer, the decider and the Headroom producer read.
+const approxPrefixType = "approx-prefix-cache-producer"
+
+// withParameters merges params into the parameters of every plugin of
+// type pluginType in config; params given for a type the config lacks are
+// an error.
+func withParameters(config []byte, pluginType string, params map[string]any) ([]byte, error) {
 	if len(params) == 0 {
 		return config, nil
 	}
@@ -90,7 +99,7 @@ func withProducerParameters(config []byte, params map[string]any) ([]byte, error
 	found := false
 	for _, p := range list {
 		spec, ok := p.(map[string]any)
-		if !ok || spec["type"] != plugins.ProducerType {
+		if !ok || spec["type"] != pluginType {
 			continue
 		}
 		found = true
@@ -104,7 +113,7 @@ func withProducerParameters(config []byte, params map[string]any) ([]byte, error
 		spec["parameters"] = merged
 	}
 	if !found {
-		return nil, fmt.Errorf("%w: producer parameters given, but the config has no %s", errBadRequest, plugins.ProducerType)
+		return nil, fmt.Errorf("%w: %s parameters given, but the config has no %s", errBadRequest, pluginType, pluginType)
 	}
 	return json.Marshal(doc) // JSON is YAML to llm-d's loader
 }

@@ -133,7 +133,7 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, fmt.Errorf("%d routers already: delete one first", maxRouters))
 		return
 	}
-	rt, err := newRouter(s.ctx, config, req.Producer)
+	rt, err := newRouter(s.ctx, config, req.Producer, req.PrefixIndex)
 	if err != nil {
 		writeError(w, statusOf(err), fmt.Errorf("config %q: %w", req.Config, err))
 		return

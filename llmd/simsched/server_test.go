@@ -142,6 +142,46 @@ func TestStockConfigReadsTopologyFromPodLabels(t *testing.T) {
 	}
 }
 
+// TestPrefixIndexSizedToThePods: the prefix_index parameters reach llm-d's
+// approximate prefix producer, whose match is the Headroom rows'
+// prefix_cache_score. A prompt repeated on d0 after another is cached
+// there under the config's index; an index sized to one prompt's five
+// 64-token blocks has forgotten it, as a pod that evicted it has.
+func TestPrefixIndexSizedToThePods(t *testing.T) {
+	srv := newServer(t)
+	for _, tt := range []struct {
+		index  map[string]any
+		cached bool
+	}{
+		{nil, true},
+		{map[string]any{"autoTune": false, "blockSizeTokens": 64, "lruCapacityPerServer": 5}, false},
+	} {
+		rec := &recorder{}
+		fake := httptest.NewServer(rec)
+		var created CreateAnswer
+		call(t, srv, http.MethodPost, "/routers", CreateRequest{Config: "headroom", PrefixIndex: tt.index,
+			Producer: map[string]any{"predictorURL": fake.URL, "timeout": "5s"}}, &created, http.StatusCreated)
+		path := "/routers/" + created.ID
+		first, again := request("a", 264), request("a", 264)
+		again.ID = "b"
+		var a ScheduleAnswer
+		call(t, srv, http.MethodPost, path+"/schedule", ScheduleRequest{NowNs: at(0), Request: first, Endpoints: fleet()}, &a, http.StatusOK)
+		if a.Decode != "d0" {
+			t.Fatalf("index %v: first request on %s, want d0 (the fake ranks it first)", tt.index, a.Decode)
+		}
+		// llm-d adds the blocks to its index asynchronously.
+		time.Sleep(100 * time.Millisecond)
+		call(t, srv, http.MethodPost, path+"/schedule", ScheduleRequest{NowNs: at(time.Second), Request: request("c", 264), Endpoints: fleet()}, &a, http.StatusOK)
+		time.Sleep(100 * time.Millisecond)
+		call(t, srv, http.MethodPost, path+"/schedule", ScheduleRequest{NowNs: at(2 * time.Second), Request: again, Endpoints: fleet()}, &a, http.StatusOK)
+		score := rec.rows[4]["prefix_cache_score"].(float64) // d0's row of the third request
+		if (score > 0) != tt.cached {
+			t.Errorf("index %v: d0's prefix_cache_score for the repeated prompt %v, want cached %v", tt.index, score, tt.cached)
+		}
+		fake.Close()
+	}
+}
+
 // recorder is a fake predictor (a matrix answer that ranks the pairs
 // through d0 first) and trainer, recording what it is sent.
 type recorder struct {

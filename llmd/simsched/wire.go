@@ -13,6 +13,11 @@ type CreateRequest struct {
 	// the config (predictorURL, trainerURL, streamingMode, …); a config
 	// without one refuses them.
 	Producer map[string]any `json:"producer,omitempty"`
+	// PrefixIndex parameters are merged into every
+	// approx-prefix-cache-producer of the config: the index sized to the
+	// simulated pods' KV cache (lruCapacityPerServer, blockSizeTokens,
+	// autoTune), as a deployment sizes it to its own.
+	PrefixIndex map[string]any `json:"prefix_index,omitempty"`
 }
 
 // CreateAnswer names the router made.
