@@ -9,6 +9,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
+	"sigs.k8s.io/yaml"
 
 	fwksched "github.com/llm-d/llm-d-router/pkg/epp/framework/interface/scheduling"
 
@@ -304,4 +305,31 @@ func TestFailOpen(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestShippedConfigSizesThePrefixIndex: the shipped config's approximate
+// prefix index counts 64-token blocks (llm-d's floor) and does not autotune,
+// which would take the engine's 16-token block count for its capacity, four
+// times what a pod caches; the capacity is then the one the config states
+// (docs/COMPATIBILITY.md says how to size it).
+func TestShippedConfigSizesThePrefixIndex(t *testing.T) {
+	var doc struct {
+		Plugins []struct {
+			Type       string         `json:"type"`
+			Parameters map[string]any `json:"parameters"`
+		} `json:"plugins"`
+	}
+	if err := yaml.Unmarshal(readConfig(t, shippedConfig), &doc); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range doc.Plugins {
+		if p.Type != "approx-prefix-cache-producer" {
+			continue
+		}
+		if x := p.Parameters; x["autoTune"] != false || x["blockSizeTokens"] != 64.0 || !(x["lruCapacityPerServer"].(float64) > 0) {
+			t.Errorf("the prefix index's parameters %v: want autoTune false, 64-token blocks and a capacity", x)
+		}
+		return
+	}
+	t.Fatal("the shipped config has no approx-prefix-cache-producer")
 }
