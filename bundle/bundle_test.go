@@ -2,6 +2,8 @@ package bundle
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"os"
@@ -224,6 +226,54 @@ func TestBundleCarriesTheTransferModel(t *testing.T) {
 	}
 	if got, err := Decode(old, nil); err != nil || got.Transfer != nil {
 		t.Fatalf("Decode of a bundle without a transfer model: %v, %v", got, err)
+	}
+}
+
+// The split-TTFT law travels under split_ttft_v2 with its shared terms; a
+// bundle of a trainer before them, whose law is under split_ttft, still
+// decodes, its law without shared terms, as it was fitted.
+func TestBundleCarriesTheSplitTTFTLaw(t *testing.T) {
+	b := modeltest.Bundle(t)
+	b.SplitTTFT = modeltest.TransferModel(t)
+	b.SplitTTFT.Shared = &model.SharedTerms{Columns: []string{"effective_input_tokens"}, MsPer: []float64{0.04}}
+	data, err := Encode(b, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(data), `"split_ttft_v2":`) || strings.Contains(string(data), `"split_ttft":`) {
+		t.Fatalf("encoded split-TTFT law under another key: %s", data)
+	}
+	got, err := Decode(data, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	row := &features.Row{InputTokenLength: 1000}
+	if got.SplitTTFT == nil || got.SplitTTFT.SharedMs(row, nil) != 40 {
+		t.Fatalf("decoded split-TTFT law %+v", got.SplitTTFT)
+	}
+
+	b.SplitTTFT.Shared = nil
+	payload, err := json.Marshal(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	legacy := strings.Replace(string(payload), `"split_ttft_v2":`, `"split_ttft":`, 1)
+	sum := sha256.Sum256([]byte(legacy))
+	env, err := json.Marshal(map[string]any{"format": Format, "version": b.Version, "epoch": b.Epoch,
+		"sha256": hex.EncodeToString(sum[:]), "payload": json.RawMessage(legacy)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	old, err := Decode(env, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if old.SplitTTFT == nil || old.SplitTTFT.Shared != nil {
+		t.Fatalf("a bundle with its law under split_ttft decodes as %+v", old.SplitTTFT)
+	}
+	want, _ := b.SplitTTFT.Predict(features.SameRack, 2000, 0, 1)
+	if have, ok := old.SplitTTFT.Predict(features.SameRack, 2000, 0, 1); !ok || have != want {
+		t.Fatalf("the old law predicts %v (%v), as fitted %v", have, ok, want)
 	}
 }
 

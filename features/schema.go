@@ -328,6 +328,17 @@ var (
 	}
 )
 
+// SplitTTFTSharedColumns are the split-TTFT law's shared terms
+// (model.SharedTerms): the columns of the prefill pod's row its prefill
+// grows with, the uncached prompt and the load ahead of it, fitted once
+// over every link class so that each class's own terms hold only its
+// transfer. Lines, because a term shared by classes of a few samples each
+// must not bend where one class's samples happen to lie; the TTFT model
+// ranks the prefill pods' loads (pairs.Rank).
+var SplitTTFTSharedColumns = []string{
+	"effective_input_tokens", "num_request_waiting", "num_request_running", "prefill_tokens_in_flight",
+}
+
 // DefaultColumns is a per-pod target's default feature columns
 // (DefaultTTFTColumns, DefaultTPOTColumns); nil for a target not predicted
 // per pod.

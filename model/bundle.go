@@ -1,6 +1,7 @@
 package model
 
 import (
+	"encoding/json"
 	"fmt"
 	"time"
 
@@ -23,9 +24,15 @@ type Bundle struct {
 	// decode pod; nil until the trainer has seen disaggregated samples.
 	Transfer *TransferModel `json:"kv_transfer,omitempty"`
 	// SplitTTFT predicts the whole TTFT of a disaggregated request per
-	// link class, of the same law as Transfer (features.SplitTTFT); nil
-	// until the trainer has seen split requests with both placements.
-	SplitTTFT *TransferModel `json:"split_ttft,omitempty"`
+	// link class, of the same law as Transfer (features.SplitTTFT) with
+	// the prefill in its Shared terms; nil until the trainer has seen
+	// split requests with both placements. Its key is split_ttft_v2: a
+	// predictor before the shared terms ignores it (and ranks no pairs
+	// without a transfer model, as before any split-TTFT law) rather than
+	// read class laws without the prefill as whole TTFTs. A bundle of a
+	// trainer before them has its law under split_ttft, which
+	// UnmarshalJSON still reads (classes holding the prefill, no Shared).
+	SplitTTFT *TransferModel `json:"split_ttft_v2,omitempty"`
 	// XGBoostMissing records that the trainer ran without the xgboost binary,
 	// so every model in this bundle is linear only.
 	XGBoostMissing bool `json:"xgboost_missing,omitempty"`
@@ -33,6 +40,24 @@ type Bundle struct {
 	// Checksum is the hex SHA-256 of the encoded payload; set by
 	// bundle.Encode and verified by bundle.Decode.
 	Checksum string `json:"-"`
+}
+
+// UnmarshalJSON decodes a bundle, a split-TTFT law of the first form
+// (key split_ttft, of trainers before the shared terms) as SplitTTFT
+// when the bundle has none of the present form.
+func (b *Bundle) UnmarshalJSON(data []byte) error {
+	type plain Bundle // without this method
+	v := struct {
+		*plain
+		LegacySplitTTFT *TransferModel `json:"split_ttft"`
+	}{plain: (*plain)(b)}
+	if err := json.Unmarshal(data, &v); err != nil {
+		return err
+	}
+	if b.SplitTTFT == nil {
+		b.SplitTTFT = v.LegacySplitTTFT
+	}
+	return nil
 }
 
 // SamplesSeen is the number of samples the bundle's TTFT and TPOT models

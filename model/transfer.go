@@ -36,6 +36,13 @@ type TransferModel struct {
 	// rows the laws were not fitted on; a class with its own calibration
 	// uses that instead.
 	Calibration Calibration `json:"calibration"`
+	// Shared is the part of the label every link class has in common,
+	// fitted once over all of them: for the split-TTFT law the prefill on
+	// P's row, so that the classes' laws hold only what differs between
+	// links (the transfer) and are ordered by it. nil for the KV-transfer
+	// law, whose label is the transfer alone, and in split-TTFT laws of
+	// bundles before it (whose classes' laws hold the prefill as well).
+	Shared *SharedTerms `json:"shared,omitempty"`
 
 	// Holdout figures over every class, and coverage of the calibrated
 	// quantile on the holdout.
@@ -48,6 +55,66 @@ type TransferModel struct {
 	TrainSeconds    float64           `json:"train_seconds"`
 
 	byClass [features.NumLinkClasses]*TransferClass
+}
+
+// SharedTerms are a law's terms common to every link class: a
+// non-negative cost per unit of each column of the prefill pod's row
+// (features.SplitTTFTSharedColumns when the trainer fits them), built by
+// the one feature builder (features.Schema) in training and prediction.
+// The class laws' latencies hold the intercept.
+type SharedTerms struct {
+	Columns []string `json:"columns"`
+	// MsPer is the cost in ms of one unit of each column, ≥ 0: every
+	// column is one latency cannot fall as it grows.
+	MsPer  []float64 `json:"ms_per"`
+	schema features.Schema
+}
+
+// maxSharedMsPer bounds a shared coefficient: a millisecond per token or
+// request is already slower than any prefill; a bound keeps a crafted
+// bundle from making the sum overflow.
+const maxSharedMsPer = 1e6
+
+func (s *SharedTerms) prepare() error {
+	if len(s.Columns) == 0 || len(s.Columns) != len(s.MsPer) {
+		return fmt.Errorf("shared terms: %d columns, %d coefficients, want as many of each and at least one", len(s.Columns), len(s.MsPer))
+	}
+	schema, err := features.NewSchema(s.Columns)
+	if err != nil {
+		return fmt.Errorf("shared terms: %w", err)
+	}
+	for i, v := range s.MsPer {
+		if !finite(v) || v < 0 || v > maxSharedMsPer {
+			return fmt.Errorf("shared terms: %s costs %v ms, want a number in [0, %g]", s.Columns[i], v, float64(maxSharedMsPer))
+		}
+		if schema.Direction(i) <= 0 {
+			return fmt.Errorf("shared terms: column %s is not one latency grows with", s.Columns[i])
+		}
+	}
+	s.schema = schema
+	return nil
+}
+
+// Schema is the shared terms' columns, compiled; the model must be
+// prepared.
+func (s *SharedTerms) Schema() features.Schema { return s.schema }
+
+// Ms is the shared terms' cost of columns x (Schema's, of one row).
+func (s *SharedTerms) Ms(x []float64) float64 {
+	y := 0.0
+	for i, v := range x {
+		y += s.MsPer[i] * math.Max(v, 0)
+	}
+	return y
+}
+
+// SharedMs is the law's shared part on row r (0 without shared terms),
+// buf a scratch slice for its columns.
+func (m *TransferModel) SharedMs(r *features.Row, buf []float64) float64 {
+	if m.Shared == nil {
+		return 0
+	}
+	return m.Shared.Ms(m.Shared.schema.Build(r, buf))
 }
 
 // TransferClass is the law of one link class.
@@ -131,6 +198,11 @@ func (m *TransferModel) Prepare() error {
 	if err := m.Calibration.Validate(); err != nil {
 		return fmt.Errorf("transfer model: %w", err)
 	}
+	if m.Shared != nil {
+		if err := m.Shared.prepare(); err != nil {
+			return fmt.Errorf("transfer model: %w", err)
+		}
+	}
 	var byClass [features.NumLinkClasses]*TransferClass
 	for i := range m.Classes {
 		k := &m.Classes[i]
@@ -180,7 +252,8 @@ func (m *TransferModel) Class(c features.LinkClass) *TransferClass {
 // Predict returns the central transfer time in milliseconds of
 // tokens·bytesPerToken bytes over class c with concurrent transfers on the
 // path, this one included (0 when unknown); bytesPerToken 0 means
-// DefaultBytesPerToken.
+// DefaultBytesPerToken. A law with Shared terms predicts its link's part
+// alone; the label's whole is Predict plus SharedMs on the row.
 //
 // A farther class is never faster, so a seen class's prediction is raised to
 // that of any nearer seen class that would predict more (fitting noise must

@@ -147,6 +147,18 @@ func TestTransferPrepareRefuses(t *testing.T) {
 		{"decreasing class calibration", func(m *TransferModel) {
 			m.Classes[1].Calibration.LogResiduals[3] = 10
 		}, "decrease"},
+		{"shared terms without coefficients", func(m *TransferModel) {
+			m.Shared = &SharedTerms{Columns: []string{"effective_input_tokens"}}
+		}, "coefficients"},
+		{"shared terms of an unknown column", func(m *TransferModel) {
+			m.Shared = &SharedTerms{Columns: []string{"moon_phase"}, MsPer: []float64{1}}
+		}, "moon_phase"},
+		{"a negative shared term", func(m *TransferModel) {
+			m.Shared = &SharedTerms{Columns: []string{"effective_input_tokens"}, MsPer: []float64{-0.1}}
+		}, "effective_input_tokens"},
+		{"a shared term latency falls with", func(m *TransferModel) {
+			m.Shared = &SharedTerms{Columns: []string{"prefix_cache_score"}, MsPer: []float64{1}}
+		}, "prefix_cache_score"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			m := testTransferModel(t)
@@ -156,6 +168,27 @@ func TestTransferPrepareRefuses(t *testing.T) {
 				t.Fatalf("Prepare: %v, want an error about %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// A law's shared terms cost their columns of the row, with none 0; the
+// link's part is Predict's alone.
+func TestTransferSharedMs(t *testing.T) {
+	m := testTransferModel(t)
+	row := &features.Row{InputTokenLength: 1000, PrefixCacheScore: 0.25, NumRequestWaiting: 2}
+	if got := m.SharedMs(row, nil); got != 0 {
+		t.Fatalf("no shared terms: %v ms", got)
+	}
+	before, _ := m.Predict(features.SameRack, 1000, 0, 1)
+	m.Shared = &SharedTerms{Columns: []string{"effective_input_tokens", "num_request_waiting"}, MsPer: []float64{0.05, 10}}
+	if err := m.Prepare(); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := m.SharedMs(row, make([]float64, 0, 2)), 0.05*750+10*2; math.Abs(got-want) > 1e-9 {
+		t.Errorf("shared part %v ms, want %v", got, want)
+	}
+	if after, _ := m.Predict(features.SameRack, 1000, 0, 1); after != before {
+		t.Errorf("Predict %v with shared terms, %v without", after, before)
 	}
 }
 

@@ -28,6 +28,10 @@ type TransferModel interface {
 	// Quantile scales a central estimate for class c to quantile q of the
 	// calibrated error.
 	Quantile(c features.LinkClass, central, q float64) float64
+	// SharedMs is the part of the law's label common to every link
+	// class on the prefill pod's row r (the split-TTFT law's prefill), 0
+	// for a law without one; buf is scratch for its columns.
+	SharedMs(r *features.Row, buf []float64) float64
 }
 
 // Models are what a ranking reads, all from one bundle so that a ranking

@@ -61,14 +61,17 @@ func testModels(t testing.TB, transfer TransferModel) Models {
 // each known class's bandwidth (bytes per ms), with a log-uniform error of
 // ±spread. It records the last call.
 type bandwidthModel struct {
-	bytesPerMs   map[features.LinkClass]float64
-	latencyMs    float64
-	poolBytes    float64 // bytes per token when the request says 0
-	spread       float64
-	calls        int
-	lastTokens   int64
-	lastBytes    float64
-	lastParallel int64
+	bytesPerMs map[features.LinkClass]float64
+	latencyMs  float64
+	poolBytes  float64 // bytes per token when the request says 0
+	spread     float64
+	// sharedMsPerUncached is the law's shared part (SharedMs) per
+	// uncached prompt token of the prefill row; 0: none.
+	sharedMsPerUncached float64
+	calls               int
+	lastTokens          int64
+	lastBytes           float64
+	lastParallel        int64
 }
 
 func (m *bandwidthModel) Predict(c features.LinkClass, tokens int64, bytesPerToken float64, concurrent int64) (float64, bool) {
@@ -82,6 +85,10 @@ func (m *bandwidthModel) Predict(c features.LinkClass, tokens int64, bytesPerTok
 		bytesPerToken = m.poolBytes
 	}
 	return m.latencyMs + float64(tokens)*bytesPerToken*float64(max(concurrent, 1))/bw, true
+}
+
+func (m *bandwidthModel) SharedMs(r *features.Row, _ []float64) float64 {
+	return m.sharedMsPerUncached * (1 - r.PrefixCacheScore) * float64(r.InputTokenLength)
 }
 
 func (m *bandwidthModel) Quantile(c features.LinkClass, central, q float64) float64 {

@@ -46,6 +46,14 @@ type Result struct {
 	// transfer depends on the decode pod (the tokens that move), the
 	// class and the busier link, so pairs sharing those share it.
 	transfers []transferMemo
+	// sharedMs is the split-TTFT law's shared part (its prefill) on the
+	// lightest prefill candidate's row, in every pair's law estimate; 0
+	// for a transfer model or a law without shared terms.
+	sharedMs float64
+	// sharedRow and sharedBuf are the law's input, here so that handing
+	// them to it as an interface does not allocate.
+	sharedRow features.Row
+	sharedBuf [8]float64
 }
 
 // transferMemo is one memoised transfer estimate; ok is false until set.
@@ -79,11 +87,14 @@ var ErrNotReady = errors.New("pair prediction needs both a TTFT and a TPOT model
 //
 // Without a transfer model, a bundle learned from entries that do not
 // time the transfer (llm-d's) has the split-TTFT law instead: the whole
-// TTFT of a split request per link class and tokens that move, learned
-// end to end. A pair is then that law's estimate plus the excess of P's
-// load over the lightest prefill candidate's (the TTFT model on the
-// prefill rows; PrefillLoadMs) and D's decode load as above: the law
-// learned the pods routers chose, not this pair's load. With a transfer
+// TTFT of a split request, learned end to end, as a prefill shared by
+// every link class (on P's row) and each class's transfer of the tokens
+// that move. A pair is then that law's estimate, its prefill taken on the
+// lightest prefill candidate's row (by the TTFT model), plus the excess
+// of P's load over that candidate's (the TTFT model on the prefill rows;
+// PrefillLoadMs) and D's decode load as above: the TTFT model, whose
+// trees follow a queue where the law's lines do not, ranks the prefill
+// pods, and the law's classes, fitted on one prefill, rank the links. With a transfer
 // model the pair is composed from its parts as above, split-TTFT law or
 // not: the parts are what the demo's figures were measured with, and each
 // is learned apart on labels the other does not blur.
@@ -150,8 +161,16 @@ func Rank(m *Models, req *Request, out *Result) error {
 	for j := range req.Decode {
 		lightest = min(lightest, out.decodeTPOT[j].Ms)
 	}
+	lightestAt := 0
 	for i := range req.Prefill {
-		lightestPrefill = min(lightestPrefill, out.prefill[i].Ms)
+		if out.prefill[i].Ms < lightestPrefill {
+			lightestPrefill, lightestAt = out.prefill[i].Ms, i
+		}
+	}
+	out.sharedMs = 0
+	if fromSplit && nP > 0 {
+		out.sharedRow = row(req, &req.Prefill[lightestAt], "prefill")
+		out.sharedMs = law.SharedMs(&out.sharedRow, out.sharedBuf[:0])
 	}
 
 	out.EveryNoSplit = resize(out.EveryNoSplit, nD)
@@ -231,6 +250,7 @@ func (out *Result) transfer(law TransferModel, stat predictor.Statistic, req *Re
 	if !ok {
 		return Estimate{}, false
 	}
+	central += out.sharedMs
 	*memo = transferMemo{ok: true, concurrent: concurrent, est: stat.Of(central, &out.links[c])}
 	return memo.est, true
 }

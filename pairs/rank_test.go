@@ -446,6 +446,7 @@ func (x exactTransfer) Predict(features.LinkClass, int64, float64, int64) (float
 	return float64(x), true
 }
 func (x exactTransfer) Quantile(_ features.LinkClass, central, _ float64) float64 { return central }
+func (x exactTransfer) SharedMs(*features.Row, []float64) float64                 { return 0 }
 
 // A pair's TTFT and the choice to split, against the simulator's truth:
 // one request split onto a prefill pod and a decode pod on one node, and
@@ -689,40 +690,53 @@ func TestRankSplitTTFTLaw(t *testing.T) {
 		want:    [2]string{"p-calm", "d"},
 		order:   [][2]string{{"p-calm", "d"}, {"p-busy", "d"}},
 	}}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			m := testModels(t, nil)
-			sl := law()
-			m.SplitTTFT = sl
-			req := &Request{InputTokenLength: 4096, Prefill: tt.prefill, Decode: tt.decode}
-			var res Result
-			if err := Rank(&m, req, &res); err != nil {
-				t.Fatal(err)
-			}
-			if res.TransferModel || !res.SplitTTFTModel || res.UnknownPairs != 0 {
-				t.Fatalf("transfer model %v, split-TTFT law %v, %d unknown", res.TransferModel, res.SplitTTFTModel, res.UnknownPairs)
-			}
-			checkRanked(t, req, &res, tt.want, tt.order)
-			lightest := math.Inf(1)
-			for _, o := range res.Pairs {
-				lightest = min(lightest, o.PrefillPart.Ms)
-			}
-			for _, o := range res.Pairs {
-				central, _ := sl.Predict(o.Link, o.TransferTokens, 0, 0)
-				if !near(o.SplitPart.Ms, central) || o.Transfer != (Estimate{}) {
-					t.Errorf("%v: split part %v, want the law's %v; transfer %+v", names(req, o), o.SplitPart.Ms, central, o.Transfer)
+	for _, shared := range []float64{0, 0.01} {
+		for _, tt := range tests {
+			t.Run(fmt.Sprintf("%s, shared %v ms a token", tt.name, shared), func(t *testing.T) {
+				m := testModels(t, nil)
+				sl := law()
+				sl.sharedMsPerUncached = shared
+				m.SplitTTFT = sl
+				req := &Request{InputTokenLength: 4096, Prefill: tt.prefill, Decode: tt.decode}
+				var res Result
+				if err := Rank(&m, req, &res); err != nil {
+					t.Fatal(err)
 				}
-				if !near(o.PrefillLoadMs, o.PrefillPart.Ms-lightest) {
-					t.Errorf("%v: prefill load %v, want %v", names(req, o), o.PrefillLoadMs, o.PrefillPart.Ms-lightest)
+				if res.TransferModel || !res.SplitTTFTModel || res.UnknownPairs != 0 {
+					t.Fatalf("transfer model %v, split-TTFT law %v, %d unknown", res.TransferModel, res.SplitTTFTModel, res.UnknownPairs)
 				}
-				if want := o.SplitPart.Ms + o.PrefillLoadMs + o.DecodeLoadMs; !near(o.TTFT.Ms, want) {
-					t.Errorf("%v: TTFT %v, want the law plus the loads, %v", names(req, o), o.TTFT.Ms, want)
+				checkRanked(t, req, &res, tt.want, tt.order)
+				lightest, at := math.Inf(1), 0
+				for _, o := range res.Pairs {
+					if o.PrefillPart.Ms < lightest {
+						lightest, at = o.PrefillPart.Ms, o.Prefill
+					}
 				}
-				if lo, hi := o.TTFT.Bounds[0], o.TTFT.Bounds[1]; !(lo < o.TTFT.Ms && o.TTFT.Ms < hi) {
-					t.Errorf("%v: TTFT bounds %v around %v", names(req, o), o.TTFT.Bounds, o.TTFT.Ms)
+				// The law's shared part (its prefill) is taken on the
+				// lightest prefill candidate's row, for every pair.
+				row := req.Prefill[at].Row
+				row.InputTokenLength = req.InputTokenLength
+				base := sl.SharedMs(&row, nil)
+				if shared > 0 && !(base > 0) {
+					t.Fatalf("shared part %v on %s", base, req.Prefill[at].Pod)
 				}
-			}
-		})
+				for _, o := range res.Pairs {
+					central, _ := sl.Predict(o.Link, o.TransferTokens, 0, 0)
+					if !near(o.SplitPart.Ms, central+base) || o.Transfer != (Estimate{}) {
+						t.Errorf("%v: split part %v, want the law's %v + %v; transfer %+v", names(req, o), o.SplitPart.Ms, central, base, o.Transfer)
+					}
+					if !near(o.PrefillLoadMs, o.PrefillPart.Ms-lightest) {
+						t.Errorf("%v: prefill load %v, want %v", names(req, o), o.PrefillLoadMs, o.PrefillPart.Ms-lightest)
+					}
+					if want := o.SplitPart.Ms + o.PrefillLoadMs + o.DecodeLoadMs; !near(o.TTFT.Ms, want) {
+						t.Errorf("%v: TTFT %v, want the law plus the loads, %v", names(req, o), o.TTFT.Ms, want)
+					}
+					if lo, hi := o.TTFT.Bounds[0], o.TTFT.Bounds[1]; !(lo < o.TTFT.Ms && o.TTFT.Ms < hi) {
+						t.Errorf("%v: TTFT bounds %v around %v", names(req, o), o.TTFT.Bounds, o.TTFT.Ms)
+					}
+				}
+			})
+		}
 	}
 
 	t.Run("a transfer model keeps the composition from parts", func(t *testing.T) {

@@ -194,7 +194,8 @@ func TestRetrainPublishesTheSplitTTFTLaw(t *testing.T) {
 	if err != nil || got.SplitTTFT == nil || !got.Has(features.SplitTTFT) || got.Has(features.KVTransfer) {
 		t.Fatalf("published bundle reads back as %+v, %v", got, err)
 	}
-	if y, ok := got.SplitTTFT.Predict(features.CrossZone, 2048, 0, 1); !ok ||
+	y, ok := got.SplitTTFT.Predict(features.CrossZone, 2048, 0, 1)
+	if y += got.SplitTTFT.SharedMs(&features.Row{InputTokenLength: 2048}, nil); !ok || got.SplitTTFT.Shared == nil ||
 		math.Abs(y-(fittest.SplitPrefillMs(2048)+0.5+1000*2048*fittest.BytesPerToken/3e9))/y > 0.1 {
 		t.Errorf("cross-zone 2,048 tokens alone: %v ms (%v)", y, ok)
 	}

@@ -104,8 +104,12 @@ type TransferInfo struct {
 	// give kv_bytes_per_token; 1 means the law is in tokens.
 	DefaultBytesPerToken float64               `json:"default_bytes_per_token,omitempty"`
 	Classes              []model.TransferClass `json:"classes,omitempty"`
-	TrainedAt            any                   `json:"trained_at"`
-	TrainSeconds         float64               `json:"train_seconds"`
+	// SharedCoefficients are the split-TTFT law's terms common to every
+	// link class (model.SharedTerms), ms per unit of each column of the
+	// prefill pod's row; absent for the KV-transfer law.
+	SharedCoefficients map[string]float64 `json:"shared_coefficients,omitempty"`
+	TrainedAt          any                `json:"trained_at"`
+	TrainSeconds       float64            `json:"train_seconds"`
 }
 
 // TargetInfo describes one target's model in a ModelInfo.
@@ -246,10 +250,17 @@ func transferInfo(pub *bundle.Published, t features.Target) TransferInfo {
 	if m == nil {
 		return TransferInfo{TrainedAt: nil}
 	}
-	return TransferInfo{
+	info := TransferInfo{
 		Ready: true, TrainSamples: m.TrainSamples, HoldoutSamples: m.HoldoutSamples, TrainedOnSamples: m.TrainSamples,
 		Holdout: m.Holdout, HoldoutCoverage: m.HoldoutCoverage, Calibration: m.Calibration.Source,
 		DefaultBytesPerToken: m.DefaultBytesPerToken, Classes: m.Classes,
 		TrainedAt: Timestamp(m.TrainedAt), TrainSeconds: m.TrainSeconds,
 	}
+	if s := m.Shared; s != nil {
+		info.SharedCoefficients = make(map[string]float64, len(s.Columns))
+		for i, c := range s.Columns {
+			info.SharedCoefficients[c] = s.MsPer[i]
+		}
+	}
+	return info
 }

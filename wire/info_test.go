@@ -200,4 +200,22 @@ func TestModelInfoEncodesEveryTarget(t *testing.T) {
 	if !strings.HasSuffix(string(data), `"training":{"runs":3}}`) {
 		t.Errorf("no trainer status at the end: %s", data)
 	}
+	if strings.Contains(string(data), "shared_coefficients") {
+		t.Errorf("laws without shared terms show some: %s", data)
+	}
+}
+
+// The split-TTFT law's shared terms are in /model/info by column name.
+func TestModelInfoShowsSharedTerms(t *testing.T) {
+	b := infoBundle(t)
+	b.SplitTTFT = infoTransferModel(t)
+	b.SplitTTFT.Shared = &model.SharedTerms{Columns: []string{"effective_input_tokens", "num_request_waiting"}, MsPer: []float64{0.05, 12}}
+	if err := b.SplitTTFT.Prepare(); err != nil {
+		t.Fatal(err)
+	}
+	info := NewModelInfo(&bundle.Published{Bundle: b}, time.Time{}, b.CreatedAt, nil)
+	got := info.Law(features.SplitTTFT).SharedCoefficients
+	if len(got) != 2 || got["effective_input_tokens"] != 0.05 || got["num_request_waiting"] != 12 {
+		t.Fatalf("shared coefficients %v", got)
+	}
 }

@@ -72,13 +72,17 @@ type transferRow struct {
 	bytes      float64
 	concurrent int64
 	ms         float64
+	// shared are the row's values of the law's shared columns (nil
+	// without shared terms): the prefill pod's, features.Schema.Build's.
+	shared []float64
 }
 
 // transferRows converts samples labelled for target t (KVTransfer or
 // SplitTTFT) into the law's rows, bytes per token defaulting to
-// bytesPerToken: the label is the row's ms. Samples without one, or with
-// values no law can use, are left out.
-func transferRows(samples []features.Sample, t features.Target, bytesPerToken float64) []transferRow {
+// bytesPerToken and the shared columns (shared; the zero Schema for none)
+// built from each sample's row: the label is the row's ms. Samples
+// without one, or with values no law can use, are left out.
+func transferRows(samples []features.Sample, t features.Target, bytesPerToken float64, shared features.Schema) []transferRow {
 	rows := make([]transferRow, 0, len(samples))
 	for i := range samples {
 		tr := samples[i].Transfer
@@ -94,10 +98,33 @@ func transferRows(samples []features.Sample, t features.Target, bytesPerToken fl
 		if c < 0 || c >= features.NumLinkClasses {
 			continue
 		}
-		rows = append(rows, transferRow{class: c, tokens: tr.Tokens, bytes: float64(tr.Tokens) * bpt,
-			concurrent: max(tr.Concurrent, 0), ms: ms})
+		r := transferRow{class: c, tokens: tr.Tokens, bytes: float64(tr.Tokens) * bpt,
+			concurrent: max(tr.Concurrent, 0), ms: ms}
+		if shared.Len() > 0 {
+			r.shared = shared.Build(&samples[i].Row, nil)
+		}
+		rows = append(rows, r)
 	}
 	return rows
+}
+
+// sharedSchema is the shared columns of target t's law as the trainer
+// fits it: the split TTFT's prefill on P's row
+// (features.SplitTTFTSharedColumns); none for the KV transfer.
+func sharedSchema(t features.Target) features.Schema {
+	if t == features.SplitTTFT {
+		return features.MustSchema(features.SplitTTFTSharedColumns...)
+	}
+	return features.Schema{}
+}
+
+// modelSchema is the shared columns m predicts with (none for a law
+// without shared terms).
+func modelSchema(m *model.TransferModel) features.Schema {
+	if m.Shared == nil {
+		return features.Schema{}
+	}
+	return m.Shared.Schema()
 }
 
 // transferBytesPerToken is the bytes per token a fit assumes for samples
@@ -129,12 +156,18 @@ func TransferLaw(ctx context.Context, train, holdout []features.Sample, cfg Tran
 }
 
 // Law fits target t's law per link class, as TransferLaw does the KV
-// transfer's, on the samples labelled for t: for features.SplitTTFT the
-// whole TTFT of a disaggregated request, so that the law's latency holds
-// the prefill's fixed part and the first decode step and its per-byte
-// term the prefill and the transfer of the tokens that move. It is how a
-// pair is predicted from what llm-d reports, which does not time the
-// transfer.
+// transfer's, on the samples labelled for t. For features.SplitTTFT, the
+// whole TTFT of a disaggregated request, the prefill is common to every
+// link class and is fitted once over all of them (the law's Shared terms
+// on P's row: its cost per uncached token and its load), and each class's
+// law holds only what differs, its transfer: a latency (with the
+// prefill's fixed part and the first decode step) and a cost per byte
+// that moves. Fitted per class alone, each class's per-byte term held the
+// prefill as well, learned on whichever prompts and prefill pods routers
+// happened to send over that link, and a class of few samples could come
+// out no slower than a nearer one (TestSplitTTFTLawOrdersLinksByTransfer).
+// It is how a pair is predicted from what llm-d reports, which does not
+// time the transfer.
 func Law(ctx context.Context, t features.Target, train, holdout []features.Sample, cfg TransferOptions, q float64) (*model.TransferModel, error) {
 	what := lawName(t)
 	if !(q > 0 && q < 1) {
@@ -143,24 +176,25 @@ func Law(ctx context.Context, t features.Target, train, holdout []features.Sampl
 	cfg.setDefaults()
 	start := time.Now()
 	bpt := transferBytesPerToken(train, cfg.BytesPerToken)
-	rows := transferRows(train, t, bpt)
+	shared := sharedSchema(t)
+	rows := transferRows(train, t, bpt, shared)
 	if len(rows) == 0 {
 		return nil, fmt.Errorf("%w: no training samples with a measured %s", ErrTooFewTransfers, what)
 	}
-	m, err := fitTransferLaws(rows, bpt, cfg.MinClassSamples)
+	m, err := fitTransferLaws(rows, bpt, cfg.MinClassSamples, shared)
 	if err != nil {
 		return nil, err
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("%s: %w", what, err)
 	}
-	if err := calibrateTransfer(m, rows, cfg); err != nil {
+	if err := calibrateTransfer(m, rows, cfg, shared); err != nil {
 		return nil, err
 	}
 	if err := m.Prepare(); err != nil {
 		return nil, fmt.Errorf("%s: fitted model is inconsistent: %w", what, err)
 	}
-	measureTransfer(m, believableTransfers(m, transferRows(holdout, t, bpt), rows), q)
+	measureTransfer(m, believableTransfers(m, transferRows(holdout, t, bpt, shared), rows), q)
 	m.TrainSamples, m.HoldoutSamples = len(rows), m.Holdout.Rows
 	m.TrainedAt = time.Now().UTC()
 	m.TrainSeconds = time.Since(start).Seconds()
@@ -175,26 +209,45 @@ func lawName(t features.Target) string {
 	return strings.ToLower(t.Title())
 }
 
-// fitTransferLaws fits a law for every class with at least minRows rows.
-func fitTransferLaws(rows []transferRow, bpt float64, minRows int) (*model.TransferModel, error) {
+// fitTransferLaws fits a law for every class with at least minRows rows:
+// each class apart without shared columns, all classes together with
+// their shared terms otherwise (fitLaws).
+func fitTransferLaws(rows []transferRow, bpt float64, minRows int, shared features.Schema) (*model.TransferModel, error) {
 	var byClass [features.NumLinkClasses][]transferRow
 	for _, r := range rows {
 		byClass[r.class] = append(byClass[r.class], r)
 	}
-	m := &model.TransferModel{DefaultBytesPerToken: bpt, MinMs: MinLatencyMs, MaxMs: transferMaxMs}
+	var fitted []features.LinkClass
+	var in []transferRow
 	for c, rs := range byClass {
-		if len(rs) < minRows {
-			continue
+		if len(rs) >= minRows {
+			fitted = append(fitted, features.LinkClass(c))
+			in = append(in, rs...)
 		}
-		k, err := fitClassLaw(rs)
-		if err != nil {
-			return nil, fmt.Errorf("kv transfer %s: %w", features.LinkClass(c), err)
-		}
-		k.Class = features.LinkClass(c).String()
-		m.Classes = append(m.Classes, k)
 	}
-	if len(m.Classes) == 0 {
+	m := &model.TransferModel{DefaultBytesPerToken: bpt, MinMs: MinLatencyMs, MaxMs: transferMaxMs}
+	if len(fitted) == 0 {
 		return nil, fmt.Errorf("%w: no link class has %d samples yet (%d samples in all)", ErrTooFewTransfers, minRows, len(rows))
+	}
+	if shared.Len() == 0 {
+		for _, c := range fitted {
+			law, _, err := fitLaws(byClass[c], []features.LinkClass{c}, 0)
+			if err != nil {
+				return nil, fmt.Errorf("kv transfer %s: %w", c, err)
+			}
+			m.Classes = append(m.Classes, lawClass(law[0], byClass[c]))
+			m.Classes[len(m.Classes)-1].Class = c.String()
+		}
+	} else {
+		laws, sharedMs, err := fitLaws(in, fitted, shared.Len())
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", lawName(features.SplitTTFT), err)
+		}
+		for i, c := range fitted {
+			m.Classes = append(m.Classes, lawClass(laws[i], byClass[c]))
+			m.Classes[i].Class = c.String()
+		}
+		m.Shared = &model.SharedTerms{Columns: shared.Names(), MsPer: sharedMs}
 	}
 	if err := m.Prepare(); err != nil {
 		return nil, fmt.Errorf("kv transfer: fitted model is inconsistent: %w", err)
@@ -232,23 +285,60 @@ func lawColumn(r transferRow, j int) float64 {
 	return 0
 }
 
-func lawPredict(p [numLawParams]float64, r transferRow) float64 {
-	y := 0.0
-	for j := range numLawParams {
-		y += p[j] * lawColumn(r, j)
-	}
-	return y
-}
-
 // huberK is the Huber threshold in robust standard deviations: 95%
 // efficiency under normal errors, bounded influence beyond.
 const huberK = 1.345
 
-// fitClassLaw fits one class's law by iteratively reweighted least squares
-// on relative error, then centres it so that its median relative error on
-// the rows is zero (least squares fits a mean, which stalled transfers
-// drag up).
-func fitClassLaw(rows []transferRow) (model.TransferClass, error) {
+// lawDesign is the design of a fit of the laws of classes (each at most
+// once) with nShared shared columns: the shared columns first, then each
+// class's numLawParams columns, zero on the rows of other classes. A
+// parameter vector in it is the shared terms' coefficients, then each
+// class's law parameters.
+type lawDesign struct {
+	nShared int
+	at      [features.NumLinkClasses]int // a class's first column; -1 when not fitted
+	n       int
+}
+
+func newLawDesign(classes []features.LinkClass, nShared int) lawDesign {
+	d := lawDesign{nShared: nShared, n: nShared + len(classes)*numLawParams}
+	for c := range d.at {
+		d.at[c] = -1
+	}
+	for i, c := range classes {
+		d.at[c] = nShared + i*numLawParams
+	}
+	return d
+}
+
+// row writes row r's design into x (length d.n).
+func (d lawDesign) row(r transferRow, x []float64) {
+	clear(x)
+	copy(x[:d.nShared], r.shared)
+	if at := d.at[r.class]; at >= 0 {
+		for j := range numLawParams {
+			x[at+j] = lawColumn(r, j)
+		}
+	}
+}
+
+func (d lawDesign) predict(p, x []float64, r transferRow) float64 {
+	d.row(r, x)
+	y := 0.0
+	for j, v := range x {
+		y += p[j] * v
+	}
+	return y
+}
+
+// fitLaws fits the laws of classes, and nShared shared terms, on rows (of
+// those classes only) by iteratively reweighted least squares on
+// relative error with every parameter non-negative, then centres the fit
+// so that its median relative error on the rows is zero (least squares
+// fits a mean, which stalled transfers drag up). It returns each class's
+// law parameters, in the order of classes, and the shared coefficients.
+func fitLaws(rows []transferRow, classes []features.LinkClass, nShared int) ([][numLawParams]float64, []float64, error) {
+	d := newLawDesign(classes, nShared)
 	labels := make([]float64, len(rows))
 	for i, r := range rows {
 		labels[i] = r.ms
@@ -258,17 +348,18 @@ func fitClassLaw(rows []transferRow) (model.TransferClass, error) {
 	for i := range robust {
 		robust[i] = 1
 	}
-	var p [numLawParams]float64
-	rel := make([]float64, len(rows))
+	x := make([]float64, d.n)
+	var p []float64
+	abs := make([]float64, len(rows))
 	for iter := 0; iter < 6; iter++ {
 		var ok bool
-		p, ok = solveLaw(rows, func(i int) float64 { return robust[i] * band.relativeWeight(rows[i].ms) })
+		p, ok = solveLaws(d, rows, func(i int) float64 { return robust[i] * band.relativeWeight(rows[i].ms) })
 		if !ok {
-			return model.TransferClass{}, fmt.Errorf("no non-negative law fits %d samples", len(rows))
+			return nil, nil, fmt.Errorf("no non-negative law fits %d samples", len(rows))
 		}
-		abs := make([]float64, len(rows))
+		rel := make([]float64, len(rows))
 		for i, r := range rows {
-			rel[i] = (r.ms - lawPredict(p, r)) / math.Max(r.ms, band.Low)
+			rel[i] = (r.ms - d.predict(p, x, r)) / math.Max(r.ms, band.Low)
 			abs[i] = math.Abs(rel[i])
 		}
 		sort.Float64s(abs)
@@ -283,7 +374,7 @@ func fitClassLaw(rows []transferRow) (model.TransferClass, error) {
 	// Centre: scale every parameter by the median of actual/predicted.
 	logs := make([]float64, 0, len(rows))
 	for _, r := range rows {
-		if y := lawPredict(p, r); y > 0 {
+		if y := d.predict(p, x, r); y > 0 {
 			logs = append(logs, math.Log(r.ms/y))
 		}
 	}
@@ -293,7 +384,169 @@ func fitClassLaw(rows []transferRow) (model.TransferClass, error) {
 			p[j] *= shift
 		}
 	}
-	return lawClass(p, rows), nil
+	laws := make([][numLawParams]float64, len(classes))
+	for i, c := range classes {
+		copy(laws[i][:], p[d.at[c]:d.at[c]+numLawParams])
+	}
+	return laws, p[:nShared:nShared], nil
+}
+
+// solveLaws minimises Σ w_i (y_i − x_i·p)² over p ≥ 0 (nnls) on the
+// weighted normal equations, with columns scaled to unit maximum first,
+// since bytes reach 10^10 where the latency column is 1, and a whisper of
+// ridge so a column that duplicates another cannot make the system
+// singular. Columns no row uses stay 0.
+func solveLaws(d lawDesign, rows []transferRow, weight func(i int) float64) ([]float64, bool) {
+	n := d.n
+	x := make([]float64, n)
+	scale := make([]float64, n)
+	for _, r := range rows {
+		d.row(r, x)
+		for j, v := range x {
+			scale[j] = math.Max(scale[j], math.Abs(v))
+		}
+	}
+	g := mat.NewSymDense(n, nil)
+	b := make([]float64, n)
+	for i, r := range rows {
+		w := weight(i)
+		d.row(r, x)
+		for j := range n {
+			if scale[j] > 0 {
+				x[j] /= scale[j]
+			}
+		}
+		for j := range n {
+			if x[j] == 0 {
+				continue
+			}
+			for l := j; l < n; l++ {
+				g.SetSym(j, l, g.At(j, l)+w*x[j]*x[l])
+			}
+			b[j] += w * x[j] * r.ms
+		}
+	}
+	for j := range n {
+		g.SetSym(j, j, g.At(j, j)*(1+1e-10))
+	}
+	p, ok := nnls(g, b, func(j int) bool { return scale[j] > 0 })
+	if !ok {
+		return nil, false
+	}
+	for j := range p {
+		if scale[j] > 0 {
+			p[j] /= scale[j]
+		}
+	}
+	return p, true
+}
+
+// nnls minimises ½ pᵀGp − bᵀp over p ≥ 0, p_j = 0 where !free(j), for a
+// positive semi-definite G: Lawson and Hanson's active-set method on the
+// normal equations (Bro and de Jong's fast form), exact in at most a few
+// passes over the columns. false when a passive set's system is not
+// positive definite or it does not converge.
+func nnls(g *mat.SymDense, b []float64, free func(j int) bool) ([]float64, bool) {
+	n := len(b)
+	p := make([]float64, n)
+	passive := make([]bool, n)
+	tol := 1e-12 * (1 + maxAbs(b))
+	gradient := func() []float64 { // b − G p
+		w := make([]float64, n)
+		for j := range n {
+			w[j] = b[j]
+			for l := range n {
+				w[j] -= g.At(j, l) * p[l]
+			}
+		}
+		return w
+	}
+	for outer := 0; outer < 3*n+3; outer++ {
+		w := gradient()
+		best, at := tol, -1
+		for j := range n {
+			if !passive[j] && free(j) && w[j] > best {
+				best, at = w[j], j
+			}
+		}
+		if at < 0 {
+			return p, true
+		}
+		passive[at] = true
+		for inner := 0; ; inner++ {
+			if inner > 3*n+3 {
+				return nil, false
+			}
+			s, ok := solvePassive(g, b, passive)
+			if !ok {
+				return nil, false
+			}
+			alpha, feasible := 1.0, true
+			for j := range n {
+				if passive[j] && s[j] <= 0 {
+					feasible = false
+					if p[j]-s[j] > 0 {
+						alpha = math.Min(alpha, p[j]/(p[j]-s[j]))
+					} else {
+						alpha = 0
+					}
+				}
+			}
+			if feasible {
+				copy(p, s)
+				break
+			}
+			for j := range n {
+				p[j] += alpha * (s[j] - p[j])
+				if passive[j] && p[j] <= tol*1e-3 {
+					passive[j], p[j] = false, 0
+				}
+			}
+		}
+	}
+	return nil, false
+}
+
+// solvePassive solves G_PP s_P = b_P by Cholesky, s zero off P.
+func solvePassive(g *mat.SymDense, b []float64, passive []bool) ([]float64, bool) {
+	var idx []int
+	for j, in := range passive {
+		if in {
+			idx = append(idx, j)
+		}
+	}
+	s := make([]float64, len(b))
+	if len(idx) == 0 {
+		return s, true
+	}
+	a := mat.NewSymDense(len(idx), nil)
+	v := mat.NewVecDense(len(idx), nil)
+	for i, j := range idx {
+		v.SetVec(i, b[j])
+		for k := i; k < len(idx); k++ {
+			a.SetSym(i, k, g.At(j, idx[k]))
+		}
+	}
+	var chol mat.Cholesky
+	if !chol.Factorize(a) {
+		return nil, false
+	}
+	var sol mat.VecDense
+	if err := chol.SolveVecTo(&sol, v); err != nil {
+		return nil, false
+	}
+	for i, j := range idx {
+		s[j] = sol.AtVec(i)
+	}
+	return s, true
+}
+
+func maxAbs(v []float64) float64 {
+	m := 0.0
+	for _, x := range v {
+		m = math.Max(m, math.Abs(x))
+	}
+	return m
 }
 
 // lawClass turns law parameters into the model's terms.
@@ -347,102 +600,11 @@ func lawClass(p [numLawParams]float64, rows []transferRow) model.TransferClass {
 	return k
 }
 
-// solveLaw minimises Σ w_i (y_i − x_i·p)² over p ≥ 0, exactly: the
-// unconstrained least squares of every subset of the columns the rows use,
-// keeping the best whose solution is non-negative (at most 2⁴ solves of at
-// most 4×4 systems). Columns are scaled to unit maximum first, since bytes
-// reach 10^10 where the latency column is 1.
-func solveLaw(rows []transferRow, weight func(i int) float64) ([numLawParams]float64, bool) {
-	var scale [numLawParams]float64
-	for _, r := range rows {
-		for j := range numLawParams {
-			scale[j] = math.Max(scale[j], math.Abs(lawColumn(r, j)))
-		}
-	}
-	var used []int
-	for j := range numLawParams {
-		if scale[j] > 0 {
-			used = append(used, j)
-		}
-	}
-	var best [numLawParams]float64
-	bestLoss, found := math.Inf(1), false
-	for mask := 1; mask < 1<<len(used); mask++ {
-		var cols []int
-		for b, j := range used {
-			if mask&(1<<b) != 0 {
-				cols = append(cols, j)
-			}
-		}
-		p, ok := weightedLeastSquares(rows, weight, cols, scale)
-		if !ok {
-			continue
-		}
-		feasible := true
-		for _, v := range p {
-			if v < 0 || math.IsNaN(v) || math.IsInf(v, 0) {
-				feasible = false
-			}
-		}
-		if !feasible {
-			continue
-		}
-		loss := 0.0
-		for i, r := range rows {
-			e := r.ms - lawPredict(p, r)
-			loss += weight(i) * e * e
-		}
-		if loss < bestLoss*(1-1e-12) {
-			best, bestLoss, found = p, loss, true
-		}
-	}
-	return best, found
-}
-
-// weightedLeastSquares solves the normal equations of the given columns
-// (scaled by scale) by Cholesky, with a whisper of ridge so a column that
-// duplicates another cannot make the system singular; false when it is
-// not positive definite even so.
-func weightedLeastSquares(rows []transferRow, weight func(i int) float64, cols []int, scale [numLawParams]float64) ([numLawParams]float64, bool) {
-	n := len(cols)
-	a := mat.NewSymDense(n, nil)
-	b := mat.NewVecDense(n, nil)
-	x := make([]float64, n)
-	for i, r := range rows {
-		w := weight(i)
-		for j, c := range cols {
-			x[j] = lawColumn(r, c) / scale[c]
-		}
-		for j := range n {
-			for l := j; l < n; l++ {
-				a.SetSym(j, l, a.At(j, l)+w*x[j]*x[l])
-			}
-			b.SetVec(j, b.AtVec(j)+w*x[j]*r.ms)
-		}
-	}
-	for j := range n {
-		a.SetSym(j, j, a.At(j, j)*(1+1e-10))
-	}
-	var chol mat.Cholesky
-	if !chol.Factorize(a) {
-		return [numLawParams]float64{}, false
-	}
-	var sol mat.VecDense
-	if err := chol.SolveVecTo(&sol, b); err != nil {
-		return [numLawParams]float64{}, false
-	}
-	var p [numLawParams]float64
-	for j, c := range cols {
-		p[c] = sol.AtVec(j) / scale[c]
-	}
-	return p, true
-}
-
 // calibrateTransfer sets the model's calibrations from out-of-fold
 // residuals: each fold's rows predicted by laws fitted on the other folds,
 // through the model's own Predict (so borrowing and ordering apply as
 // they will in service).
-func calibrateTransfer(m *model.TransferModel, rows []transferRow, cfg TransferOptions) error {
+func calibrateTransfer(m *model.TransferModel, rows []transferRow, cfg TransferOptions, shared features.Schema) error {
 	folds := min(cfg.CrossFitFolds, len(rows))
 	var pooled []float64
 	var byClass [features.NumLinkClasses][]float64
@@ -455,7 +617,7 @@ func calibrateTransfer(m *model.TransferModel, rows []transferRow, cfg TransferO
 				in = append(in, r)
 			}
 		}
-		fm, err := fitTransferLaws(in, m.DefaultBytesPerToken, max(2, cfg.MinClassSamples*(folds-1)/folds))
+		fm, err := fitTransferLaws(in, m.DefaultBytesPerToken, max(2, cfg.MinClassSamples*(folds-1)/folds), shared)
 		if err != nil {
 			continue // too few rows in this fold's complement
 		}
@@ -560,7 +722,7 @@ func measureTransfer(m *model.TransferModel, rows []transferRow, q float64) {
 // a usable label, in order, actual 0 for one of a class m cannot bound,
 // which model.Measure and model.Coverage skip.
 func LawPredictions(m *model.TransferModel, t features.Target, samples []features.Sample, q float64) (pred, actual, quant []float64) {
-	return transferPredictions(m, transferRows(samples, t, m.DefaultBytesPerToken), q)
+	return transferPredictions(m, transferRows(samples, t, m.DefaultBytesPerToken, modelSchema(m)), q)
 }
 
 // transferPredictions predicts rows (actual 0 for a row the model cannot
@@ -578,11 +740,15 @@ func transferPredictions(m *model.TransferModel, rows []transferRow, q float64) 
 }
 
 // predictRow is the model's prediction for a row, with the row's own bytes
-// per token.
+// per token, its shared part included.
 func predictRow(m *model.TransferModel, r transferRow) (float64, bool) {
 	bpt := 0.0
 	if r.tokens > 0 {
 		bpt = r.bytes / float64(r.tokens)
 	}
-	return m.Predict(r.class, r.tokens, bpt, r.concurrent)
+	y, ok := m.Predict(r.class, r.tokens, bpt, r.concurrent)
+	if ok && m.Shared != nil {
+		y = math.Min(y+m.Shared.Ms(r.shared), m.MaxMs)
+	}
+	return y, ok
 }

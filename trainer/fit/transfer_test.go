@@ -193,8 +193,9 @@ func TestTransferHoldoutIsMeasuredOnBelievableRows(t *testing.T) {
 }
 
 // From split requests whose transfer is not timed, as llm-d reports them,
-// the split-TTFT law learns each link class's whole TTFT: the prefill and
-// the transfer per token that moves, a farther class slower. The same
+// the split-TTFT law learns each link class's whole TTFT: the prefill (its
+// shared terms on P's row) and the transfer per token that moves, a
+// farther class slower. The same
 // samples give the KV-transfer law nothing to learn.
 func TestSplitTTFTLawLearnsFromUntimedTransfers(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 6))
@@ -222,6 +223,7 @@ func TestSplitTTFTLawLearnsFromUntimedTransfers(t *testing.T) {
 		var got [2]float64
 		for i, c := range classes {
 			y, ok := m.Predict(c, tokens, 0, 1)
+			y += m.SharedMs(&features.Row{InputTokenLength: tokens}, nil)
 			want := fittest.SplitPrefillMs(tokens) + fittest.Links[c].Lat + 1000*float64(tokens)*fittest.BytesPerToken/fittest.Links[c].BW
 			if !ok || math.Abs(y-want) > 0.1*want {
 				t.Errorf("%s, %d tokens alone: %v ms (%v), want about %v", c, tokens, y, ok, want)
@@ -235,5 +237,77 @@ func TestSplitTTFTLawLearnsFromUntimedTransfers(t *testing.T) {
 	pred, actual, _ := LawPredictions(m, features.SplitTTFT, holdout, 0.9)
 	if len(pred) != len(holdout) || actual[0] != holdout[0].ActualTTFTMs {
 		t.Errorf("%d predictions of %d samples, first actual %v, want %v", len(pred), len(holdout), actual[0], holdout[0].ActualTTFTMs)
+	}
+}
+
+// Two link classes that differ only in bandwidth, and a router that sent
+// the farther one mostly requests whose prefill pod had the prompt cached
+// (so their prefills were short): fitted per class alone, each class's
+// per-token term holds its own prefills, and the farther link comes out no
+// slower than the nearer one, however many samples. Fitted with the
+// prefill shared over both classes, the farther link is slower by what its
+// transfer costs.
+func TestSplitTTFTLawOrdersLinksByTransfer(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	const msPerUncached, bpt = 0.05, 256 << 10
+	gen := func(n int) []features.Sample {
+		out := make([]features.Sample, n)
+		for i := range out {
+			c := features.SameRack
+			cached := 0.1 * rng.Float64()
+			if i%4 == 0 {
+				c, cached = features.SameZone, 0.5+0.4*rng.Float64()
+			}
+			tokens := 512 + rng.Int64N(7681)
+			waiting := rng.Int64N(3)
+			prefill := 20 + msPerUncached*(1-cached)*float64(tokens) + 40*float64(waiting)
+			transfer := fittest.Links[c].Lat + 1000*float64(tokens)*bpt/fittest.Links[c].BW
+			out[i] = features.Sample{
+				Row: features.Row{InputTokenLength: tokens, PrefixCacheScore: cached, NumRequestWaiting: waiting,
+					PodType: "prefill"},
+				ActualTTFTMs: (prefill + transfer) * math.Exp(0.03*rng.NormFloat64()),
+				Transfer: &features.Transfer{Tokens: tokens, Concurrent: 1,
+					Prefill: fittest.Places[features.SameNode], Decode: fittest.Places[c]},
+			}
+		}
+		return out
+	}
+	train, holdout := gen(2000), gen(400)
+	cfg := TransferOptions{BytesPerToken: bpt}
+	m, err := Law(context.Background(), features.SplitTTFT, train, holdout, cfg, 0.9)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Shared == nil {
+		t.Fatal("split-TTFT law without shared terms")
+	}
+	if m.Holdout.MAPE > 6 {
+		t.Errorf("holdout MAPE %.2f%%, want about the 3%% noise", m.Holdout.MAPE)
+	}
+	// The same samples fitted per class alone (the law before the shared
+	// terms): the farther class is no slower.
+	rows := transferRows(train, features.SplitTTFT, bpt, features.Schema{})
+	apart, err := fitTransferLaws(rows, bpt, 5, features.Schema{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tokens := range []int64{1024, 4096, 8000} {
+		near, _ := apart.Predict(features.SameRack, tokens, 0, 1)
+		far, _ := apart.Predict(features.SameZone, tokens, 0, 1)
+		if far > near*1.0001 {
+			t.Fatalf("fitted per class alone, %d tokens: same zone %.1f ms above same rack %.1f ms; the test's "+
+				"samples no longer show what the shared terms fix", tokens, far, near)
+		}
+		near, _ = m.Predict(features.SameRack, tokens, 0, 1)
+		far, _ = m.Predict(features.SameZone, tokens, 0, 1)
+		want := 1000 * float64(tokens) * bpt * (1/fittest.Links[features.SameZone].BW - 1/fittest.Links[features.SameRack].BW)
+		if got := far - near; math.Abs(got-want) > 0.25*want {
+			t.Errorf("%d tokens: same zone %.1f ms, same rack %.1f ms: %.1f ms apart, want about %.1f (the transfers' difference)",
+				tokens, far, near, got, want)
+		}
+	}
+	got := m.Shared.MsPer[m.Shared.Schema().Index("effective_input_tokens")]
+	if math.Abs(got-msPerUncached) > 0.2*msPerUncached {
+		t.Errorf("shared cost per uncached token %.4f ms, want about %.4f", got, msPerUncached)
 	}
 }
