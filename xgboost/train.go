@@ -98,12 +98,34 @@ func (x CLI) Available() (string, error) {
 // exactly where Predict will (see floatText; only magnitudes below about
 // 1e-35 may be read one float32 step off).
 func (x CLI) Train(ctx context.Context, X [][]float64, y []float64, baseScore float64, p Params) (*model.Trees, error) {
-	trees, _, err := x.train(ctx, X, y, baseScore, p)
+	trees, _, err := x.train(ctx, X, y, nil, baseScore, p)
 	return trees, err
 }
 
-// train is Train, also returning the model file XGBoost wrote.
-func (x CLI) train(ctx context.Context, X [][]float64, y []float64, baseScore float64, p Params) (*model.Trees, []byte, error) {
+// TrainWeighted is Train with a weight per row: each row's squared error
+// counts weights[i] times (and its hessian, which min_child_weight bounds,
+// as much). Weights must be finite and not negative, and not all zero.
+func (x CLI) TrainWeighted(ctx context.Context, X [][]float64, y, weights []float64, baseScore float64, p Params) (*model.Trees, error) {
+	if len(weights) != len(X) {
+		return nil, fmt.Errorf("xgboost train: %d weights for %d rows", len(weights), len(X))
+	}
+	var sum float64
+	for i, w := range weights {
+		if !finite32(w) || w < 0 {
+			return nil, fmt.Errorf("xgboost train: weight %d is %v, want a finite float32 not below 0", i, w)
+		}
+		sum += w
+	}
+	if !(sum > 0) {
+		return nil, errors.New("xgboost train: every weight is 0")
+	}
+	trees, _, err := x.train(ctx, X, y, weights, baseScore, p)
+	return trees, err
+}
+
+// train is Train, also returning the model file XGBoost wrote; weights nil
+// weighs every row alike.
+func (x CLI) train(ctx context.Context, X [][]float64, y, weights []float64, baseScore float64, p Params) (*model.Trees, []byte, error) {
 	if err := p.Validate(); err != nil {
 		return nil, nil, err
 	}
@@ -130,7 +152,11 @@ func (x CLI) train(ctx context.Context, X [][]float64, y []float64, baseScore fl
 	}
 	defer os.RemoveAll(dir)
 
-	if err := writeCSV(filepath.Join(dir, "train.csv"), X, y); err != nil {
+	dataConf := `data = "train.csv?format=csv&label_column=0"`
+	if weights != nil {
+		dataConf = `data = "train.csv?format=csv&label_column=0&weight_column=1"`
+	}
+	if err := writeCSV(filepath.Join(dir, "train.csv"), X, y, weights); err != nil {
 		return nil, nil, fmt.Errorf("xgboost train: %w", err)
 	}
 	// Paths are relative to the run directory, because XGBoost reads '#' and
@@ -152,7 +178,7 @@ func (x CLI) train(ctx context.Context, X [][]float64, y []float64, baseScore fl
 		"lambda = " + floatText(p.Lambda),
 		"alpha = " + floatText(p.Alpha),
 		"seed = " + strconv.FormatInt(p.Seed, 10),
-		`data = "train.csv?format=csv&label_column=0"`,
+		dataConf,
 	}
 	modelPath, err := x.runAttempts(ctx, dir, conf)
 	if err != nil {
@@ -210,7 +236,7 @@ func finite32(v float64) bool {
 
 // writeCSV writes rows as XGBoost's CSV input, the label in column 0 (0 when
 // y is nil). NaN is written as "nan", which XGBoost reads as missing.
-func writeCSV(path string, X [][]float64, y []float64) error {
+func writeCSV(path string, X [][]float64, y, weights []float64) error {
 	f, err := os.Create(path)
 	if err != nil {
 		return err
@@ -222,6 +248,10 @@ func writeCSV(path string, X [][]float64, y []float64) error {
 			label = y[i]
 		}
 		w.WriteString(floatText(label))
+		if weights != nil {
+			w.WriteByte(',')
+			w.WriteString(floatText(weights[i]))
+		}
 		for _, v := range row {
 			w.WriteByte(',')
 			w.WriteString(floatText(v))

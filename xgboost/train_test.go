@@ -41,7 +41,7 @@ func (x CLI) predictCLI(ctx context.Context, modelJSON []byte, X [][]float64) ([
 		return nil, err
 	}
 	defer os.RemoveAll(dir)
-	if err := writeCSV(filepath.Join(dir, "test.csv"), X, nil); err != nil {
+	if err := writeCSV(filepath.Join(dir, "test.csv"), X, nil, nil); err != nil {
 		return nil, err
 	}
 	return x.predictCSVFile(ctx, dir, modelJSON, len(X))
@@ -171,7 +171,7 @@ func TestTrainMatchesXGBoostPredictions(t *testing.T) {
 			rng := rand.New(rand.NewPCG(1, uint64(tc.rows)))
 			X, y := syntheticRows(rng, tc.rows)
 			base := mean(y)
-			trees, raw, err := x.train(ctx, X, y, base, tc.p)
+			trees, raw, err := x.train(ctx, X, y, nil, base, tc.p)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -689,11 +689,45 @@ func BenchmarkWriteCSV(b *testing.B) {
 	X, y := syntheticRows(rand.New(rand.NewPCG(1, 2)), 20000)
 	path := filepath.Join(b.TempDir(), "train.csv")
 	for b.Loop() {
-		if err := writeCSV(path, X, y); err != nil {
+		if err := writeCSV(path, X, y, nil); err != nil {
 			b.Fatal(err)
 		}
 	}
 	if fi, err := os.Stat(path); err == nil {
 		b.ReportMetric(float64(fi.Size())/1e6, "MB")
+	}
+}
+
+// TrainWeighted hands XGBoost one weight per row: a single leaf fitted by
+// squared error is the weighted mean of its labels, and a split weighs
+// each row's hessian as its weight. Without the weights read, the leaf
+// would be the plain mean.
+func TestTrainWeightedWeighsRows(t *testing.T) {
+	x := requireCLI(t)
+	ctx := context.Background()
+	p := Params{Rounds: 1, MaxDepth: 1, Eta: 1, Subsample: 1, ColsampleBytree: 1, MinChildWeight: 0, Seed: 1}
+	X := [][]float64{{1, 5}, {1, 5}, {1, 5}, {1, 5}}
+	y := []float64{0, 0, 0, 1}
+	for _, tc := range []struct {
+		name    string
+		weights []float64
+		want    float64
+	}{
+		{"equal", []float64{1, 1, 1, 1}, 0.25},
+		{"the last row three times", []float64{1, 1, 1, 3}, 0.5},
+		{"the last row alone", []float64{0, 0, 0, 2}, 1},
+	} {
+		trees, err := x.TrainWeighted(ctx, X, y, tc.weights, 0, p)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		if got := trees.Predict([]float64{1, 5}); math.Abs(got-tc.want) > 1e-6 {
+			t.Errorf("%s: leaf %v, want the weighted mean %v", tc.name, got, tc.want)
+		}
+	}
+	for _, bad := range [][]float64{{1, 1, 1}, {1, 1, -1, 1}, {0, 0, 0, 0}, {1, math.NaN(), 1, 1}} {
+		if _, err := x.TrainWeighted(ctx, X, y, bad, 0, p); err == nil {
+			t.Errorf("weights %v: no error", bad)
+		}
 	}
 }
