@@ -18,6 +18,7 @@ import (
 	"github.com/llm-d/llm-d-router/pkg/epp/framework/interface/requestcontrol"
 	fwkrh "github.com/llm-d/llm-d-router/pkg/epp/framework/interface/requesthandling"
 	fwksched "github.com/llm-d/llm-d-router/pkg/epp/framework/interface/scheduling"
+	"github.com/llm-d/llm-d-router/pkg/epp/framework/plugins/requestcontrol/dataproducer/approximateprefix"
 	"github.com/llm-d/llm-d-router/pkg/epp/framework/plugins/scheduling/filter/bylabel"
 
 	"github.com/headroomhq/headroom/llmd/inproc"
@@ -62,7 +63,7 @@ func newRouter(parent context.Context, config []byte, producer, prefixIndex map[
 	if err != nil {
 		return nil, err
 	}
-	if config, err = withParameters(config, approxPrefixType, prefixIndex); err != nil {
+	if config, err = withParameters(config, approximateprefix.ApproxPrefixCachePluginType, prefixIndex); err != nil {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(parent)
@@ -79,10 +80,6 @@ func newRouter(parent context.Context, config []byte, producer, prefixIndex map[
 	}
 	return rt, nil
 }
-
-// approxPrefixType is llm-d's approximate prefix-cache producer, whose
-// index the prefix scorer, the decider and the Headroom producer read.
-const approxPrefixType = "approx-prefix-cache-producer"
 
 // withParameters merges params into the parameters of every plugin of
 // type pluginType in config; params given for a type the config lacks are
