@@ -153,7 +153,7 @@ func RunLLMD(ctx context.Context, opts LLMDOptions) (*LLMDResult, error) {
 					"streamingMode": true, "flushInterval": "24h",
 				}
 			}
-			router, err := sched.newRouter(ctx, config, producer, llmdPrefixIndex(cfg), !opts.NoTransferTiming)
+			router, err := sched.newRouter(ctx, config, producer, llmdPrefixIndex(cfg), opts.Seed, !opts.NoTransferTiming)
 			if err != nil {
 				return PolicyResult{}, err
 			}
@@ -210,6 +210,7 @@ type (
 		Config      string         `json:"config"`
 		Producer    map[string]any `json:"producer,omitempty"`
 		PrefixIndex map[string]any `json:"prefix_index,omitempty"`
+		Seed        uint64         `json:"seed,omitempty"`
 	}
 	llmdSchedule struct {
 		Events    []llmdEvent    `json:"events,omitempty"`
@@ -295,13 +296,14 @@ func (s *llmdScheduler) call(ctx context.Context, method, path string, body, out
 }
 
 // newRouter asks for a router of config, its Headroom producer's and
-// approximate prefix index's parameters overridden; timing says whether
-// the EPP sees each transfer's time.
-func (s *llmdScheduler) newRouter(ctx context.Context, config string, producer, prefixIndex map[string]any, timing bool) (*llmdRouter, error) {
+// approximate prefix index's parameters overridden and its tie breaks
+// seeded with the run's seed; timing says whether the EPP sees each
+// transfer's time.
+func (s *llmdScheduler) newRouter(ctx context.Context, config string, producer, prefixIndex map[string]any, seed uint64, timing bool) (*llmdRouter, error) {
 	var created struct {
 		ID string `json:"id"`
 	}
-	if err := s.call(ctx, http.MethodPost, "/routers", llmdCreate{Config: config, Producer: producer, PrefixIndex: prefixIndex}, &created, http.StatusCreated); err != nil {
+	if err := s.call(ctx, http.MethodPost, "/routers", llmdCreate{Config: config, Producer: producer, PrefixIndex: prefixIndex, Seed: seed}, &created, http.StatusCreated); err != nil {
 		return nil, err
 	}
 	return &llmdRouter{ctx: ctx, s: s, path: "/routers/" + created.ID, timing: timing}, nil

@@ -83,3 +83,13 @@ func register() {
 		fwkplugin.RegisterAsDefaultProducer(tokenizer.PluginType, fwkplugin.StabilityBeta, tokenizer.PluginFactory, tokenizer.TokenizedPromptDataKey)
 	})
 }
+
+// Substitute registers factory under pluginType, in place of what this
+// package registers there, for every router New makes after it in this
+// process: a harness's own plugin where llm-d's would make its runs differ
+// (the sim-scheduler's seeded picker). llm-d's registry is the process's,
+// so a caller substitutes once, before its first router.
+func Substitute(pluginType string, factory fwkplugin.FactoryFunc) {
+	register()
+	fwkplugin.Register(pluginType, fwkplugin.StabilityBeta, factory)
+}

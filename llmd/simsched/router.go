@@ -20,6 +20,7 @@ import (
 	fwksched "github.com/llm-d/llm-d-router/pkg/epp/framework/interface/scheduling"
 	"github.com/llm-d/llm-d-router/pkg/epp/framework/plugins/requestcontrol/dataproducer/approximateprefix"
 	"github.com/llm-d/llm-d-router/pkg/epp/framework/plugins/scheduling/filter/bylabel"
+	"github.com/llm-d/llm-d-router/pkg/epp/framework/plugins/scheduling/picker/maxscore"
 
 	"github.com/headroomhq/headroom/llmd/inproc"
 	"github.com/headroomhq/headroom/llmd/plugins"
@@ -56,14 +57,20 @@ type scheduled struct {
 }
 
 // newRouter loads config into llm-d's scheduler, its Headroom producers'
-// parameters overridden by producer and its approximate prefix producers'
-// by prefixIndex, each producer on the router's clock.
-func newRouter(parent context.Context, config []byte, producer, prefixIndex map[string]any) (*router, error) {
-	config, err := withParameters(config, plugins.ProducerType, producer)
+// parameters overridden by producer, its approximate prefix producers' by
+// prefixIndex and its pickers seeded with seed (picker.go), each producer
+// on the router's clock.
+func newRouter(parent context.Context, config []byte, producer, prefixIndex map[string]any, seed uint64) (*router, error) {
+	config, err := withParameters(config, plugins.ProducerType, producer, true)
 	if err != nil {
 		return nil, err
 	}
-	if config, err = withParameters(config, approximateprefix.ApproxPrefixCachePluginType, prefixIndex); err != nil {
+	if config, err = withParameters(config, approximateprefix.ApproxPrefixCachePluginType, prefixIndex, true); err != nil {
+		return nil, err
+	}
+	// A config that names no picker gets the loader's default one, seeded
+	// with 0.
+	if config, err = withParameters(config, maxscore.MaxScorePickerType, map[string]any{seedParameter: seed}, false); err != nil {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(parent)
@@ -82,9 +89,9 @@ func newRouter(parent context.Context, config []byte, producer, prefixIndex map[
 }
 
 // withParameters merges params into the parameters of every plugin of
-// type pluginType in config; params given for a type the config lacks are
-// an error.
-func withParameters(config []byte, pluginType string, params map[string]any) ([]byte, error) {
+// type pluginType in config; with required, params given for a type the
+// config lacks are an error.
+func withParameters(config []byte, pluginType string, params map[string]any, required bool) ([]byte, error) {
 	if len(params) == 0 {
 		return config, nil
 	}
@@ -109,7 +116,7 @@ func withParameters(config []byte, pluginType string, params map[string]any) ([]
 		}
 		spec["parameters"] = merged
 	}
-	if !found {
+	if !found && required {
 		return nil, fmt.Errorf("%w: %s parameters given, but the config has no %s", errBadRequest, pluginType, pluginType)
 	}
 	return json.Marshal(doc) // JSON is YAML to llm-d's loader

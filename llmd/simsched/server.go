@@ -2,7 +2,8 @@
 // EndpointPickerConfig loaded into llm-d's own scheduler in this process
 // (package inproc: llm-d's loader, its plugins and Headroom's, the data
 // producers, both profiles of the disagg profile handler, the
-// request-control hooks), and the simulator, which cannot link llm-d,
+// request-control hooks; llm-d's max-score-picker replaced by one whose tie
+// breaks follow the run's seed, picker.go), and the simulator, which cannot link llm-d,
 // asks it over loopback HTTP to schedule each request and tells it what
 // the EPP would see of each response. Time is the simulator's: every call
 // says when it happens, and the Headroom producers measure latencies and
@@ -32,6 +33,10 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+
+	"github.com/llm-d/llm-d-router/pkg/epp/framework/plugins/scheduling/picker/maxscore"
+
+	"github.com/headroomhq/headroom/llmd/inproc"
 )
 
 // Bounds on what a client can make the server hold.
@@ -53,6 +58,7 @@ type Server struct {
 // New serves the configs (YAML, by name) until ctx ends, which also ends
 // every router's plugins.
 func New(ctx context.Context, configs map[string][]byte) *Server {
+	inproc.Substitute(maxscore.MaxScorePickerType, seededPickerFactory)
 	return &Server{ctx: ctx, configs: configs, routers: map[string]*router{}}
 }
 
@@ -133,7 +139,7 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, fmt.Errorf("%d routers already: delete one first", maxRouters))
 		return
 	}
-	rt, err := newRouter(s.ctx, config, req.Producer, req.PrefixIndex)
+	rt, err := newRouter(s.ctx, config, req.Producer, req.PrefixIndex, req.Seed)
 	if err != nil {
 		writeError(w, statusOf(err), fmt.Errorf("config %q: %w", req.Config, err))
 		return

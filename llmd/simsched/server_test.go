@@ -321,3 +321,49 @@ func TestErrors(t *testing.T) {
 		t.Errorf("past the router bound: %s", got)
 	}
 }
+
+// TestRoutersOfOneSeedPickAlike: on four idle decode pods, each on a node
+// of its own, every score ties, so llm-d's picker would pick at random
+// from the wall clock; two routers of one seed pick the same pods request
+// after request, and the picks are not all one pod.
+func TestRoutersOfOneSeedPickAlike(t *testing.T) {
+	srv := newServer(t)
+	var pods []Endpoint
+	for i := range 4 {
+		for _, role := range []string{"prefill", "decode"} {
+			pods = append(pods, Endpoint{Name: fmt.Sprintf("%s%d", role[:1], i), Role: role,
+				Topology: Topology{Node: fmt.Sprintf("n%s%d", role[:1], i), Zone: "za", Region: "eu"}})
+		}
+	}
+	picks := func(seed uint64) []string {
+		var a CreateAnswer
+		call(t, srv, http.MethodPost, "/routers", CreateRequest{Config: "llm-d", Seed: seed}, &a, http.StatusCreated)
+		var out []string
+		for i, id := range strings.Split("abcdefghijkl", "") {
+			var ans ScheduleAnswer
+			// Each request ends before the next, so no load is left.
+			var events []Event
+			if i > 0 {
+				prev := string("abcdefghijkl"[i-1])
+				events = []Event{{Kind: FirstToken, ID: prev, AtNs: at(time.Duration(i) * time.Second)},
+					{Kind: End, ID: prev, AtNs: at(time.Duration(i) * time.Second), OutputTokens: 2}}
+			}
+			call(t, srv, http.MethodPost, "/routers/"+a.ID+"/schedule", ScheduleRequest{Events: events,
+				NowNs: at(time.Duration(i)*time.Second + 1), Request: request(id, 800), Endpoints: pods}, &ans, http.StatusOK)
+			out = append(out, ans.Prefill+ans.Decode)
+		}
+		call(t, srv, http.MethodDelete, "/routers/"+a.ID, nil, nil, http.StatusNoContent)
+		return out
+	}
+	first, again := picks(3), picks(3)
+	if !slices.Equal(first, again) {
+		t.Errorf("seed 3 picked %v, then %v", first, again)
+	}
+	distinct := map[string]bool{}
+	for _, p := range first {
+		distinct[p] = true
+	}
+	if len(distinct) < 2 {
+		t.Errorf("seed 3 picked %v: every tie broken the same way", first)
+	}
+}

@@ -18,6 +18,10 @@ type CreateRequest struct {
 	// simulated pods' KV cache (lruCapacityPerServer, blockSizeTokens,
 	// autoTune), as a deployment sizes it to its own.
 	PrefixIndex map[string]any `json:"prefix_index,omitempty"`
+	// Seed seeds the router's tie breaks between endpoints of equal score
+	// (picker.go): two routers of one config and seed given the same calls
+	// pick alike.
+	Seed uint64 `json:"seed,omitempty"`
 }
 
 // CreateAnswer names the router made.
