@@ -10,6 +10,7 @@ import (
 
 	fwkplugin "github.com/llm-d/llm-d-router/pkg/epp/framework/interface/plugin"
 	fwksched "github.com/llm-d/llm-d-router/pkg/epp/framework/interface/scheduling"
+	"github.com/llm-d/llm-d-router/pkg/epp/framework/plugins/scheduling/picker"
 	"github.com/llm-d/llm-d-router/pkg/epp/framework/plugins/scheduling/picker/maxscore"
 )
 
@@ -48,7 +49,7 @@ var _ fwksched.Picker = (*seededPicker)(nil)
 // seededPickerFactory builds a seededPicker from max-score-picker's
 // parameters and the seed.
 func seededPickerFactory(name string, raw *json.Decoder, _ fwkplugin.Handle) (fwkplugin.Plugin, error) {
-	params := seededPickerParameters{MaxNumOfEndpoints: 1}
+	params := seededPickerParameters{MaxNumOfEndpoints: picker.DefaultMaxNumOfEndpoints}
 	if raw != nil {
 		if err := raw.Decode(&params); err != nil {
 			return nil, fmt.Errorf("%s %q: parameters: %w", maxscore.MaxScorePickerType, name, err)
@@ -60,7 +61,7 @@ func seededPickerFactory(name string, raw *json.Decoder, _ fwkplugin.Handle) (fw
 func newSeededPicker(name string, maxEndpoints int, seed uint64) *seededPicker {
 	return &seededPicker{
 		typedName: fwkplugin.TypedName{Type: maxscore.MaxScorePickerType, Name: name},
-		max:       max(maxEndpoints, 1),
+		max:       max(maxEndpoints, picker.DefaultMaxNumOfEndpoints),
 		// The second word only keeps the stream apart from other uses of
 		// the seed.
 		rand: rand.New(rand.NewPCG(seed, 0x706963)),
