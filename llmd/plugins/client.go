@@ -16,9 +16,10 @@ import (
 )
 
 // The wire types below are the parts of Headroom's protocol the plugins
-// use (docs/PROTOCOL.md §4.7 and §5.1), with its field names. They are a
-// client's copy, as llm-d's latencypredictorclient has its own: this
-// module builds against the router alone.
+// use (docs/PROTOCOL.md §4.7 and §5.1), with its field names: what the
+// producer keeps of a request and encodes by hand (encode.go), one
+// allocation-free copy for both rankers; the in-process ranker converts
+// it to package wire's (local.go).
 
 // pairsRequest is a POST /predict/pairs body asking for the matrix answer.
 type pairsRequest struct {

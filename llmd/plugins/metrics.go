@@ -25,7 +25,7 @@ func newMetrics(reg prometheus.Registerer, name string) (*metrics, error) {
 	}, []string{"outcome"})
 	call := prometheus.NewHistogram(prometheus.HistogramOpts{
 		Name:        "headroom_epp_pairs_call_seconds",
-		Help:        "Wall time of the Headroom producer's /predict/pairs call, encoding and decoding included, when it answered.",
+		Help:        "Wall time of the Headroom producer's ranking when it answered: the /predict/pairs call, encoding and decoding included, or the ranking in process (rankInProcess).",
 		Buckets:     prometheus.ExponentialBuckets(0.0001, 2, 14),
 		ConstLabels: labels,
 	})

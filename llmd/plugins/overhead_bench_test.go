@@ -5,7 +5,10 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"net/http"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"os/exec"
 	"slices"
@@ -51,7 +54,11 @@ func benchSamples() []sample {
 // candidates, the predictor on the same host: Headroom's trainer and
 // predictor as llm-d's chart runs them beside the EPP (two processes, the
 // models trained on the synthetic pool: trees when the xgboost CLI is
-// installed, else lines). One op is one request scheduled twice, by the
+// installed, else lines), asked over HTTP (predictor), or the same
+// trainer's bundles followed and ranked in the EPP's own process
+// (in-process, rankInProcess). Both post what the EPP saw to the trainer,
+// as shipped, through a proxy that acknowledges and drops the entries
+// (bundlesOnly). One op is one request scheduled twice, by the
 // shipped config and by llm-d's P/D config without the plugins, in turns
 // whose order alternates, so that both see the same machine; each decision
 // is the wall time of the data producers, both profiles and the PreRequest
@@ -59,7 +66,8 @@ func benchSamples() []sample {
 // so no request's state outlives its op. The added latency is each
 // request's difference between the two decisions; it prints the p50 and
 // p99 of each config and of that difference. It fails unless every
-// decision of the shipped config was scored from one /predict/pairs call.
+// decision of the shipped config was scored, over HTTP from one
+// /predict/pairs call.
 func BenchmarkSchedulingOverhead(b *testing.B) {
 	_, err := exec.LookPath("xgboost")
 	trees := err == nil
@@ -69,10 +77,20 @@ func BenchmarkSchedulingOverhead(b *testing.B) {
 		h.waitForTrees(b)
 	}
 	b.Logf("models: trees %v", trees)
+	b.Run("predictor", func(b *testing.B) { schedulingOverhead(b, h, readConfig(b, shippedConfig), true) })
+	b.Run("in-process", func(b *testing.B) { schedulingOverhead(b, h, inProcess(b, readConfig(b, shippedConfig)), false) })
+}
+
+// schedulingOverhead is one of BenchmarkSchedulingOverhead's runs: config
+// against llm-d's, its ranking asked of h's predictor when overHTTP.
+func schedulingOverhead(b *testing.B, h *headroom, config []byte, overHTTP bool) {
 	eps := endpoints(benchFleet())
 	ctx := context.Background()
 	reg := prometheus.NewRegistry()
-	withPlugins := newRouterWith(b, readConfig(b, shippedConfig), h.predictor, "", reg)
+	withPlugins := newRouterWith(b, config, h.predictor, bundlesOnly(b, h.trainer), reg)
+	if !overHTTP {
+		waitUntilScored(b, withPlugins, reg, eps)
+	}
 	stock := newRouter(b, readConfig(b, stockConfig), h.predictor, "")
 	schedule := func(r *inproc.Router, id string, seed uint32) time.Duration {
 		req := request(id, 3000, seed, nil)
@@ -118,13 +136,18 @@ func BenchmarkSchedulingOverhead(b *testing.B) {
 	}
 	eppCPU = eppCPU/time.Duration(n) - (processCPU(b)-stock0)/time.Duration(m)
 	predictorCPU /= time.Duration(n)
-	// Every decision asked once and was scored, or, on a machine too busy
-	// to answer within the producer's deadline, fell back for it (counted;
-	// the predictor may then never have read the call).
+	// Every decision was scored, over HTTP from one call each, or, on a
+	// machine too busy to answer within the producer's deadline, fell back
+	// for it (counted; the predictor may then never have read the call).
+	// In process, no decision calls the predictor.
 	outcome := func(o string) float64 { return counter(b, reg, "headroom_epp_decisions_total", "outcome", o) }
-	calls, scored, late := pairsCalls(b, h.predictor, calls0+float64(n))-calls0, outcome("scored")-scored0, outcome("deadline")-late0
-	if calls > float64(n) || calls < float64(n)-late || scored+late != float64(n) {
-		b.Fatalf("%d requests: %v /predict/pairs calls, %v decisions scored, %v past the deadline; want one call per request, each scored", n, calls, scored, late)
+	wantCalls := 0.0
+	if overHTTP {
+		wantCalls = float64(n)
+	}
+	calls, scored, late := pairsCalls(b, h.predictor, calls0+wantCalls)-calls0, outcome("scored")-scored0, outcome("deadline")-late0
+	if calls > wantCalls || calls < wantCalls-late || scored+late != float64(n) {
+		b.Fatalf("%d requests: %v /predict/pairs calls, %v decisions scored, %v past the deadline; want %v calls, each request scored", n, calls, scored, late, wantCalls)
 	}
 	for _, m := range []struct {
 		name string
@@ -139,6 +162,28 @@ func BenchmarkSchedulingOverhead(b *testing.B) {
 	b.Logf("16 x 16, %d requests (%v past the deadline): headroom p50 %.3f p99 %.3f ms, llm-d p50 %.3f p99 %.3f ms; the plugins add p50 %.3f p99 %.3f ms a decision, %.3f ms of the EPP's CPU and %.3f ms of the predictor's",
 		n, late, ms(quantile(with, 0.5)), ms(quantile(with, 0.99)), ms(quantile(without, 0.5)), ms(quantile(without, 0.99)),
 		ms(quantile(added, 0.5)), ms(quantile(added, 0.99)), ms(eppCPU), ms(predictorCPU))
+}
+
+// bundlesOnly is the trainer at target for its bundles, with training
+// entries acknowledged and dropped: what the EPP spends building and
+// posting them is measured, but not the retrains they would start, the
+// xgboost CLI on the benchmark's two cores (a deployment runs the trainer
+// in a container of its own).
+func bundlesOnly(b *testing.B, target string) string {
+	b.Helper()
+	u, err := url.Parse(target)
+	if err != nil {
+		b.Fatal(err)
+	}
+	trainer := httputil.NewSingleHostReverseProxy(u)
+	return newLoopbackServer(b, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost && r.URL.Path == "/add_training_data_bulk" {
+			_, _ = io.Copy(io.Discard, r.Body)
+			w.WriteHeader(http.StatusAccepted)
+			return
+		}
+		trainer.ServeHTTP(w, r)
+	}))
 }
 
 // pairsCalls is the /predict/pairs requests the predictor at url has

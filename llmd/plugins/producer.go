@@ -1,15 +1,22 @@
 package plugins
 
 import (
+	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
+
+	"github.com/headroomhq/headroom/model"
+	"github.com/headroomhq/headroom/predictor"
 
 	fwkdl "github.com/llm-d/llm-d-router/pkg/epp/framework/interface/datalayer"
 	fwkplugin "github.com/llm-d/llm-d-router/pkg/epp/framework/interface/plugin"
@@ -31,11 +38,31 @@ const ProducerType = "headroom-pairs-producer"
 type ProducerParameters struct {
 	// PredictorURL lists Headroom predictors, comma-separated, tried in
 	// turn; default the EPP's PREDICTION_SERVER_URL, as llm-d's
-	// predicted-latency-producer reads it.
+	// predicted-latency-producer reads it. Not used with RankInProcess.
 	PredictorURL string `json:"predictorURL,omitempty"`
 	// TrainerURL is Headroom's trainer; default TRAINING_SERVER_URL. Empty
 	// with no such variable: no training entries are posted.
 	TrainerURL string `json:"trainerURL,omitempty"`
+	// RankInProcess ranks pairs in the EPP's own process, on the bundles
+	// it follows from the trainer as a predictor does (long poll, signature
+	// checked), instead of asking a predictor: no predictor is needed, and
+	// a decision spends no loopback hop. Requires a trainer.
+	RankInProcess bool `json:"rankInProcess,omitempty"`
+	// SigningKeyFile holds the key the trainer signs bundles with (its
+	// --signing-key-file); with it, the in-process ranker refuses bundles
+	// not signed with it. Default HEADROOM_SIGNING_KEY_FILE, as Headroom
+	// reads it; none: bundles are not checked.
+	SigningKeyFile string `json:"signingKeyFile,omitempty"`
+	// SyncInterval is how often the in-process ranker polls the trainer
+	// besides its long poll (default MODEL_SYNC_INTERVAL_SEC, as Headroom's
+	// predictor reads it, else the predictor's default).
+	SyncInterval string `json:"syncInterval,omitempty"`
+	// Objective ("mean" or "quantile") and Quantile are the statistic the
+	// in-process ranker predicts, as a predictor's --objective and
+	// --quantile (default LATENCY_OBJECTIVE_TYPE and
+	// LATENCY_QUANTILE_ALPHA, else the predictor's defaults).
+	Objective string  `json:"objective,omitempty"`
+	Quantile  float64 `json:"quantile,omitempty"`
 	// Timeout bounds the /predict/pairs call (default 50ms): later, the
 	// request is scheduled by the stock scorers (reason "deadline").
 	Timeout string `json:"timeout,omitempty"`
@@ -114,7 +141,8 @@ type Producer struct {
 	typedName fwkplugin.TypedName
 	params    ProducerParameters
 	timeout   time.Duration
-	client    *client
+	client    *client // training posts, and ranking unless in process
+	ranker    ranker  // client, or a localRanker with RankInProcess
 	metrics   *metrics
 	clock     Clock
 
@@ -160,13 +188,14 @@ func ProducerFactory(name string, raw *json.Decoder, handle fwkplugin.Handle) (f
 	if err != nil {
 		return nil, err
 	}
-	p.training.start(handle.Context())
+	p.Start(handle.Context())
 	return p, nil
 }
 
 // NewProducer builds a producer whose series go to reg. Training entries
-// are posted by Flush, and every FlushInterval once the buffer's loop is
-// started (the factory starts it for the EPP's lifetime).
+// are posted by Flush, and every FlushInterval once Start has started the
+// producer's loops (the factory starts them for the EPP's lifetime); the
+// in-process ranker follows the trainer's bundles once started.
 func NewProducer(name string, params ProducerParameters, reg fwkplugin.MetricsRecorder) (*Producer, error) {
 	if params.PredictorURL == "" {
 		params.PredictorURL = os.Getenv("PREDICTION_SERVER_URL")
@@ -175,8 +204,8 @@ func NewProducer(name string, params ProducerParameters, reg fwkplugin.MetricsRe
 		params.TrainerURL = os.Getenv("TRAINING_SERVER_URL")
 	}
 	predictors := splitURLs(params.PredictorURL)
-	if len(predictors) == 0 {
-		return nil, fmt.Errorf("%s: no predictor: set predictorURL or PREDICTION_SERVER_URL", ProducerType)
+	if len(predictors) == 0 && !params.RankInProcess {
+		return nil, fmt.Errorf("%s: no predictor: set predictorURL or PREDICTION_SERVER_URL, or rankInProcess", ProducerType)
 	}
 	timeout, err := duration("timeout", params.Timeout, DefaultTimeout)
 	if err != nil {
@@ -212,11 +241,18 @@ func NewProducer(name string, params ProducerParameters, reg fwkplugin.MetricsRe
 		trainer = t[0]
 	}
 	c := newClient(predictors, trainer)
+	var r ranker = c
+	if params.RankInProcess {
+		if r, err = newInProcessRanker(&params, trainer); err != nil {
+			return nil, err
+		}
+	}
 	p := &Producer{
 		typedName:   fwkplugin.TypedName{Type: ProducerType, Name: name},
 		params:      params,
 		timeout:     timeout,
 		client:      c,
+		ranker:      r,
 		metrics:     m,
 		clock:       wallClock{},
 		key:         rankingKey(name),
@@ -246,6 +282,64 @@ func orDefault(v, def int) int {
 		return def
 	}
 	return v
+}
+
+// newInProcessRanker is the localRanker params configure, following
+// trainer's bundles.
+func newInProcessRanker(params *ProducerParameters, trainer string) (*localRanker, error) {
+	if trainer == "" {
+		return nil, fmt.Errorf("%s: rankInProcess follows the trainer's bundles: set trainerURL or TRAINING_SERVER_URL", ProducerType)
+	}
+	keyFile := cmp.Or(params.SigningKeyFile, os.Getenv("HEADROOM_SIGNING_KEY_FILE"))
+	var key []byte
+	if keyFile != "" {
+		data, err := os.ReadFile(keyFile)
+		if err != nil {
+			return nil, fmt.Errorf("%s: signingKeyFile: %w", ProducerType, err)
+		}
+		// As Headroom reads --signing-key-file: the key without the
+		// whitespace around it.
+		if key = bytes.TrimSpace(data); len(key) == 0 {
+			return nil, fmt.Errorf("%s: signingKeyFile %s is empty", ProducerType, keyFile)
+		}
+	}
+	interval := time.Duration(0) // the Syncer's default
+	if params.SyncInterval == "" {
+		if v := os.Getenv("MODEL_SYNC_INTERVAL_SEC"); v != "" {
+			params.SyncInterval = strings.TrimSpace(v) + "s"
+		}
+	}
+	if params.SyncInterval != "" {
+		var err error
+		if interval, err = duration("syncInterval", params.SyncInterval, 0); err != nil {
+			return nil, err
+		}
+	}
+	objective := predictor.Objective(cmp.Or(params.Objective, os.Getenv("LATENCY_OBJECTIVE_TYPE"), string(predictor.Mean)))
+	q := params.Quantile
+	if q == 0 {
+		q = model.DefaultQuantile
+		if v := os.Getenv("LATENCY_QUANTILE_ALPHA"); v != "" {
+			var err error
+			if q, err = strconv.ParseFloat(strings.TrimSpace(v), 64); err != nil {
+				return nil, fmt.Errorf("%s: LATENCY_QUANTILE_ALPHA %q: %w", ProducerType, v, err)
+			}
+		}
+	}
+	l, err := newLocalRanker(trainer, key, interval, objective, q, slog.Default().With("plugin", ProducerType))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", ProducerType, err)
+	}
+	return l, nil
+}
+
+// Start runs the producer's loops until ctx ends: the training buffer's
+// posts, and the in-process ranker's following of the trainer's bundles.
+func (p *Producer) Start(ctx context.Context) {
+	p.training.start(ctx)
+	if l, ok := p.ranker.(*localRanker); ok {
+		l.start(ctx)
+	}
 }
 
 // SetClock replaces the wall clock the producer measures latencies with.
@@ -397,7 +491,7 @@ func (p *Producer) rank(ctx context.Context, request *fwksched.InferenceRequest,
 	defer cancel()
 	start := time.Now()
 	var answer pairsAnswer
-	if err := p.client.rankPairs(callCtx, &req, &answer); err != nil {
+	if err := p.ranker.rankPairs(callCtx, &req, &answer); err != nil {
 		switch {
 		case errors.Is(err, errNoModel):
 			r.Fallback = ReasonNoModel
