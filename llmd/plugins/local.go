@@ -9,6 +9,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/headroomhq/headroom/features"
 	"github.com/headroomhq/headroom/pairs"
 	"github.com/headroomhq/headroom/predictor"
@@ -48,16 +50,40 @@ type localRanking struct {
 
 // newLocalRanker follows trainer's bundles (refusing any not signed with
 // key, when key is set), every interval besides the long poll, predicting
-// the objective at quantile q.
-func newLocalRanker(trainer string, key []byte, interval time.Duration, objective predictor.Objective, q float64, log *slog.Logger) (*localRanker, error) {
+// the objective at quantile q. Its syncs and the bundle in service are a
+// predictor's series (headroom_predictor_bundle_*), registered with reg.
+func newLocalRanker(trainer string, key []byte, interval time.Duration, objective predictor.Objective, q float64, reg prometheus.Registerer, log *slog.Logger) (*localRanker, error) {
 	pred, err := predictor.New(objective, q)
 	if err != nil {
 		return nil, err
 	}
+	m := predictor.NewMetrics(keepFirst{reg})
+	m.WatchAge(pred)
 	return &localRanker{pred: pred, syncer: &predictor.Syncer{
-		TrainerURL: trainer, Interval: interval, SigningKey: key, Predictor: pred, Logger: log,
+		TrainerURL: trainer, Interval: interval, SigningKey: key, Predictor: pred, Logger: log, Metrics: m,
 		Client: &http.Client{Timeout: 10 * time.Second},
 	}}, nil
+}
+
+// keepFirst registers with a Registerer, keeping the series already
+// registered under a name and labels (a second producer of one name in
+// one EPP, as the producer's own series do) rather than failing.
+type keepFirst struct{ prometheus.Registerer }
+
+func (k keepFirst) Register(c prometheus.Collector) error {
+	var already prometheus.AlreadyRegisteredError
+	if err := k.Registerer.Register(c); err != nil && !errors.As(err, &already) {
+		return err
+	}
+	return nil
+}
+
+func (k keepFirst) MustRegister(cs ...prometheus.Collector) {
+	for _, c := range cs {
+		if err := k.Register(c); err != nil {
+			panic(err)
+		}
+	}
 }
 
 // start follows the trainer's bundles until ctx ends.

@@ -127,38 +127,17 @@ func TestInProcessRankerPicksAsThePredictor(t *testing.T) {
 	if s, nm := counter(t, wrongReg, "headroom_epp_decisions_total", "outcome", "scored"), counter(t, wrongReg, "headroom_epp_decisions_total", "outcome", "no_model"); s != 0 || nm != 1 {
 		t.Errorf("a producer with another signing key: %v decisions scored, %v without a model; want 0 and 1", s, nm)
 	}
-}
 
-func TestInProcessRankerParameters(t *testing.T) {
-	keyFile := writeKey(t, "a-signing-key-of-enough-length")
-	empty := writeKey(t, "  ")
-	for _, tt := range []struct {
-		name    string
-		params  plugins.ProducerParameters
-		wantErr string // "" for none
-	}{
-		{"trainer only", plugins.ProducerParameters{RankInProcess: true, TrainerURL: "http://127.0.0.1:1"}, ""},
-		{"with a key and a statistic", plugins.ProducerParameters{RankInProcess: true, TrainerURL: "http://127.0.0.1:1",
-			SigningKeyFile: keyFile, SyncInterval: "5s", Objective: "quantile", Quantile: 0.9}, ""},
-		{"no trainer", plugins.ProducerParameters{RankInProcess: true}, "trainerURL"},
-		{"no such key file", plugins.ProducerParameters{RankInProcess: true, TrainerURL: "http://127.0.0.1:1", SigningKeyFile: keyFile + ".missing"}, "signingKeyFile"},
-		{"an empty key", plugins.ProducerParameters{RankInProcess: true, TrainerURL: "http://127.0.0.1:1", SigningKeyFile: empty}, "is empty"},
-		{"a bad interval", plugins.ProducerParameters{RankInProcess: true, TrainerURL: "http://127.0.0.1:1", SyncInterval: "often"}, "syncInterval"},
-		{"a bad objective", plugins.ProducerParameters{RankInProcess: true, TrainerURL: "http://127.0.0.1:1", Objective: "median"}, "objective"},
-		{"a bad quantile", plugins.ProducerParameters{RankInProcess: true, TrainerURL: "http://127.0.0.1:1", Objective: "quantile", Quantile: 1.5}, "quantile"},
-		{"over HTTP, no predictor", plugins.ProducerParameters{TrainerURL: "http://127.0.0.1:1"}, "no predictor"},
-	} {
-		t.Run(tt.name, func(t *testing.T) {
-			for _, v := range []string{"PREDICTION_SERVER_URL", "TRAINING_SERVER_URL", "HEADROOM_SIGNING_KEY_FILE", "MODEL_SYNC_INTERVAL_SEC", "LATENCY_OBJECTIVE_TYPE", "LATENCY_QUANTILE_ALPHA"} {
-				t.Setenv(v, "")
-			}
-			_, err := plugins.NewProducer("p", tt.params, prometheus.NewRegistry())
-			switch {
-			case tt.wantErr == "" && err != nil:
-				t.Fatalf("unexpected error: %v", err)
-			case tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)):
-				t.Fatalf("error %v, want one naming %q", err, tt.wantErr)
-			}
-		})
+	// Each producer's syncs show in the EPP's series as a predictor's: the
+	// bundle in service, and the refusals.
+	const plugin = "plugin"
+	if v := gauge(t, localReg, "headroom_predictor_bundle_version", plugin, plugins.ProducerType); v < 1 {
+		t.Errorf("in process: bundle version %v in the series, want the trainer's (1 or more)", v)
+	}
+	if v := gauge(t, wrongReg, "headroom_predictor_bundle_version", plugin, plugins.ProducerType); v != 0 {
+		t.Errorf("another signing key: bundle version %v in the series, want none (0)", v)
+	}
+	if n := counter(t, wrongReg, "headroom_predictor_bundle_syncs_total", "result", "refused"); n < 1 {
+		t.Errorf("another signing key: %v syncs counted refused, want 1 or more", n)
 	}
 }

@@ -177,6 +177,19 @@ func TestSplitDecision(t *testing.T) {
 // counter is the value of a producer series with the given label value.
 func counter(t testing.TB, reg prometheus.Gatherer, name, label, value string) float64 {
 	t.Helper()
+	return series(t, reg, name, label, value).GetCounter().GetValue()
+}
+
+// gauge is the value of a gauge series with the given label value.
+func gauge(t testing.TB, reg prometheus.Gatherer, name, label, value string) float64 {
+	t.Helper()
+	return series(t, reg, name, label, value).GetGauge().GetValue()
+}
+
+// series is the series name with the given label value; nil (which reads
+// as 0) when there is none.
+func series(t testing.TB, reg prometheus.Gatherer, name, label, value string) *dto.Metric {
+	t.Helper()
 	families, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)
@@ -187,11 +200,11 @@ func counter(t testing.TB, reg prometheus.Gatherer, name, label, value string) f
 		}
 		for _, m := range f.GetMetric() {
 			if labelIs(m, label, value) {
-				return m.GetCounter().GetValue()
+				return m
 			}
 		}
 	}
-	return 0
+	return nil
 }
 
 func labelIs(m *dto.Metric, name, value string) bool {

@@ -18,6 +18,8 @@ import (
 	"github.com/headroomhq/headroom/model"
 	"github.com/headroomhq/headroom/predictor"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	fwkdl "github.com/llm-d/llm-d-router/pkg/epp/framework/interface/datalayer"
 	fwkplugin "github.com/llm-d/llm-d-router/pkg/epp/framework/interface/plugin"
 	"github.com/llm-d/llm-d-router/pkg/epp/framework/interface/requestcontrol"
@@ -243,7 +245,7 @@ func NewProducer(name string, params ProducerParameters, reg fwkplugin.MetricsRe
 	c := newClient(predictors, trainer)
 	var r ranker = c
 	if params.RankInProcess {
-		if r, err = newInProcessRanker(&params, trainer); err != nil {
+		if r, err = newInProcessRanker(&params, trainer, prometheus.WrapRegistererWith(prometheus.Labels{"plugin": name}, reg)); err != nil {
 			return nil, err
 		}
 	}
@@ -285,8 +287,8 @@ func orDefault(v, def int) int {
 }
 
 // newInProcessRanker is the localRanker params configure, following
-// trainer's bundles.
-func newInProcessRanker(params *ProducerParameters, trainer string) (*localRanker, error) {
+// trainer's bundles, its series registered with reg.
+func newInProcessRanker(params *ProducerParameters, trainer string, reg prometheus.Registerer) (*localRanker, error) {
 	if trainer == "" {
 		return nil, fmt.Errorf("%s: rankInProcess follows the trainer's bundles: set trainerURL or TRAINING_SERVER_URL", ProducerType)
 	}
@@ -326,7 +328,7 @@ func newInProcessRanker(params *ProducerParameters, trainer string) (*localRanke
 			}
 		}
 	}
-	l, err := newLocalRanker(trainer, key, interval, objective, q, slog.Default().With("plugin", ProducerType))
+	l, err := newLocalRanker(trainer, key, interval, objective, q, reg, slog.Default().With("plugin", ProducerType))
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", ProducerType, err)
 	}
