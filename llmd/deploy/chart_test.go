@@ -44,6 +44,17 @@ const (
 // chart's file://../routerlib dependency loaded from beside it.
 func render(t *testing.T, chart string) map[string][]byte {
 	t.Helper()
+	config, err := os.ReadFile(configFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return renderWith(t, chart, string(config), nil)
+}
+
+// renderWith is render with config in place of the shipped config, and
+// set, when not nil, changing the router's values (as --set would).
+func renderWith(t *testing.T, chart, config string, set func(router map[string]any)) map[string][]byte {
+	t.Helper()
 	ch, err := loader.Load(filepath.Join(charts, chart))
 	if err != nil {
 		t.Fatalf("load chart %s: %v (the llm-d-router tree must be beside the repository)", chart, err)
@@ -57,14 +68,13 @@ func render(t *testing.T, chart string) map[string][]byte {
 	if err != nil {
 		t.Fatal(err)
 	}
-	config, err := os.ReadFile(configFile)
-	if err != nil {
-		t.Fatal(err)
-	}
 	router := vals["router"].(map[string]any)
 	epp := router["epp"].(map[string]any)
-	epp["pluginsCustomConfig"] = map[string]any{configName: string(config)}
+	epp["pluginsCustomConfig"] = map[string]any{configName: config}
 	router["modelServers"] = map[string]any{"matchLabels": map[string]any{"app": "vllm"}}
+	if set != nil {
+		set(router)
+	}
 	if err := chartutil.ProcessDependencies(ch, vals); err != nil {
 		t.Fatal(err)
 	}
@@ -340,5 +350,63 @@ func get(t *testing.T, url string) string {
 			t.Fatalf("%s: %v", url, err)
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestChartRankingInProcess: with the producer's rankInProcess and the
+// chart's predictionServers.count at 0 (docs/DEPLOY.md), the EPP pod has
+// the trainer beside the EPP and no predictor, and the config loads into
+// llm-d's scheduler with the environment the chart gives the EPP; the
+// shipped config, which asks a predictor, does not.
+func TestChartRankingInProcess(t *testing.T) {
+	shipped, err := os.ReadFile(configFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const at = "- type: headroom-pairs-producer\n  parameters:\n"
+	if !strings.Contains(string(shipped), at) {
+		t.Fatal("the shipped config's producer changed: update the test")
+	}
+	inProcess := strings.Replace(string(shipped), at, at+"    rankInProcess: true\n", 1)
+	noPredictor := func(router map[string]any) {
+		router["latencyPredictor"].(map[string]any)["predictionServers"].(map[string]any)["count"] = 0
+	}
+	for _, chart := range []string{"llm-d-router-gateway", "llm-d-router-standalone"} {
+		t.Run(chart, func(t *testing.T) {
+			for _, tt := range []struct {
+				name, config string
+				wantErr      string // "" for none
+			}{
+				{"rankInProcess", inProcess, ""},
+				{"the shipped config", string(shipped), "no predictor"},
+			} {
+				objects := renderWith(t, chart, tt.config, noPredictor)
+				d := decode[appsv1.Deployment](t, objects, "Deployment/default-pool-epp")
+				var names []string
+				for _, c := range d.Spec.Template.Spec.Containers {
+					names = append(names, c.Name)
+				}
+				if !slices.Contains(names, "training-server") || slices.ContainsFunc(names, func(n string) bool { return strings.HasPrefix(n, "prediction-server") }) {
+					t.Fatalf("containers %v: want the EPP and the training server alone", names)
+				}
+				e := env(t, objects, container(t, d, "epp"))
+				trainer := container(t, d, "training-server")
+				if e["TRAINING_SERVER_URL"] != fmt.Sprintf("http://localhost:%d", trainer.Ports[0].ContainerPort) || e["PREDICTION_SERVER_URL"] != "" {
+					t.Fatalf("EPP environment %v", e)
+				}
+				cm := decode[corev1.ConfigMap](t, objects, "ConfigMap/default-pool-epp")
+				t.Setenv("PREDICTION_SERVER_URL", e["PREDICTION_SERVER_URL"])
+				t.Setenv("TRAINING_SERVER_URL", e["TRAINING_SERVER_URL"])
+				ctx, cancel := context.WithCancel(context.Background())
+				_, err := inproc.New(ctx, []byte(cm.Data[configName]), prometheus.NewRegistry())
+				cancel()
+				switch {
+				case tt.wantErr == "" && err != nil:
+					t.Errorf("%s: llm-d's loader refuses the rendered config: %v", tt.name, err)
+				case tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)):
+					t.Errorf("%s: loading the config without a predictor: error %v, want one naming %q", tt.name, err, tt.wantErr)
+				}
+			}
+		})
 	}
 }
