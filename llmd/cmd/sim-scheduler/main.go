@@ -17,6 +17,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -24,6 +25,9 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/go-logr/logr"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/headroomhq/headroom/llmd/simsched"
 )
@@ -41,6 +45,11 @@ func (c *configFlag) String() string     { return strings.Join(*c, ",") }
 func (c *configFlag) Set(v string) error { *c = append(*c, v); return nil }
 
 func main() {
+	// llm-d's errors to stderr, as its runner logs them; until a logger is
+	// set, controller-runtime's delegating logger keeps a promise for
+	// every logger derived per request, and the process's heap grows with
+	// the run.
+	ctrllog.SetLogger(logr.FromSlogHandler(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError})))
 	if err := run(os.Args[1:]); err != nil {
 		fmt.Fprintln(os.Stderr, "sim-scheduler:", err)
 		os.Exit(1)
