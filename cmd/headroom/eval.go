@@ -87,7 +87,7 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs.IntVar(&sel.Folds, "select-folds", 0, "self-tuning: blocks of newest training rows candidates are scored on (0: the service's)")
 	fs.Float64Var(&sel.ScoreShare, "select-share", 0, "self-tuning: share of the training rows in one scored block (0: the service's)")
 	verbose := fs.Bool("verbose", false, "log the trainers' choices of configuration (and their other messages) to stderr")
-	selNames := fs.String("select-candidates", "", "self-tuning: the candidates to choose among, comma-separated: configured, line, line+shallow, log-trees (the service's), each also with -unshifted (default: the service's)")
+	selNames := fs.String("select-candidates", "", "self-tuning: the candidates to choose among, comma-separated: configured, line, line+shallow, log-trees, line-unshifted (the service's), the others also with -unshifted (default: the service's)")
 	fs.IntVar(&fitOpts.Support.Folds, "support-folds", fitOpts.Support.Folds, "columns each retrain holds out to measure how fast errors grow out of range (0: bounds do not widen out of range)")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: headroom eval (--trace FILE | --synthetic) --mode split|prequential|extrapolate|floor [flags]")

@@ -97,8 +97,9 @@ func (c *ScoreOptions) SetDefaults(fit Options) {
 	}
 }
 
-// Candidate names of DefaultCandidates. AllCandidates adds each of them
-// unshifted, its name followed by UnshiftedSuffix.
+// Candidate names of DefaultCandidates. An unshifted candidate's name is
+// its shifted one's followed by UnshiftedSuffix: DefaultCandidates has the
+// line's, AllCandidates every one's.
 const (
 	CandidateConfigured = "configured"   // the Options' kind and parameters
 	CandidateLine       = "line"         // the linear model alone
@@ -108,9 +109,10 @@ const (
 )
 
 // DefaultCandidates are the configured model first, then the line alone,
-// the line with smaller trees (depth 2, 100 rounds, lambda 100) and deep
+// the line with smaller trees (depth 2, 100 rounds, lambda 100), deep
 // trees on log milliseconds (the reference's depth-6 parameters, the
-// strongest plain model on some workloads of the suite).
+// strongest plain model on some workloads of the suite) and the line
+// alone without the shift.
 func DefaultCandidates(fit Options) []Candidate {
 	kind := fit.Kind
 	if kind == "" {
@@ -120,25 +122,35 @@ func DefaultCandidates(fit Options) []Candidate {
 	shallow.MaxDepth, shallow.Rounds, shallow.Lambda = 2, 100, 100
 	deep := fit.Params
 	deep.MaxDepth, deep.Lambda, deep.Gamma, deep.Alpha = 6, 0.1, 0.2, 0.01
+	line := Candidate{Name: CandidateLine, Kind: model.KindLinear}
 	return []Candidate{
 		{Name: CandidateConfigured, Kind: kind, Params: fit.Params, NoShift: fit.NoShift},
-		{Name: CandidateLine, Kind: model.KindLinear},
+		line,
 		{Name: CandidateShallow, Kind: model.KindResidual, Params: shallow},
 		{Name: CandidateLogTrees, Kind: model.KindLogTrees, Params: deep},
+		line.unshifted(),
 	}
 }
 
-// AllCandidates are DefaultCandidates and each of them without the shift
-// (Options.NoShift), which costs no fit to score. The unshifted ones are
-// not in the default set: on the suite's tune lines, twice as many
+// unshifted is c without the shift (Options.NoShift), which costs no fit
+// to score beside c.
+func (c Candidate) unshifted() Candidate {
+	c.Name, c.NoShift = c.Name+UnshiftedSuffix, true
+	return c
+}
+
+// AllCandidates are DefaultCandidates and each of them without the shift.
+// Of the unshifted ones only the line is in the default set: it is the
+// plain linear model, which beats the shifted line on some workloads
+// (docs/ACCURACY.md); on the suite's tune lines, twice as many
 // candidates of nearly equal scores made the choice noisier and won
-// nothing (docs/ACCURACY.md).
+// nothing.
 func AllCandidates(fit Options) []Candidate {
 	out := DefaultCandidates(fit)
 	for _, c := range out[:len(out):len(out)] {
-		if !c.NoShift {
-			c.Name, c.NoShift = c.Name+UnshiftedSuffix, true
-			out = append(out, c)
+		u := c.unshifted()
+		if !c.NoShift && !slices.ContainsFunc(out, func(o Candidate) bool { return o.Name == u.Name }) {
+			out = append(out, u)
 		}
 	}
 	return out
@@ -317,20 +329,43 @@ func ChoiceMargin(margin float64, scoreRows int) float64 {
 
 // Pick returns the name of the candidate with the lowest MAPE in s, unless
 // it beats incumbent's by less than margin (relative), then incumbent's.
-// An incumbent that was not scored is replaced by the best.
+// An incumbent that was not scored is replaced by the best. Candidates
+// that also beat incumbent's by margin and score within margin of the
+// best are not told apart from it (the newest rows cannot, and which errs
+// less on the rows after is the next stretch of time's to say): of them
+// the simplest is chosen (simplicity), the best-scored among equals.
 func Pick(s *model.Selection, incumbent string, margin float64) string {
-	best, bestMAPE := "", math.Inf(1)
+	var best *model.CandidateScore
 	incMAPE := math.Inf(1)
-	for _, c := range s.Candidates {
-		if c.MAPE < bestMAPE {
-			best, bestMAPE = c.Name, c.MAPE
+	for i, c := range s.Candidates {
+		if best == nil || c.MAPE < best.MAPE {
+			best = &s.Candidates[i]
 		}
 		if c.Name == incumbent {
 			incMAPE = c.MAPE
 		}
 	}
-	if best == "" || (!math.IsInf(incMAPE, 1) && bestMAPE >= incMAPE*(1-margin)) {
+	if best == nil || !(best.MAPE < incMAPE*(1-margin)) && !math.IsInf(incMAPE, 1) {
 		return incumbent
 	}
-	return best
+	pick := best
+	for i, c := range s.Candidates {
+		tied := c.MAPE <= best.MAPE*(1+margin) && (math.IsInf(incMAPE, 1) || c.MAPE < incMAPE*(1-margin))
+		if r, pr := simplicity(c.Kind), simplicity(pick.Kind); tied && (r < pr || r == pr && c.MAPE < pick.MAPE) {
+			pick = &s.Candidates[i]
+		}
+	}
+	return pick.Name
+}
+
+// simplicity orders model kinds from the simplest, the one that bends
+// least beyond its rows: the line, the line with trees, trees alone.
+func simplicity(k model.Kind) int {
+	switch k {
+	case model.KindLinear:
+		return 0
+	case model.KindResidual:
+		return 1
+	}
+	return 2
 }

@@ -46,6 +46,10 @@ func TestChoiceMargin(t *testing.T) {
 }
 
 func TestPick(t *testing.T) {
+	sc := func(name string, k model.Kind, mape float64) model.CandidateScore {
+		return model.CandidateScore{Name: name, Kind: k, MAPE: mape}
+	}
+	kinds := func(c ...model.CandidateScore) *model.Selection { return &model.Selection{Candidates: c} }
 	sel := func(mapes ...float64) *model.Selection {
 		s := &model.Selection{}
 		for i, m := range mapes {
@@ -66,6 +70,13 @@ func TestPick(t *testing.T) {
 		{"no margin", sel(10, 9.99), "a", 0, "b"},
 		{"incumbent not scored", sel(10, 9), "z", 0.05, "b"},
 		{"nothing scored", sel(), "a", 0.05, "a"},
+		// Within the margin of the best, the simplest is chosen: the
+		// line before line and trees, those before trees alone, and the
+		// best-scored of equals.
+		{"the line ties the trees", kinds(sc("a", model.KindResidual, 10), sc("line", model.KindLinear, 9.1), sc("trees", model.KindLogTrees, 9), sc("line2", model.KindLinear, 9.2)), "a", 0.05, "line"},
+		{"line and trees tie trees alone", kinds(sc("a", model.KindResidual, 10), sc("both", model.KindResidual, 9.3), sc("trees", model.KindLogTrees, 9)), "a", 0.05, "both"},
+		{"the line is clearly worse", kinds(sc("a", model.KindResidual, 10), sc("line", model.KindLinear, 9.6), sc("trees", model.KindLogTrees, 9)), "a", 0.05, "trees"},
+		{"the line does not beat the incumbent", kinds(sc("a", model.KindResidual, 9.8), sc("line", model.KindLinear, 9.4), sc("trees", model.KindLogTrees, 9)), "a", 0.05, "trees"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := Pick(tc.s, tc.incumbent, tc.margin); got != tc.want {
@@ -198,8 +209,19 @@ func TestScoreCandidatesRowLimits(t *testing.T) {
 func TestDefaultCandidatesAndNames(t *testing.T) {
 	fit := DefaultOptions()
 	all := AllCandidates(fit)
-	if len(all) != 2*len(DefaultCandidates(fit)) {
-		t.Errorf("%d candidates in all, %d by default", len(all), len(DefaultCandidates(fit)))
+	def := DefaultCandidates(fit)
+	// By default every candidate, and the plain linear model: the line
+	// unshifted; all of them have each of the four shifted ones unshifted.
+	if len(def) != 5 || len(all) != 8 {
+		t.Errorf("%d candidates in all, %d by default; want 8 and 5", len(all), len(def))
+	}
+	if u := def[len(def)-1]; u.Name != CandidateLine+UnshiftedSuffix || u.Kind != model.KindLinear || !u.NoShift {
+		t.Errorf("last default candidate %+v; want the line unshifted", u)
+	}
+	for i, c := range def {
+		if all[i] != c {
+			t.Errorf("candidate %d of all is %+v, by default %+v", i, all[i], c)
+		}
 	}
 	if all[0].Name != CandidateConfigured || all[0].Kind != fit.Kind || all[0].Params != fit.Params || all[0].NoShift {
 		t.Errorf("first candidate %+v; want the configured model", all[0])
