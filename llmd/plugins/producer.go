@@ -15,9 +15,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/headroomhq/headroom/model"
-	"github.com/headroomhq/headroom/predictor"
-
 	"github.com/prometheus/client_golang/prometheus"
 
 	fwkdl "github.com/llm-d/llm-d-router/pkg/epp/framework/interface/datalayer"
@@ -30,6 +27,9 @@ import (
 	tokenproducer "github.com/llm-d/llm-d-router/pkg/epp/framework/plugins/requestcontrol/dataproducer/tokenizer"
 	"github.com/llm-d/llm-d-router/pkg/epp/framework/plugins/scheduling/filter/bylabel"
 	"github.com/llm-d/llm-d-router/pkg/epp/metadata"
+
+	"github.com/headroomhq/headroom/model"
+	"github.com/headroomhq/headroom/predictor"
 )
 
 // ProducerType is the plugin type of the producer.
@@ -65,8 +65,9 @@ type ProducerParameters struct {
 	// LATENCY_QUANTILE_ALPHA, else the predictor's defaults).
 	Objective string  `json:"objective,omitempty"`
 	Quantile  float64 `json:"quantile,omitempty"`
-	// Timeout bounds the /predict/pairs call (default 50ms): later, the
-	// request is scheduled by the stock scorers (reason "deadline").
+	// Timeout bounds the ranking (default 50ms): the /predict/pairs call,
+	// or in process the wait to begin it; later, the request is scheduled
+	// by the stock scorers (reason "deadline").
 	Timeout string `json:"timeout,omitempty"`
 	// KVBytesPerToken is the model's KV-cache size per token; 0: the
 	// trainer's --kv-bytes-per-token.
