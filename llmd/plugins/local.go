@@ -65,27 +65,6 @@ func newLocalRanker(trainer string, key []byte, interval time.Duration, objectiv
 	}}, nil
 }
 
-// keepFirst registers with a Registerer, keeping the series already
-// registered under a name and labels (a second producer of one name in
-// one EPP, as the producer's own series do) rather than failing.
-type keepFirst struct{ prometheus.Registerer }
-
-func (k keepFirst) Register(c prometheus.Collector) error {
-	var already prometheus.AlreadyRegisteredError
-	if err := k.Registerer.Register(c); err != nil && !errors.As(err, &already) {
-		return err
-	}
-	return nil
-}
-
-func (k keepFirst) MustRegister(cs ...prometheus.Collector) {
-	for _, c := range cs {
-		if err := k.Register(c); err != nil {
-			panic(err)
-		}
-	}
-}
-
 // start follows the trainer's bundles until ctx ends.
 func (l *localRanker) start(ctx context.Context) { go l.syncer.Run(ctx) }
 

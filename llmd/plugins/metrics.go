@@ -35,11 +35,8 @@ func newMetrics(reg prometheus.Registerer, name string) (*metrics, error) {
 		ConstLabels: labels,
 	}, []string{"result"})
 	for _, c := range []prometheus.Collector{decisions, call, entries} {
-		if err := reg.Register(c); err != nil {
-			var already prometheus.AlreadyRegisteredError
-			if !errors.As(err, &already) {
-				return nil, err
-			}
+		if err := (keepFirst{reg}).Register(c); err != nil {
+			return nil, err
 		}
 	}
 	m.decisions, m.call, m.entries = decisions, call, entries
@@ -61,4 +58,25 @@ func (m *metrics) outcome(r Reason) {
 		return
 	}
 	m.decisions.WithLabelValues(string(r)).Inc()
+}
+
+// keepFirst registers with a Registerer, keeping the series already
+// registered under a name and labels (a second producer of one name in
+// one EPP) rather than failing.
+type keepFirst struct{ prometheus.Registerer }
+
+func (k keepFirst) Register(c prometheus.Collector) error {
+	var already prometheus.AlreadyRegisteredError
+	if err := k.Registerer.Register(c); err != nil && !errors.As(err, &already) {
+		return err
+	}
+	return nil
+}
+
+func (k keepFirst) MustRegister(cs ...prometheus.Collector) {
+	for _, c := range cs {
+		if err := k.Register(c); err != nil {
+			panic(err)
+		}
+	}
 }
