@@ -31,11 +31,13 @@ func startHeadroom(t testing.TB) *headroom { return startHeadroomWith(t, false) 
 
 // startHeadroomWith starts an empty Headroom (`headroom serve`: trainer and
 // predictor in one process), fitting trees (its default model, with the
-// xgboost CLI) or lines only, without choosing among configurations.
-func startHeadroomWith(t testing.TB, trees bool) *headroom {
+// xgboost CLI) or lines only, without choosing among configurations, with
+// extra flags after the tests' own.
+func startHeadroomWith(t testing.TB, trees bool, extra ...string) *headroom {
 	t.Helper()
 	tAddr, pAddr := headroomtest.FreePort(t), headroomtest.FreePort(t)
 	args := append([]string{"serve", "--data-dir", t.TempDir(), "--trainer-listen", tAddr, "--predictor-listen", pAddr}, trainerArgs(trees)...)
+	args = append(args, extra...)
 	startProcess(t, args...)
 	return waitForHeadroom(t, &headroom{trainer: "http://" + tAddr, predictor: "http://" + pAddr})
 }

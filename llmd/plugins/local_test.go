@@ -14,7 +14,6 @@ import (
 	fwksched "github.com/llm-d/llm-d-router/pkg/epp/framework/interface/scheduling"
 
 	"github.com/headroomhq/headroom/llmd/inproc"
-	"github.com/headroomhq/headroom/llmd/internal/headroomtest"
 	"github.com/headroomhq/headroom/llmd/plugins"
 )
 
@@ -64,10 +63,7 @@ func waitUntilScored(t testing.TB, r *inproc.Router, reg prometheus.Gatherer, ep
 func TestInProcessRankerPicksAsThePredictor(t *testing.T) {
 	const key = "in-process-ranker-test-signing-key"
 	keyFile := writeKey(t, key)
-	tAddr, pAddr := headroomtest.FreePort(t), headroomtest.FreePort(t)
-	startProcess(t, append([]string{"serve", "--data-dir", t.TempDir(), "--trainer-listen", tAddr, "--predictor-listen", pAddr,
-		"--signing-key-file", keyFile}, trainerArgs(false)...)...)
-	h := waitForHeadroom(t, &headroom{trainer: "http://" + tAddr, predictor: "http://" + pAddr})
+	h := startHeadroomWith(t, false, "--signing-key-file", keyFile)
 
 	httpReg, localReg, wrongReg := prometheus.NewRegistry(), prometheus.NewRegistry(), prometheus.NewRegistry()
 	overHTTP := newRouterWith(t, shipped(t), h.predictor, "", httpReg)

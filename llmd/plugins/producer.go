@@ -306,24 +306,20 @@ func newInProcessRanker(params *ProducerParameters, trainer string, reg promethe
 			return nil, fmt.Errorf("%s: signingKeyFile %s is empty", ProducerType, keyFile)
 		}
 	}
-	interval := time.Duration(0) // the Syncer's default
 	if params.SyncInterval == "" {
 		if v := os.Getenv("MODEL_SYNC_INTERVAL_SEC"); v != "" {
 			params.SyncInterval = strings.TrimSpace(v) + "s"
 		}
 	}
-	if params.SyncInterval != "" {
-		var err error
-		if interval, err = duration("syncInterval", params.SyncInterval, 0); err != nil {
-			return nil, err
-		}
+	interval, err := duration("syncInterval", params.SyncInterval, 0) // 0: the Syncer's default
+	if err != nil {
+		return nil, err
 	}
 	objective := predictor.Objective(cmp.Or(params.Objective, os.Getenv("LATENCY_OBJECTIVE_TYPE"), string(predictor.Mean)))
 	q := params.Quantile
 	if q == 0 {
 		q = model.DefaultQuantile
 		if v := os.Getenv("LATENCY_QUANTILE_ALPHA"); v != "" {
-			var err error
 			if q, err = strconv.ParseFloat(strings.TrimSpace(v), 64); err != nil {
 				return nil, fmt.Errorf("%s: LATENCY_QUANTILE_ALPHA %q: %w", ProducerType, v, err)
 			}
