@@ -39,17 +39,18 @@ func (t *Trees) Dump(featureNames []string) []DumpNode {
 	return out
 }
 
-func (t *Trees) dumpNode(root, n int32, depth int, names []string) DumpNode {
+func (t *Trees) dumpNode(root, n uint32, depth int, names []string) DumpNode {
 	id := int(n - root)
-	if t.left[n] < 0 {
-		return DumpNode{NodeID: id, Leaf: t.value[n], Children: nil}
+	nd := &t.nodes[n]
+	if nd.isLeaf() {
+		return DumpNode{NodeID: id, Leaf: nd.leaf, Children: nil}
 	}
-	f := int(t.feature[n])
+	f := int(nd.feature)
 	name := strconv.Itoa(f)
 	if f < len(names) {
 		name = names[f]
 	}
-	l := t.left[n]
+	l := nd.right - 1
 	yes, no := int(l-root), int(l+1-root)
 	missing := no
 	if t.defaultLeft[n] {
@@ -59,7 +60,7 @@ func (t *Trees) dumpNode(root, n int32, depth int, names []string) DumpNode {
 		NodeID:         id,
 		Depth:          depth,
 		Split:          name,
-		SplitCondition: t.value[n],
+		SplitCondition: nd.cond,
 		Yes:            yes,
 		No:             no,
 		Missing:        missing,

@@ -229,11 +229,11 @@ type split struct {
 func splits(t *Trees) []split {
 	seen := map[split]bool{}
 	var out []split
-	for n := range t.left {
-		if t.left[n] < 0 {
+	for _, nd := range t.nodes {
+		if nd.isLeaf() {
 			continue
 		}
-		s := split{int(t.feature[n]), t.value[n]}
+		s := split{int(nd.feature), nd.cond}
 		if !seen[s] {
 			seen[s] = true
 			out = append(out, s)
@@ -559,8 +559,8 @@ func TestParseRealModel(t *testing.T) {
 			m.NumTrees(), m.NumFeatures(), m.MaxDepth(), m.BaseScore())
 	}
 	defaults := [2]int{}
-	for n := range m.left {
-		if m.left[n] >= 0 {
+	for n, nd := range m.nodes {
+		if !nd.isLeaf() {
 			defaults[b2i(m.defaultLeft[n])]++
 		}
 	}
@@ -886,13 +886,13 @@ func TestUnmarshalRejects(t *testing.T) {
 
 // firstTrees returns the ensemble of m's first n trees.
 func firstTrees(m *Trees, n int) *Trees {
-	end := len(m.left)
+	end := len(m.nodes)
 	if n < len(m.roots) {
 		end = int(m.roots[n])
 	}
 	return &Trees{
 		baseScore: m.baseScore, numFeature: m.numFeature, maxDepth: m.maxDepth,
-		roots: m.roots[:n], left: m.left[:end], feature: m.feature[:end], value: m.value[:end], defaultLeft: m.defaultLeft[:end],
+		roots: m.roots[:n], depths: m.depths[:n], nodes: m.nodes[:end], defaultLeft: m.defaultLeft[:end],
 	}
 }
 
