@@ -143,15 +143,19 @@ func Rank(m *Models, req *Request, out *Result) error {
 
 	stat := m.Statistic
 	var buf [64]float64
+	// Each row's TTFT vector is built once, for its estimate and for the
+	// test of its range.
 	for i := range req.Prefill {
 		row := row(req, &req.Prefill[i], "prefill")
-		out.prefill[i] = stat.Predict(m.TTFT, &row, buf[:0])
-		out.PrefillExtrapolated[i] = extrapolated(m.TTFT, m.TTFT.Schema().Build(&row, buf[:0]))
+		x := m.TTFT.Schema().Build(&row, buf[:0])
+		out.prefill[i] = stat.PredictVector(m.TTFT, x)
+		out.PrefillExtrapolated[i] = extrapolated(m.TTFT, x)
 	}
 	for j := range req.Decode {
 		row := row(req, &req.Decode[j], "decode")
-		out.decodeTTFT[j] = stat.Predict(m.TTFT, &row, buf[:0])
-		out.decodeBeyond[j] = extrapolated(m.TTFT, m.TTFT.Schema().Build(&row, buf[:0]))
+		x := m.TTFT.Schema().Build(&row, buf[:0])
+		out.decodeTTFT[j] = stat.PredictVector(m.TTFT, x)
+		out.decodeBeyond[j] = extrapolated(m.TTFT, x)
 		out.decodeTPOT[j] = stat.Predict(m.TPOT, &row, buf[:0])
 		cached := math.Round(float64(req.InputTokenLength) * clamp01(row.PrefixCacheScore))
 		out.tokens[j] = req.InputTokenLength - int64(cached)

@@ -206,7 +206,12 @@ type Distribution interface {
 // quantiles and bounds widen with how far the row lies outside m's
 // training ranges (model.Support).
 func (s Statistic) Predict(m *model.TargetModel, row *features.Row, buf []float64) wire.Estimate {
-	x := m.Schema().Build(row, buf)
+	return s.PredictVector(m, m.Schema().Build(row, buf))
+}
+
+// PredictVector is Predict for feature vector x, built from a row by
+// m.Schema(), for a caller that reads the vector too.
+func (s Statistic) PredictVector(m *model.TargetModel, x []float64) wire.Estimate {
 	central, place := m.Predict(x), m.Place(x)
 	// Of's arithmetic without its interface: a model and a placement handed
 	// to one would escape to the heap, an allocation per row.
