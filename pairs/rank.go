@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"slices"
 
 	"github.com/headroomhq/headroom/features"
 	"github.com/headroomhq/headroom/predictor"
@@ -29,8 +28,9 @@ const NoSplit = wire.NoSplit
 type Result struct {
 	wire.PairsRanking
 
-	// keys sorts every option, EveryNoSplit and EveryPair together.
-	keys []rankKey
+	// keys sorts every option, EveryNoSplit and EveryPair together;
+	// sortBuf is the sort's scratch.
+	keys, sortBuf []rankKey
 
 	prefill, decodeTTFT, decodeTPOT []Estimate
 	// decodeBeyond says which decode rows the TTFT model would
@@ -294,10 +294,35 @@ func score(req *Request, o *Option) {
 
 // rankKey is what an option is sorted by, and where it is (at: an index
 // into EveryNoSplit, then past them into EveryPair): sorting keys rather
-// than options moves 32 bytes a swap instead of 240.
+// than options moves 32 bytes a swap instead of 240. score, ttft and tpot
+// are the option's, as orderedBits, so that comparing two keys is
+// comparing integers.
 type rankKey struct {
-	score, ttft, tpot float64
+	score, ttft, tpot uint64
 	at                int
+}
+
+func keyOf(o *Option, at int) rankKey {
+	return rankKey{orderedBits(o.Score), orderedBits(o.TTFT.Ms), orderedBits(o.TPOT.Ms), at}
+}
+
+// orderedBits maps x to an integer in the order cmp.Compare gives floats:
+// every NaN first and equal, −0 equal to +0, then by value. A float's bits
+// order non-negative floats as integers do and negative floats backwards;
+// flipping every bit of a negative float and the sign bit of the others
+// puts them all in one increasing order.
+func orderedBits(x float64) uint64 {
+	if x != x {
+		return 0 // below −∞'s, which is 1<<52 − 1
+	}
+	if x == 0 {
+		x = 0 // −0 as +0
+	}
+	b := math.Float64bits(x)
+	if b>>63 == 1 {
+		return ^b
+	}
+	return b | 1<<63
 }
 
 // rank sorts every option into one order, sets each option's Rank, and
@@ -308,19 +333,13 @@ func (out *Result) rank(k int) {
 	nD := len(out.EveryNoSplit)
 	out.keys = out.keys[:0]
 	for i := range out.EveryNoSplit {
-		o := &out.EveryNoSplit[i]
-		out.keys = append(out.keys, rankKey{o.Score, o.TTFT.Ms, o.TPOT.Ms, i})
+		out.keys = append(out.keys, keyOf(&out.EveryNoSplit[i], i))
 	}
 	for i := range out.EveryPair {
-		o := &out.EveryPair[i]
-		out.keys = append(out.keys, rankKey{o.Score, o.TTFT.Ms, o.TPOT.Ms, nD + i})
+		out.keys = append(out.keys, keyOf(&out.EveryPair[i], nD+i))
 	}
-	slices.SortFunc(out.keys, func(a, b rankKey) int {
-		if c := compareKeys(a.score, a.ttft, a.tpot, b.score, b.ttft, b.tpot); c != 0 {
-			return c
-		}
-		return cmp.Compare(a.at, b.at)
-	})
+	out.sortBuf = resize(out.sortBuf, len(out.keys))
+	sortKeys(out.keys, out.sortBuf)
 	option := func(at int) *Option {
 		if at < nD {
 			return &out.EveryNoSplit[at]
@@ -333,12 +352,10 @@ func (out *Result) rank(k int) {
 	}
 	out.Pairs, out.NoSplit = resize(out.Pairs, nPairs)[:0], resize(out.NoSplit, nAlone)[:0]
 	rank := 0
-	for n, key := range out.keys {
-		if n > 0 {
-			prev := out.keys[n-1]
-			if compareKeys(prev.score, prev.ttft, prev.tpot, key.score, key.ttft, key.tpot) != 0 {
-				rank++
-			}
+	for n := range out.keys {
+		key := &out.keys[n]
+		if n > 0 && compareKeys(&out.keys[n-1], key) != 0 {
+			rank++
 		}
 		o := option(key.at)
 		o.Rank = rank
@@ -352,15 +369,69 @@ func (out *Result) rank(k int) {
 	out.Best = *option(out.keys[0].at)
 }
 
+// sortKeys sorts keys by compareKeys, then by at, using buf (as long as
+// keys) for scratch. Every key has an at of its own, so the order is the
+// one order of the keys, whatever the algorithm: it is a merge sort of
+// insertion-sorted runs, whose comparisons the compiler inlines, where
+// slices.SortFunc calls one through a func value per comparison.
+func sortKeys(keys, buf []rankKey) {
+	const run = 8
+	n := len(keys)
+	for lo := 0; lo < n; lo += run {
+		r := keys[lo:min(lo+run, n)]
+		for i := 1; i < len(r); i++ {
+			for j := i; j > 0 && keyLess(&r[j], &r[j-1]); j-- {
+				r[j], r[j-1] = r[j-1], r[j]
+			}
+		}
+	}
+	src, dst := keys, buf[:n]
+	for width := run; width < n; width *= 2 {
+		for lo := 0; lo < n; lo += 2 * width {
+			mid, hi := min(lo+width, n), min(lo+2*width, n)
+			a, b, to := src[lo:mid], src[mid:hi], dst[lo:hi]
+			k := 0
+			for len(a) > 0 && len(b) > 0 {
+				if keyLess(&b[0], &a[0]) {
+					to[k], b = b[0], b[1:]
+				} else {
+					to[k], a = a[0], a[1:]
+				}
+				k++
+			}
+			k += copy(to[k:], a)
+			copy(to[k:], b)
+		}
+		src, dst = dst, src
+	}
+	if n > 0 && &src[0] != &keys[0] {
+		copy(keys, src)
+	}
+}
+
+// keyLess orders as compareKeys, then by at.
+func keyLess(a, b *rankKey) bool {
+	if a.score != b.score {
+		return a.score < b.score
+	}
+	if a.ttft != b.ttft {
+		return a.ttft < b.ttft
+	}
+	if a.tpot != b.tpot {
+		return a.tpot < b.tpot
+	}
+	return a.at < b.at
+}
+
 // compareKeys orders by score, then TTFT, then TPOT.
-func compareKeys(aScore, aTTFT, aTPOT, bScore, bTTFT, bTPOT float64) int {
-	if c := cmp.Compare(aScore, bScore); c != 0 {
+func compareKeys(a, b *rankKey) int {
+	if c := cmp.Compare(a.score, b.score); c != 0 {
 		return c
 	}
-	if c := cmp.Compare(aTTFT, bTTFT); c != 0 {
+	if c := cmp.Compare(a.ttft, b.ttft); c != 0 {
 		return c
 	}
-	return cmp.Compare(aTPOT, bTPOT)
+	return cmp.Compare(a.tpot, b.tpot)
 }
 
 // splitTTFT is the estimate of a pair's TTFT from its parts: the prefill's

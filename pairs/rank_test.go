@@ -1,6 +1,7 @@
 package pairs
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"math"
@@ -595,7 +596,7 @@ func TestRankOneOrderOverEveryOption(t *testing.T) {
 		}
 		for _, a := range all {
 			for _, b := range all {
-				c := compareKeys(a.Score, a.TTFT.Ms, a.TPOT.Ms, b.Score, b.TTFT.Ms, b.TPOT.Ms)
+				c := cmp.Or(cmp.Compare(a.Score, b.Score), cmp.Compare(a.TTFT.Ms, b.TTFT.Ms), cmp.Compare(a.TPOT.Ms, b.TPOT.Ms))
 				if (c < 0) != (a.Rank < b.Rank) || (c == 0) != (a.Rank == b.Rank) {
 					t.Fatalf("options %v (rank %d) and %v (rank %d) compare %d", names(req, a), a.Rank, names(req, b), b.Rank, c)
 				}
@@ -625,6 +626,18 @@ func TestRankOneOrderOverEveryOption(t *testing.T) {
 		for n := 1; n < len(res.Pairs); n++ {
 			if res.Pairs[n].Rank < res.Pairs[n-1].Rank {
 				t.Errorf("pairs listed out of rank at %d", n)
+			}
+		}
+	}
+}
+
+func TestOrderedBitsOrderAsCompare(t *testing.T) {
+	xs := []float64{math.NaN(), -math.NaN(), math.Inf(-1), -math.MaxFloat64, -1e300, -2, -1, -math.SmallestNonzeroFloat64,
+		math.Copysign(0, -1), 0, math.SmallestNonzeroFloat64, 1e-300, 1, 1.0000000000000002, 2, math.MaxFloat64, math.Inf(1)}
+	for _, x := range xs {
+		for _, y := range xs {
+			if got, want := cmp.Compare(orderedBits(x), orderedBits(y)), cmp.Compare(x, y); got != want {
+				t.Errorf("%v against %v: ordered bits compare %d, floats %d", x, y, got, want)
 			}
 		}
 	}
