@@ -443,9 +443,6 @@ func splitTTFT(prefill, transfer Estimate, decodeLoadMs float64) Estimate {
 	for k := range s.Bounds {
 		s.Bounds[k] = prefill.Bounds[k] + transfer.Bounds[k] + decodeLoadMs
 	}
-	if s.Bounds[0] > 0 {
-		s.Uncertainty = (math.Log(s.Bounds[1]) - math.Log(s.Bounds[0])) / 2
-	}
 	return s
 }
 

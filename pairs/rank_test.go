@@ -195,7 +195,7 @@ func TestRankParts(t *testing.T) {
 			t.Errorf("TTFT value %d = %v, want the parts' sum %v", k, got, want)
 		}
 	}
-	if !(pair.TTFT.Bounds[0] < pair.TTFT.Ms && pair.TTFT.Ms < pair.TTFT.Bounds[1]) || pair.TTFT.Uncertainty <= 0 {
+	if !(pair.TTFT.Bounds[0] < pair.TTFT.Ms && pair.TTFT.Ms < pair.TTFT.Bounds[1]) || pair.TTFT.Uncertainty() <= 0 {
 		t.Errorf("TTFT %+v", pair.TTFT)
 	}
 }

@@ -8,7 +8,6 @@ package predictor
 import (
 	"errors"
 	"fmt"
-	"math"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -178,11 +177,11 @@ func (p *Predictor) predictRows(b *model.Bundle, rows []features.Row, out []wire
 		out[i] = wire.Prediction{}
 		if b.TTFT != nil {
 			e := p.stat.Predict(b.TTFT, &rows[i], buf[:0])
-			out[i].TTFTMs, out[i].TTFTBounds, out[i].TTFTUncertainty = e.Ms, e.Bounds, e.Uncertainty
+			out[i].TTFTMs, out[i].TTFTBounds, out[i].TTFTUncertainty = e.Ms, e.Bounds, e.Uncertainty()
 		}
 		if b.TPOT != nil {
 			e := p.stat.Predict(b.TPOT, &rows[i], buf[:0])
-			out[i].TPOTMs, out[i].TPOTBounds, out[i].TPOTUncertainty = e.Ms, e.Bounds, e.Uncertainty
+			out[i].TPOTMs, out[i].TPOTBounds, out[i].TPOTUncertainty = e.Ms, e.Bounds, e.Uncertainty()
 		}
 	}
 }
@@ -234,5 +233,5 @@ func (s Statistic) Of(central float64, d Distribution) wire.Estimate {
 
 // estimate is a reported value with its 5% and 95% bounds.
 func estimate(y, lo, hi float64) wire.Estimate {
-	return wire.Estimate{Ms: y, Bounds: [2]float64{lo, hi}, Uncertainty: (math.Log(hi) - math.Log(lo)) / 2}
+	return wire.Estimate{Ms: y, Bounds: [2]float64{lo, hi}}
 }

@@ -1,6 +1,7 @@
 package wire
 
 import (
+	"math"
 	"strconv"
 
 	"github.com/headroomhq/headroom/features"
@@ -56,13 +57,22 @@ type PairsRequest struct {
 }
 
 // Estimate is one prediction: the value the predictor reports (the
-// central estimate or its configured quantile), the calibrated 5% and 95%
-// quantiles, and the uncertainty, half the 90% interval's width in log
-// space.
+// central estimate or its configured quantile) and the calibrated 5% and
+// 95% quantiles.
 type Estimate struct {
-	Ms          float64
-	Bounds      [2]float64
-	Uncertainty float64
+	Ms     float64
+	Bounds [2]float64
+}
+
+// Uncertainty is half the 90% interval's width in log space, 0 when the
+// low bound is not positive. It is a method, not a field, because only
+// the routes that report it pay for its logarithms: a pair ranking makes
+// hundreds of estimates, and its answer carries none.
+func (e *Estimate) Uncertainty() float64 {
+	if !(e.Bounds[0] > 0) {
+		return 0
+	}
+	return (math.Log(e.Bounds[1]) - math.Log(e.Bounds[0])) / 2
 }
 
 // NoSplit, as PairOption.Prefill, is the option of not splitting: the
