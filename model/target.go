@@ -154,6 +154,26 @@ func (m *TargetModel) Predict(x []float64) float64 {
 	return m.Combine(base, treeLog, 1-m.TreeShrink, m.LogShift)
 }
 
+// PredictRows sets out[r] to Predict(x[r*width:(r+1)*width]), bit for bit,
+// for every row r of the row-major matrix x of vectors built with
+// m.Schema() (width at least its length), the trees walked for the rows
+// together (Trees.PredictRows).
+func (m *TargetModel) PredictRows(x []float64, width int, out []float64) {
+	switch m.Kind {
+	case KindLogTrees, KindResidual:
+		m.Trees.PredictRows(x, width, out)
+	default:
+		clear(out)
+	}
+	for r := range out {
+		base := 1.0
+		if m.Kind != KindLogTrees {
+			base = m.base(x[r*width : (r+1)*width])
+		}
+		out[r] = m.Combine(base, out[r], 1-m.TreeShrink, m.LogShift)
+	}
+}
+
 // Parts returns the two parts of a prediction: the base in milliseconds
 // (the floored line, or 1 for KindLogTrees) and the trees' log correction
 // (0 without trees).

@@ -82,3 +82,30 @@ func TestCalibrationConformalRank(t *testing.T) {
 		t.Errorf("ends %v, %v", c.LogResidual(0.01), c.LogResidual(0.99))
 	}
 }
+
+// PredictRows is Predict row by row, bit for bit, for every kind of model.
+func TestPredictRowsIsPredictForEveryKind(t *testing.T) {
+	withTrees := testTargetModel(t, true)
+	linear := testTargetModel(t, false)
+	if withTrees.Kind != KindResidual || linear.Kind != KindLinear {
+		t.Fatalf("test models of kinds %s and %s", withTrees.Kind, linear.Kind)
+	}
+	logTrees := *withTrees
+	logTrees.Kind = KindLogTrees
+	rows := []features.Row{{NumRequestRunning: 7, InputTokenLength: 300, KVCachePercentage: 0.2},
+		{NumRequestWaiting: 2, InputTokenLength: 9000}, {}, {NumRequestRunning: 40, KVCachePercentage: 0.9}}
+	for _, m := range []*TargetModel{withTrees, linear, &logTrees} {
+		width := m.Schema().Len()
+		var x []float64
+		for i := range rows {
+			x = append(x, m.Schema().Build(&rows[i], nil)...)
+		}
+		got := make([]float64, len(rows))
+		m.PredictRows(x, width, got)
+		for r := range rows {
+			if want := m.Predict(x[r*width : (r+1)*width]); math.Float64bits(got[r]) != math.Float64bits(want) {
+				t.Errorf("%s: row %d: PredictRows %v, Predict %v", m.Kind, r, got[r], want)
+			}
+		}
+	}
+}

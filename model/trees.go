@@ -109,8 +109,70 @@ func (t *Trees) Predict(x []float64) float64 {
 	return t.predictFinite(x)
 }
 
-// predictFinite is Predict for x without NaN. It must stay the same walk as
-// predictMissing but for the missing-value test.
+// PredictRows sets out[r] to Predict(x[r*width:(r+1)*width]), bit for bit,
+// for every row r of the row-major matrix x: width must be at least
+// NumFeatures() and x at least len(out) rows long. It walks a block of
+// rows over each group of trees before the next group, which keeps the
+// group's nodes in the nearest cache for every row of the block: a fifth
+// faster a row than Predict of one row after another
+// (BenchmarkTreesPredictRows). PredictRows does not allocate.
+func (t *Trees) PredictRows(x []float64, width int, out []float64) {
+	if width < t.numFeature || len(x) < len(out)*width {
+		panic("model: PredictRows: rows narrower than the model's feature count, or fewer than out")
+	}
+	if t.numFeature > maxFastFeatures {
+		for r := range out {
+			out[r] = t.predictMissing(x[r*width : (r+1)*width])
+		}
+		return
+	}
+	var xs [rowBlock][maxFastFeatures]float32
+	var sums [rowBlock]float32
+	for lo := 0; lo < len(out); lo += rowBlock {
+		n := min(rowBlock, len(out)-lo)
+		for r := range n {
+			roundFeatures(&xs[r], x[(lo+r)*width:(lo+r)*width+t.numFeature])
+			sums[r] = t.baseScore
+		}
+		t.walkFinite(xs[:n], sums[:n])
+		for r := range n {
+			row := x[(lo+r)*width : (lo+r+1)*width]
+			out[lo+r] = float64(sums[r])
+			if slices.ContainsFunc(row[:t.numFeature], math.IsNaN) {
+				out[lo+r] = t.predictMissing(row) // rare; the block's walk of it is discarded
+			}
+		}
+	}
+}
+
+// rowBlock is how many rows PredictRows walks over a group of trees
+// together: sixteen groups of eight trees of depth 6 fill a core's L1.
+const rowBlock = 16
+
+// predictFinite is Predict for x without NaN: walkFinite for one row.
+func (t *Trees) predictFinite(x []float64) float64 {
+	if t.numFeature > maxFastFeatures {
+		return t.predictMissing(x) // the same walk, with a test that never fires
+	}
+	var xs [1][maxFastFeatures]float32
+	roundFeatures(&xs[0], x[:t.numFeature])
+	sums := [1]float32{t.baseScore}
+	t.walkFinite(xs[:], sums[:])
+	return float64(sums[0])
+}
+
+// roundFeatures rounds each feature to float32 once, not at every split
+// that reads it; the mask in stepFinite keeps every read inside xs without
+// a bounds check (feature < numFeature ≤ maxFastFeatures).
+func roundFeatures(xs *[maxFastFeatures]float32, x []float64) {
+	for j, v := range x {
+		xs[j] = float32(v)
+	}
+}
+
+// walkFinite adds to sums[r] the leaf row xs[r] reaches in each tree, in
+// tree order, for rows without NaN. It must stay the same walk as
+// predictMissing but for the missing-value test and the rows.
 //
 // A walk is a chain of dependent loads, so the CPU idles on each one.
 // Walking eight trees side by side gives it eight independent chains:
@@ -118,53 +180,50 @@ func (t *Trees) Predict(x []float64) float64 {
 // (BenchmarkTreesPredict). Each group of eight takes as many steps as its
 // deepest tree is deep; a tree that reaches its leaf first stays there (a
 // step does not leave a leaf), and leaving out the test for every tree
-// having arrived saves a fifth of the walk. Leaves are still summed in tree
-// order.
-func (t *Trees) predictFinite(x []float64) float64 {
-	if t.numFeature > maxFastFeatures {
-		return t.predictMissing(x) // the same walk, with a test that never fires
-	}
-	// Each feature rounded to float32 once, not at every split that reads
-	// it; the mask in stepFinite keeps every read inside xs without a
-	// bounds check (feature < numFeature ≤ maxFastFeatures).
-	var xs [maxFastFeatures]float32
-	for j, v := range x[:t.numFeature] {
-		xs[j] = float32(v)
-	}
+// having arrived saves a fifth of the walk. Each group is walked for
+// every row before the next group.
+func (t *Trees) walkFinite(xs [][maxFastFeatures]float32, sums []float32) {
 	nodes := t.nodes
-	sum := t.baseScore
 	roots, depths := t.roots, t.depths[:len(t.roots)]
+	sums = sums[:len(xs)]
 	i := 0
 	for ; i+8 <= len(roots); i += 8 {
-		a, b, c, d := roots[i], roots[i+1], roots[i+2], roots[i+3]
-		e, f, g, h := roots[i+4], roots[i+5], roots[i+6], roots[i+7]
-		for range groupDepth(depths[i : i+8]) {
-			a = stepFinite(&nodes[a], &xs)
-			b = stepFinite(&nodes[b], &xs)
-			c = stepFinite(&nodes[c], &xs)
-			d = stepFinite(&nodes[d], &xs)
-			e = stepFinite(&nodes[e], &xs)
-			f = stepFinite(&nodes[f], &xs)
-			g = stepFinite(&nodes[g], &xs)
-			h = stepFinite(&nodes[h], &xs)
+		depth := groupDepth(depths[i : i+8])
+		for r := range xs {
+			x := &xs[r]
+			a, b, c, d := roots[i], roots[i+1], roots[i+2], roots[i+3]
+			e, f, g, h := roots[i+4], roots[i+5], roots[i+6], roots[i+7]
+			for range depth {
+				a = stepFinite(&nodes[a], x)
+				b = stepFinite(&nodes[b], x)
+				c = stepFinite(&nodes[c], x)
+				d = stepFinite(&nodes[d], x)
+				e = stepFinite(&nodes[e], x)
+				f = stepFinite(&nodes[f], x)
+				g = stepFinite(&nodes[g], x)
+				h = stepFinite(&nodes[h], x)
+			}
+			sum := sums[r]
+			sum += nodes[a].leaf
+			sum += nodes[b].leaf
+			sum += nodes[c].leaf
+			sum += nodes[d].leaf
+			sum += nodes[e].leaf
+			sum += nodes[f].leaf
+			sum += nodes[g].leaf
+			sum += nodes[h].leaf
+			sums[r] = sum
 		}
-		sum += nodes[a].leaf
-		sum += nodes[b].leaf
-		sum += nodes[c].leaf
-		sum += nodes[d].leaf
-		sum += nodes[e].leaf
-		sum += nodes[f].leaf
-		sum += nodes[g].leaf
-		sum += nodes[h].leaf
 	}
 	for ; i < len(roots); i++ {
-		n := roots[i]
-		for range depths[i] {
-			n = stepFinite(&nodes[n], &xs)
+		for r := range xs {
+			n := roots[i]
+			for range depths[i] {
+				n = stepFinite(&nodes[n], &xs[r])
+			}
+			sums[r] += nodes[n].leaf
 		}
-		sum += nodes[n].leaf
 	}
-	return float64(sum)
 }
 
 // predictMissing is Predict for x with a NaN: predictFinite's walk, with

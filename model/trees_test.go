@@ -528,6 +528,8 @@ func TestPredictMatchesXGBoostGolden(t *testing.T) {
 		t.Fatalf("%s has %d rows", smallPredPath, len(lines))
 	}
 	missing := 0
+	var rows []float64
+	var wants []float32
 	for i, line := range lines {
 		fields := strings.Split(line, ",")
 		want, err := strconv.ParseFloat(fields[0], 32)
@@ -546,9 +548,51 @@ func TestPredictMatchesXGBoostGolden(t *testing.T) {
 		if got := float32(m.Predict(x)); got != float32(want) {
 			t.Errorf("row %d %v: Predict %v, xgboost %v", i, x, got, float32(want))
 		}
+		rows = append(rows, x...)
+		wants = append(wants, float32(want))
 	}
 	if missing == 0 {
 		t.Fatal("no golden row has a missing value")
+	}
+	got := make([]float64, len(wants))
+	m.PredictRows(rows, m.NumFeatures(), got)
+	for i := range got {
+		if float32(got[i]) != wants[i] {
+			t.Errorf("row %d: PredictRows %v, xgboost %v", i, got[i], wants[i])
+		}
+	}
+}
+
+// TestPredictRowsIsPredict checks PredictRows against Predict bit for bit
+// on the depth-6 model cut to tree counts that leave groups of eight
+// short, over rows wider than the model, in blocks full and partial, with
+// a NaN here and there.
+func TestPredictRowsIsPredict(t *testing.T) {
+	large := loadLargeModel(t)
+	rng := rand.New(rand.NewPCG(3, 4))
+	const width = 8 // two columns past the model's six
+	x := make([]float64, 37*width)
+	for i := range x {
+		x[i] = []float64{rng.Float64(), float64(rng.IntN(8000)), float64(rng.IntN(30)), rng.Float64() * 1e6, rng.Float64() * 1e-3, rng.NormFloat64() * 50, 1, 2}[i%width]
+		if rng.IntN(40) == 0 {
+			x[i] = math.NaN()
+		}
+	}
+	for _, n := range []int{1, 7, 8, 13, 200} {
+		m := firstTrees(large, n)
+		for _, rows := range []int{0, 1, 16, 17, 37} {
+			got := make([]float64, rows)
+			m.PredictRows(x, width, got)
+			for r := range got {
+				if want := m.Predict(x[r*width : (r+1)*width]); math.Float64bits(got[r]) != math.Float64bits(want) {
+					t.Errorf("%d trees, %d rows: row %d: PredictRows %v, Predict %v", n, rows, r, got[r], want)
+				}
+			}
+		}
+	}
+	out := make([]float64, 37)
+	if allocs := testing.AllocsPerRun(10, func() { large.PredictRows(x, width, out) }); allocs != 0 {
+		t.Errorf("PredictRows allocates %v times per call", allocs)
 	}
 }
 
@@ -965,5 +1009,30 @@ func TestPredictWideModel(t *testing.T) {
 		if got, want := wide.Predict(x), narrow.Predict(x[:narrow.numFeature]); got != want {
 			t.Fatalf("x %v: wide model %v, narrow %v", x[:6], got, want)
 		}
+	}
+}
+
+// BenchmarkTreesPredictRows is BenchmarkTreesPredict through PredictRows,
+// 16 rows a call, as a pair ranking's rows are; one op is one row.
+func BenchmarkTreesPredictRows(b *testing.B) {
+	large := loadLargeModel(b)
+	rng := rand.New(rand.NewPCG(1, 2))
+	const width, batch = 6, 16
+	x := make([]float64, 4096*width)
+	for r := range 4096 {
+		copy(x[r*width:], []float64{rng.Float64(), float64(rng.IntN(8000)), float64(rng.IntN(30)), rng.Float64() * 1e6, rng.Float64() * 1e-3, rng.NormFloat64() * 50})
+	}
+	out := make([]float64, batch)
+	for _, n := range []int{100, 200, 400} {
+		m := firstTrees(large, n)
+		b.Run(fmt.Sprintf("trees=%d", n), func(b *testing.B) {
+			rows := 0
+			for b.Loop() {
+				lo := rows & 4095
+				m.PredictRows(x[lo*width:(lo+batch)*width], width, out)
+				rows += batch
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(rows)/float64(n), "ns/tree")
+		})
 	}
 }

@@ -32,7 +32,13 @@ type Result struct {
 	// sortBuf is the sort's scratch.
 	keys, sortBuf []rankKey
 
-	prefill, decodeTTFT, decodeTPOT []Estimate
+	// ttft holds the TTFT model's estimates of the prefill rows, then of
+	// the decode rows: prefill and decodeTTFT are its two parts.
+	ttft, prefill, decodeTTFT, decodeTPOT []Estimate
+	// ttftX and tpotX are the rows' feature vectors, a row after another
+	// (ttft's rows; the decode rows), and central the models' central
+	// estimates: scratch of the batched estimates.
+	ttftX, tpotX, central []float64
 	// decodeBeyond says which decode rows the TTFT model would
 	// extrapolate to (extrapolated); PrefillExtrapolated the prefill rows.
 	decodeBeyond []bool
@@ -130,8 +136,8 @@ func Rank(m *Models, req *Request, out *Result) error {
 	out.SplitTTFTModel = fromSplit
 	out.TotalPairs, out.UnknownPairs = nP*nD, 0
 	out.UnknownLinks = out.UnknownLinks[:0]
-	out.prefill = resize(out.prefill, nP)
-	out.decodeTTFT = resize(out.decodeTTFT, nD)
+	out.ttft = resize(out.ttft, nP+nD)
+	out.prefill, out.decodeTTFT = out.ttft[:nP], out.ttft[nP:]
 	out.decodeTPOT = resize(out.decodeTPOT, nD)
 	out.tokens = resize(out.tokens, nD)
 
@@ -141,24 +147,33 @@ func Rank(m *Models, req *Request, out *Result) error {
 	clear(out.transfers)
 	out.PairAt = resize(out.PairAt, nP*nD)
 
+	// Every row's vectors are built once, into one matrix per model (the
+	// prefill rows' TTFT vectors, then the decode rows'; the decode rows'
+	// TPOT vectors), and each model walks its rows together.
 	stat := m.Statistic
-	var buf [64]float64
-	// Each row's TTFT vector is built once, for its estimate and for the
-	// test of its range.
+	ttftWidth, tpotWidth := m.TTFT.Schema().Len(), m.TPOT.Schema().Len()
+	out.ttftX = resize(out.ttftX, (nP+nD)*ttftWidth)
+	out.tpotX = resize(out.tpotX, nD*tpotWidth)
+	out.central = resize(out.central, nP+nD)
+	ttftX := func(r int) []float64 { return out.ttftX[r*ttftWidth : (r+1)*ttftWidth] }
 	for i := range req.Prefill {
 		row := row(req, &req.Prefill[i], "prefill")
-		x := m.TTFT.Schema().Build(&row, buf[:0])
-		out.prefill[i] = stat.PredictVector(m.TTFT, x)
-		out.PrefillExtrapolated[i] = extrapolated(m.TTFT, x)
+		m.TTFT.Schema().Build(&row, ttftX(i))
 	}
 	for j := range req.Decode {
 		row := row(req, &req.Decode[j], "decode")
-		x := m.TTFT.Schema().Build(&row, buf[:0])
-		out.decodeTTFT[j] = stat.PredictVector(m.TTFT, x)
-		out.decodeBeyond[j] = extrapolated(m.TTFT, x)
-		out.decodeTPOT[j] = stat.Predict(m.TPOT, &row, buf[:0])
+		m.TTFT.Schema().Build(&row, ttftX(nP+j))
+		m.TPOT.Schema().Build(&row, out.tpotX[j*tpotWidth:(j+1)*tpotWidth])
 		cached := math.Round(float64(req.InputTokenLength) * clamp01(row.PrefixCacheScore))
 		out.tokens[j] = req.InputTokenLength - int64(cached)
+	}
+	stat.PredictVectors(m.TTFT, out.ttftX, ttftWidth, out.central, out.ttft)
+	stat.PredictVectors(m.TPOT, out.tpotX, tpotWidth, out.central, out.decodeTPOT)
+	for i := range req.Prefill {
+		out.PrefillExtrapolated[i] = extrapolated(m.TTFT, ttftX(i))
+	}
+	for j := range req.Decode {
+		out.decodeBeyond[j] = extrapolated(m.TTFT, ttftX(nP+j))
 	}
 
 	lightest, lightestPrefill := math.Inf(1), math.Inf(1)

@@ -211,7 +211,24 @@ func (s Statistic) Predict(m *model.TargetModel, row *features.Row, buf []float6
 // PredictVector is Predict for feature vector x, built from a row by
 // m.Schema(), for a caller that reads the vector too.
 func (s Statistic) PredictVector(m *model.TargetModel, x []float64) wire.Estimate {
-	central, place := m.Predict(x), m.Place(x)
+	return s.around(m, x, m.Predict(x))
+}
+
+// PredictVectors sets out[r] to PredictVector(m, x[r*width:(r+1)*width])
+// for every row r of the row-major matrix x, bit for bit, the rows' trees
+// walked together (model.TargetModel.PredictRows): what a caller with many
+// rows for one model saves. central is scratch, as long as out.
+func (s Statistic) PredictVectors(m *model.TargetModel, x []float64, width int, central []float64, out []wire.Estimate) {
+	central = central[:len(out)]
+	m.PredictRows(x, width, central)
+	for r := range out {
+		out[r] = s.around(m, x[r*width:(r+1)*width], central[r])
+	}
+}
+
+// around is m's estimate for vector x whose central prediction is central.
+func (s Statistic) around(m *model.TargetModel, x []float64, central float64) wire.Estimate {
+	place := m.Place(x)
 	// Of's arithmetic without its interface: a model and a placement handed
 	// to one would escape to the heap, an allocation per row.
 	y := central
