@@ -15,6 +15,7 @@ package wire
 
 import (
 	"math"
+	"strings"
 
 	"github.com/headroomhq/headroom/features"
 	"github.com/headroomhq/headroom/internal/jsonscan"
@@ -408,6 +409,15 @@ type entryDecoder struct {
 	errLimit int
 	lastPod  string // the last pod_type label allocated; see podTypeValue
 
+	// labels, when not nil, holds the text of every pod name and topology
+	// label read, one after another, and each label is a slice of its
+	// String: a request's labels then cost an allocation per growth, not
+	// one each. A Builder only appends and never rewrites a byte, so a
+	// label stays valid as more are written. Only decoders whose labels
+	// live as long as their request have one: a label keeps the arena it
+	// is in alive.
+	labels *strings.Builder
+
 	// next[f] is the field that followed field f last time (next[numFields]:
 	// the first field), learnt as rows are read. Encoders write keys in a
 	// fixed order, so after the first row most keys are confirmed by one
@@ -654,7 +664,7 @@ func (d *entryDecoder) topology(depth int, loc func(label string) []any, dst *fe
 		if t.Kind == jsonscan.Null {
 			continue // as absent; a null node is then missing
 		}
-		v, code := labelValue(&t, MaxTopologyLabelLen)
+		v, code := d.labelValue(&t, MaxTopologyLabelLen)
 		if code != noProblem {
 			reported[label] = true
 			d.add(problem{code: code, bound: MaxTopologyLabelLen}.fieldError(loc(name), s.Echo(t.Start, t.End)))
@@ -771,7 +781,7 @@ func (d *entryDecoder) set(f fieldID, t *jsonscan.Token, out *features.Sample) p
 		out.Timestamp, code = timestampValue(t)
 	case kindPodName:
 		var v string
-		if v, code = labelValue(t, MaxPodNameLen); code == noProblem {
+		if v, code = d.labelValue(t, MaxPodNameLen); code == noProblem {
 			if f == fPrefillPod {
 				transferOf(out).PrefillPod = v
 			} else {

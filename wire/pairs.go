@@ -3,6 +3,7 @@ package wire
 import (
 	"math"
 	"strconv"
+	"strings"
 
 	"github.com/headroomhq/headroom/features"
 	"github.com/headroomhq/headroom/internal/jsonscan"
@@ -217,6 +218,12 @@ func (dec Decoder) DecodePairsRequest(body []byte, maxCandidates int) (PairsRequ
 		maxCandidates = DefaultMaxPairCandidates
 	}
 	d := dec.newEntryDecoder(body, false)
+	// A ranking's labels live as long as its request. Labels are at most
+	// a fifth of a body as routers write them (pods, nodes, racks, zones,
+	// regions); one allocation holds them.
+	var labels strings.Builder
+	labels.Grow(len(body) / 5)
+	d.labels = &labels
 	s := &d.s
 	s.SkipSpace()
 	if s.Peek() != '{' {
@@ -622,7 +629,7 @@ func (pd *pairsDecoder) podName(base locBase) string {
 	if !ok {
 		return ""
 	}
-	v, code := labelValue(&t, MaxPodNameLen)
+	v, code := d.labelValue(&t, MaxPodNameLen)
 	if code != noProblem {
 		d.report(problem{code: code, bound: MaxPodNameLen}, base, "pod", t.Start, t.End)
 	}

@@ -389,3 +389,26 @@ func TestAppendMs(t *testing.T) {
 		}
 	}
 }
+
+// Labels read into the decoder's arena keep their values as the arena
+// grows: a body of long labels and few other bytes outgrows its first
+// allocation many times over.
+func TestDecodePairsRequestLabelsSurviveTheArenaGrowing(t *testing.T) {
+	label := func(kind string, i int) string {
+		return fmt.Sprintf("%s-%d-%s", kind, i, strings.Repeat("x", MaxTopologyLabelLen-20))
+	}
+	var cs []string
+	for i := range 40 {
+		cs = append(cs, pairsCandidate(fmt.Sprintf("pod-%d", i), label("node", i), label("rack", i), label("zone", i), label("region", i), ""))
+	}
+	req, errs := DecodePairsRequest([]byte(pairsBody(map[string]string{"prefill": "[" + strings.Join(cs, ",") + "]"})), 64)
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	for i, c := range req.Prefill {
+		want := features.Topology{Node: label("node", i), Rack: label("rack", i), Zone: label("zone", i), Region: label("region", i)}
+		if c.Pod != fmt.Sprintf("pod-%d", i) || c.Topology != want {
+			t.Fatalf("prefill[%d]: pod %q, topology %+v", i, c.Pod, c.Topology)
+		}
+	}
+}

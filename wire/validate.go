@@ -406,8 +406,9 @@ func tooLong(s []byte, max int) bool {
 }
 
 // labelValue converts a pod name or topology label: a string of 1 to max
-// characters. null is handled by the caller.
-func labelValue(t *jsonscan.Token, max int) (string, problemCode) {
+// characters, in d's label arena if it has one. null is handled by the
+// caller.
+func (d *entryDecoder) labelValue(t *jsonscan.Token, max int) (string, problemCode) {
 	switch {
 	case t.Kind != jsonscan.String:
 		return "", probStringType
@@ -416,5 +417,10 @@ func labelValue(t *jsonscan.Token, max int) (string, problemCode) {
 	case tooLong(t.Text, max):
 		return "", probStringTooLong
 	}
-	return string(t.Text), noProblem
+	if d.labels == nil {
+		return string(t.Text), noProblem
+	}
+	start := d.labels.Len()
+	d.labels.Write(t.Text)
+	return d.labels.String()[start:], noProblem
 }
