@@ -457,9 +457,11 @@ func (pd *pairsDecoder) list(name string) []PairCandidate {
 		d.reportToken(problem{code: probListType}, []any{"body", name}, 2)
 		return nil
 	}
-	var out []PairCandidate
+	// Room for a short list, the pods of one role in most pools; a longer
+	// list grows.
+	out := make([]PairCandidate, 0, min(pd.maxCandidates, shortList))
 	count := 0
-	firstAt := make(map[string]int)
+	var pods podIndex
 	for more := s.Open(2); more; more = s.Next(']') {
 		if count >= pd.maxCandidates || d.errCount >= d.errLimit {
 			// Past the cap the request is invalid anyway: only check
@@ -474,16 +476,12 @@ func (pd *pairsDecoder) list(name string) []PairCandidate {
 		if !ok {
 			return nil
 		}
-		if c.Pod != "" {
-			if first, dup := firstAt[c.Pod]; dup {
-				d.add(FieldError{Type: "value_error", Loc: []any{"body", name, count, "pod"},
-					Msg:   "Value error, pod " + strconv.Quote(c.Pod) + " is also " + name + "[" + strconv.Itoa(first) + "]",
-					Input: c.Pod})
-			} else {
-				firstAt[c.Pod] = count
-			}
-		}
 		out = append(out, c)
+		if first, dup := pods.add(out); dup {
+			d.add(FieldError{Type: "value_error", Loc: []any{"body", name, count, "pod"},
+				Msg:   "Value error, pod " + strconv.Quote(c.Pod) + " is also " + name + "[" + strconv.Itoa(first) + "]",
+				Input: c.Pod})
+		}
 		count++
 	}
 	if s.Failed() {
@@ -493,6 +491,50 @@ func (pd *pairsDecoder) list(name string) []PairCandidate {
 		d.add(listLengthError([]any{"body", name}, count, pd.maxCandidates))
 	}
 	return out
+}
+
+// podIndex finds the first candidate of a list named as another: a scan
+// of the list while it is short, a map once it is long (a scan is
+// quadratic in the list's length; a map costs allocations a short list
+// need not pay).
+type podIndex struct {
+	first map[string]int // nil while the list is short
+}
+
+// shortList is the longest list podIndex scans, and the room a list's
+// decoding starts with.
+const shortList = 16
+
+// add looks for the last of cs, a list's candidates so far, among the
+// others: it returns the index of the first of them with its pod name,
+// or false if there is none or the name is empty.
+func (x *podIndex) add(cs []PairCandidate) (int, bool) {
+	n := len(cs) - 1
+	pod := cs[n].Pod
+	if x.first == nil && n < shortList {
+		for i := range cs[:n] {
+			if pod != "" && cs[i].Pod == pod {
+				return i, true
+			}
+		}
+		return 0, false
+	}
+	if x.first == nil {
+		x.first = make(map[string]int, 2*n)
+		for i := n - 1; i >= 0; i-- { // backwards, so that the first of a name stays
+			if cs[i].Pod != "" {
+				x.first[cs[i].Pod] = i
+			}
+		}
+	}
+	if pod == "" {
+		return 0, false
+	}
+	if i, ok := x.first[pod]; ok {
+		return i, true
+	}
+	x.first[pod] = n
+	return 0, false
 }
 
 // candidate decodes element index of list name; false on a syntax error.

@@ -101,6 +101,35 @@ func must(b []byte, err error) []byte {
 	return b
 }
 
+// A pod named twice in a list is an error at the later candidate, naming
+// the first, in a short list and in one long enough to be indexed.
+func TestDecodePairsRequestDuplicatePods(t *testing.T) {
+	for _, n := range []int{10, 40} {
+		names := make([]string, n)
+		for i := range names {
+			names[i] = fmt.Sprintf("p%d", i)
+		}
+		names[5], names[n-3], names[n-2] = "p1", "p1", "p2"
+		var cs []string
+		for _, name := range names {
+			cs = append(cs, pairsCandidate(name, "n", "r", "z", "e", ""))
+		}
+		_, errs := DecodePairsRequest([]byte(pairsBody(map[string]string{"prefill": "[" + strings.Join(cs, ",") + "]"})), 64)
+		var got []string
+		for _, e := range errs {
+			got = append(got, locPath(e.Loc)+": "+e.Msg)
+		}
+		want := []string{
+			`prefill[5].pod: Value error, pod "p1" is also prefill[1]`,
+			fmt.Sprintf(`prefill[%d].pod: Value error, pod "p1" is also prefill[1]`, n-3),
+			fmt.Sprintf(`prefill[%d].pod: Value error, pod "p2" is also prefill[2]`, n-2),
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("%d candidates: errors\n%s\nwant\n%s", n, strings.Join(got, "\n"), strings.Join(want, "\n"))
+		}
+	}
+}
+
 func TestDecodePairsRequestErrors(t *testing.T) {
 	long := strings.Repeat("n", MaxTopologyLabelLen+1)
 	three := "[" + pairsCandidate("a", "n", "r", "z", "e", "") + "," + pairsCandidate("b", "n", "r", "z", "e", "") + "," +
