@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
@@ -65,7 +66,9 @@ func benchSamples() []sample {
 // hooks, and the request's response then ends it (untimed), as in an EPP,
 // so no request's state outlives its op. The added latency is each
 // request's difference between the two decisions; it prints the p50 and
-// p99 of each config and of that difference. It fails unless every
+// p99 of each config and of that difference, and the share of rankings
+// (the call, or the ranking in process) that alone took longer than
+// rankingSlow, from the producer's own histogram. It fails unless every
 // decision of the shipped config was scored, over HTTP from one
 // /predict/pairs call.
 func BenchmarkSchedulingOverhead(b *testing.B) {
@@ -111,6 +114,7 @@ func schedulingOverhead(b *testing.B, h *headroom, config []byte, overHTTP bool)
 	calls0 := pairsCalls(b, h.predictor, 0)
 	epp0, predictor0 := processCPU(b), pidCPU(b, h.predictorPID)
 	scored0, late0 := counter(b, reg, "headroom_epp_decisions_total", "outcome", "scored"), counter(b, reg, "headroom_epp_decisions_total", "outcome", "deadline")
+	rankings0, slow0 := rankings(b, reg, rankingSlow)
 	var with, without, added []time.Duration
 	n := 0
 	for b.Loop() {
@@ -125,6 +129,8 @@ func schedulingOverhead(b *testing.B, h *headroom, config []byte, overHTTP bool)
 		n++
 	}
 	eppCPU, predictorCPU := processCPU(b)-epp0, pidCPU(b, h.predictorPID)-predictor0
+	ranked, slow := rankings(b, reg, rankingSlow)
+	ranked, slow = ranked-rankings0, slow-slow0
 	// The EPP's CPU for llm-d's config alone, over a quarter as many
 	// requests: what the loop's ops spent beyond it is the plugins' (their
 	// share of the garbage collections too, whichever decision those ran
@@ -159,9 +165,34 @@ func schedulingOverhead(b *testing.B, h *headroom, config []byte, overHTTP bool)
 	// CPU is less bound to the machine's load than wall time.
 	b.ReportMetric(ms(eppCPU), "added-epp-cpu-ms")
 	b.ReportMetric(ms(predictorCPU), "predictor-cpu-ms")
-	b.Logf("16 x 16, %d requests (%v past the deadline): headroom p50 %.3f p99 %.3f ms, llm-d p50 %.3f p99 %.3f ms; the plugins add p50 %.3f p99 %.3f ms a decision, %.3f ms of the EPP's CPU and %.3f ms of the predictor's",
+	// The ranking alone, apart from the decision around it.
+	slowShare := float64(slow) / float64(max(ranked, 1))
+	b.ReportMetric(slowShare, "rankings-over-0.8ms-share")
+	b.Logf("16 x 16, %d requests (%v past the deadline): headroom p50 %.3f p99 %.3f ms, llm-d p50 %.3f p99 %.3f ms; the plugins add p50 %.3f p99 %.3f ms a decision, %.3f ms of the EPP's CPU and %.3f ms of the predictor's; %d of %d rankings (%.2f%%) took over %v",
 		n, late, ms(quantile(with, 0.5)), ms(quantile(with, 0.99)), ms(quantile(without, 0.5)), ms(quantile(without, 0.99)),
-		ms(quantile(added, 0.5)), ms(quantile(added, 0.99)), ms(eppCPU), ms(predictorCPU))
+		ms(quantile(added, 0.5)), ms(quantile(added, 0.99)), ms(eppCPU), ms(predictorCPU), slow, ranked, 100*slowShare,
+		time.Duration(rankingSlow*float64(time.Second)))
+}
+
+// rankingSlow is the bound, in seconds, of the producer's ranking
+// histogram that the benchmark counts the rankings above: one of
+// headroom_epp_pairs_call_seconds' buckets, below the decision's 1 ms.
+const rankingSlow = 0.0008
+
+// rankings is how many rankings the shipped producer's histogram
+// (headroom_epp_pairs_call_seconds: the call, or the ranking in process)
+// has counted, and how many of them took longer than over, one of its
+// bucket bounds.
+func rankings(t testing.TB, reg prometheus.Gatherer, over float64) (all, slower uint64) {
+	t.Helper()
+	h := series(t, reg, "headroom_epp_pairs_call_seconds", "plugin", "headroom-pairs-producer").GetHistogram()
+	for _, bk := range h.GetBucket() {
+		if math.Abs(bk.GetUpperBound()-over) < 1e-12 {
+			return h.GetSampleCount(), h.GetSampleCount() - bk.GetCumulativeCount()
+		}
+	}
+	t.Fatalf("headroom_epp_pairs_call_seconds has no bucket bound %v", over)
+	return 0, 0
 }
 
 // bundlesOnly is the trainer at target for its bundles, with training
