@@ -511,9 +511,12 @@ const shortList = 16
 func (x *podIndex) add(cs []PairCandidate) (int, bool) {
 	n := len(cs) - 1
 	pod := cs[n].Pod
+	if pod == "" {
+		return 0, false
+	}
 	if x.first == nil && n < shortList {
 		for i := range cs[:n] {
-			if pod != "" && cs[i].Pod == pod {
+			if cs[i].Pod == pod {
 				return i, true
 			}
 		}
@@ -526,9 +529,6 @@ func (x *podIndex) add(cs []PairCandidate) (int, bool) {
 				x.first[cs[i].Pod] = i
 			}
 		}
-	}
-	if pod == "" {
-		return 0, false
 	}
 	if i, ok := x.first[pod]; ok {
 		return i, true
