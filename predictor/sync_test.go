@@ -380,6 +380,9 @@ func TestSyncFollowsATrainerWhoseBundlesWereWiped(t *testing.T) {
 	if n := ft.woken.Load() - woken; n != 1 {
 		t.Errorf("%d held polls answered with the new lineage's v1; want it delivered by the poll already held", n)
 	}
+	// The sync counts a bundle after putting it in service: wait for the
+	// count, then hold it and the gauge to their values.
+	polltest.Until(t, "the new lineage counted", 20*time.Second, func() bool { return testutil.ToFloat64(m.epochChanges) >= 1 })
 	if got := testutil.ToFloat64(m.epochChanges); got != 1 {
 		t.Errorf("epoch changes counted: %v, want 1", got)
 	}
