@@ -164,8 +164,12 @@ func floorTarget(ctx context.Context, samples []features.Sample, opts Options, e
 	}
 	scored := func(r labelled) bool { return r.at >= every }
 
-	knn := neighbourPredictions(rows, len(rows))
-	win := neighbourPredictions(rows, floorWindow)
+	xs, ys := make([]features.Row, len(rows)), make([]float64, len(rows))
+	for i, r := range rows {
+		xs[i], ys[i] = r.row, r.y
+	}
+	knn := Neighbours(xs, ys, WithinRows(len(rows), len(rows)))
+	win := Neighbours(xs, ys, WithinRows(len(rows), floorWindow))
 	for i, r := range rows {
 		if scored(r) {
 			tl.scores(t, ModelKNN).add(knn[i], r.y)
@@ -241,16 +245,18 @@ func setLabel(s *features.Sample, t features.Target, y float64) {
 	}
 }
 
-// neighbourPredictions predicts every row by the relative-error median of
-// the labels of its floorNeighbours nearest other rows (knnColumns, each
-// scaled by its standard deviation over the rows; a constant column does
-// not count), among the rows at most window positions away.
-func neighbourPredictions(rows []labelled, window int) []float64 {
+// Neighbours predicts rows[i] by the relative-error median of the labels
+// of its floorNeighbours nearest candidates (in knnColumns, each scaled by
+// its standard deviation over all of rows; a constant column does not
+// count). candidates(i, offer) offers, by index, the rows rows[i] may be
+// predicted from; a row offered none is predicted NaN. Ties keep the row
+// offered first, so the result is deterministic.
+func Neighbours(rows []features.Row, labels []float64, candidates func(i int, offer func(j int))) []float64 {
 	schema := features.MustSchema(knnColumns...)
 	p := schema.Len()
 	x := make([][]float64, len(rows))
 	for i := range rows {
-		x[i] = schema.Build(&rows[i].row, nil)
+		x[i] = schema.Build(&rows[i], nil)
 	}
 	scale := make([]float64, p)
 	for j := range p {
@@ -270,38 +276,46 @@ func neighbourPredictions(rows []labelled, window int) []float64 {
 	}
 	out := make([]float64, len(rows))
 	best := make([]near, 0, floorNeighbours+1)
-	labels := make([]float64, 0, floorNeighbours)
+	nearest := make([]float64, 0, floorNeighbours)
 	for i := range rows {
 		best = best[:0]
-		for j := max(0, i-window); j < min(len(rows), i+window+1); j++ {
-			if j == i {
-				continue
-			}
+		candidates(i, func(j int) {
 			var d float64
 			for c := range p {
 				e := (x[i][c] - x[j][c]) * scale[c]
 				d += e * e
 			}
 			if len(best) == floorNeighbours && d >= best[len(best)-1].d {
-				continue
+				return
 			}
-			// Insertion into the short sorted list of the nearest so far;
-			// ties keep the earlier row, so the result is deterministic.
+			// Insertion into the short sorted list of the nearest so far.
 			k := sort.Search(len(best), func(k int) bool { return best[k].d > d })
 			best = append(best, near{})
 			copy(best[k+1:], best[k:])
-			best[k] = near{d, rows[j].y}
+			best[k] = near{d, labels[j]}
 			if len(best) > floorNeighbours {
 				best = best[:floorNeighbours]
 			}
-		}
-		labels = labels[:0]
+		})
+		nearest = nearest[:0]
 		for _, b := range best {
-			labels = append(labels, b.y)
+			nearest = append(nearest, b.y)
 		}
-		out[i] = relativeErrorMedian(labels)
+		out[i] = relativeErrorMedian(nearest)
 	}
 	return out
+}
+
+// WithinRows offers Neighbours every other of n rows at most window
+// positions away, earlier ones first.
+func WithinRows(n, window int) func(i int, offer func(j int)) {
+	return func(i int, offer func(j int)) {
+		for j := max(0, i-window); j < min(n, i+window+1); j++ {
+			if j != i {
+				offer(j)
+			}
+		}
+	}
 }
 
 // relativeErrorMedian is the constant prediction with the least mean
