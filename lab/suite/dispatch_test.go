@@ -4,6 +4,7 @@ import (
 	"context"
 	"math"
 	"os/exec"
+	"slices"
 	"testing"
 	"time"
 
@@ -85,6 +86,21 @@ func (r *timedRows) recentNeighbours(window int, atDispatch bool) []float64 {
 	})
 }
 
+// medianUnknownAtDispatch is the median over rows of how many rows before
+// each in arrival order arrived after its dispatch.
+func (r *timedRows) medianUnknownAtDispatch() int {
+	unknown := make([]int, len(r.rows))
+	for i := range r.rows {
+		for j := range i {
+			if r.arrivals[j] > r.dispatch[i] {
+				unknown[i]++
+			}
+		}
+	}
+	slices.Sort(unknown)
+	return unknown[len(unknown)/2]
+}
+
 // mape is the MAPE of p over the rows scored says to score.
 func (r *timedRows) mape(p []float64, scored func(i int) bool) float64 {
 	var sum float64
@@ -129,8 +145,9 @@ func TestRecentNeighboursSeeOnlyFinishedRequests(t *testing.T) {
 				scored := func(i int) bool { return i >= scoredFrom }
 				inOrder := r.mape(r.recentNeighbours(window, false), scored)
 				atDispatch := r.mape(r.recentNeighbours(window, true), scored)
-				t.Logf("%s: %d rows; MAPE of the neighbours among the %d rows before %.2f%%, among the %d known at dispatch %.2f%%",
-					r.target, len(r.rows), window, inOrder, window, atDispatch)
+				t.Logf("%s: %d rows, a median of %d entries arriving between a row's dispatch and its own; "+
+					"MAPE of the neighbours among the %d rows before %.2f%%, among the %d known at dispatch %.2f%%",
+					r.target, len(r.rows), r.medianUnknownAtDispatch(), window, inOrder, window, atDispatch)
 				if tr.Name == "decode-bound" && r.target == features.TPOT && atDispatch < 1.5*inOrder {
 					t.Errorf("decode-bound TPOT: neighbours known at dispatch %.2f%%, in arrival order %.2f%%: "+
 						"want the batch's own requests to be a third or more of the estimate's accuracy",
