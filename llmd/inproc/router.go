@@ -116,6 +116,10 @@ func (r *Router) podList() []types.NamespacedName {
 // Plugin returns the config's plugin of that name, nil when none.
 func (r *Router) Plugin(name string) fwkplugin.Plugin { return r.handle.Plugin(name) }
 
+// Plugins returns every plugin of the config, those the runner adds
+// included.
+func (r *Router) Plugins() []fwkplugin.Plugin { return r.handle.GetAllPlugins() }
+
 // Schedule runs request through the data producers (each within its
 // timeout, as the director gives it), the scheduler and the PreRequest
 // hooks, on endpoints, and returns the scheduler's result.

@@ -39,6 +39,9 @@ type router struct {
 	clock  *simClock
 	// producers are the config's Headroom producers, which post entries.
 	producers []*plugins.Producer
+	// indexUpdates are llm-d's prefix index updates in flight, waited for
+	// after each decision (settle.go).
+	indexUpdates indexUpdates
 
 	mu sync.Mutex
 	// inFlight holds each scheduled request until its End event, by ID.
@@ -80,8 +83,13 @@ func newRouter(parent context.Context, config []byte, producer, prefixIndex map[
 		cancel()
 		return nil, err
 	}
+	updates, err := prefixIndexUpdates(sched.Plugins())
+	if err != nil {
+		cancel()
+		return nil, err
+	}
 	rt := &router{ctx: ctx, cancel: cancel, sched: sched, reg: reg, clock: &simClock{}, producers: sched.Producers(),
-		inFlight: map[string]*scheduled{}}
+		indexUpdates: updates, inFlight: map[string]*scheduled{}}
 	for _, p := range rt.producers {
 		p.SetClock(rt.clock)
 	}
@@ -162,6 +170,7 @@ func (rt *router) schedule(req *ScheduleRequest) (*ScheduleAnswer, error) {
 	ir := req.Request.inferenceRequest()
 	ctx, cancel := context.WithCancel(rt.ctx)
 	result, err := rt.sched.Schedule(ctx, ir, endpoints)
+	rt.indexUpdates.wait()
 	if err != nil {
 		cancel()
 		return nil, err

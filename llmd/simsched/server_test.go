@@ -169,10 +169,10 @@ func TestPrefixIndexSizedToThePods(t *testing.T) {
 		if a.Decode != "d0" {
 			t.Fatalf("index %v: first request on %s, want d0 (the fake ranks it first)", tt.index, a.Decode)
 		}
-		// llm-d adds the blocks to its index asynchronously.
-		time.Sleep(100 * time.Millisecond)
+		// llm-d adds the blocks to its index asynchronously; the router
+		// waits for that before it answers (settle.go), so no pause is
+		// needed for the next request to see them.
 		call(t, srv, http.MethodPost, path+"/schedule", ScheduleRequest{NowNs: at(time.Second), Request: request("c", 264), Endpoints: fleet()}, &a, http.StatusOK)
-		time.Sleep(100 * time.Millisecond)
 		call(t, srv, http.MethodPost, path+"/schedule", ScheduleRequest{NowNs: at(2 * time.Second), Request: again, Endpoints: fleet()}, &a, http.StatusOK)
 		score := rec.rows[4]["prefix_cache_score"].(float64) // d0's row of the third request
 		if (score > 0) != tt.cached {
