@@ -71,6 +71,12 @@ type TrainerConfig struct {
 	// (TrainerURL reports it).
 	Listen          string
 	RetrainInterval time.Duration
+	// Now is the trainer's clock (nil: time.Now): the time its live
+	// tracking, its self-tuning's intervals and its bundles read. A
+	// simulation that drives the trainer (Manual) gives its own, so that
+	// what the trainer decides follows the simulated time, not how fast
+	// the simulation ran.
+	Now func() time.Time
 	// MinSamplesFresh samples make a target's first model, MinSamples more
 	// each retrain after (trainer.Config).
 	MinSamples      int

@@ -99,6 +99,7 @@ func (s *Service) buildTrainer() error {
 	}
 	s.trainer, err = trainer.New(trainer.Config{
 		Interval:        t.RetrainInterval,
+		Now:             t.Now,
 		MinSamples:      t.MinSamples,
 		MinSamplesFresh: t.MinSamplesFresh,
 		MaxTrainRows:    t.MaxTrainRows,

@@ -239,7 +239,9 @@ func compare(ctx context.Context, start time.Time, opts *Options, cfg sim.PDConf
 	if err != nil {
 		return nil, err
 	}
-	svc, err := StartService(opts.Service)
+	so := opts.Service
+	so.Start = opts.Epoch // the trainer on the simulation's clock from its start
+	svc, err := StartService(so)
 	if err != nil {
 		return nil, err
 	}

@@ -218,7 +218,8 @@ func (l *learner) learn(ctx context.Context, phase string, reqs []*sim.Request, 
 		l.progress(pr)
 		return nil
 	}
-	if err := l.rep.drive(ctx, phase, f, l.opts.FlushEvery, l.opts.RetrainEvery, report); err != nil {
+	setTime := func(t time.Duration) { l.svc.SetTime(stamp(t)) }
+	if err := l.rep.drive(ctx, phase, f, l.opts.FlushEvery, l.opts.RetrainEvery, setTime, report); err != nil {
 		return PolicyResult{}, err
 	}
 	l.offset += f.Now() + time.Second

@@ -110,9 +110,12 @@ type fleet interface {
 // drive steps f to its end on the router client's cadence: every flushEvery
 // of simulated time the buffered entries are posted, and every retrainEvery
 // report is called instead (it flushes, retrains and records progress); it is
-// called once more, done, when the fleet has finished. report's errors are
-// returned as they are; drive's own say which phase failed.
-func (r *Reporter) drive(ctx context.Context, phase string, f fleet, flushEvery, retrainEvery time.Duration, report func(done bool) error) error {
+// called once more, done, when the fleet has finished. Before each, setTime
+// is given the fleet's time, which the service then reads as its own.
+// report's errors are returned as they are; drive's own say which phase
+// failed.
+func (r *Reporter) drive(ctx context.Context, phase string, f fleet, flushEvery, retrainEvery time.Duration,
+	setTime func(time.Duration), report func(done bool) error) error {
 	nextFlush, nextRetrain := flushEvery, retrainEvery
 	for steps := 0; ; steps++ {
 		if steps%1024 == 0 {
@@ -129,18 +132,21 @@ func (r *Reporter) drive(ctx context.Context, phase string, f fleet, flushEvery,
 		}
 		now := f.Now()
 		if now >= nextRetrain {
+			setTime(now)
 			if err := report(false); err != nil {
 				return err
 			}
 			nextRetrain = next(nextRetrain, now, retrainEvery)
 			nextFlush = next(nextFlush, now, flushEvery)
 		} else if now >= nextFlush {
+			setTime(now)
 			if err := r.Flush(ctx); err != nil {
 				return fmt.Errorf("demo %s: %w", phase, err)
 			}
 			nextFlush = next(nextFlush, now, flushEvery)
 		}
 	}
+	setTime(f.Now())
 	return report(true)
 }
 

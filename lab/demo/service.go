@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"sync/atomic"
 	"time"
 
 	"github.com/headroomhq/headroom/predictor"
@@ -27,7 +28,10 @@ type ServiceOptions struct {
 	// Quantile, when set, makes the predictor serve that calibrated
 	// quantile (its quantile objective) instead of the mean.
 	Quantile float64
-	Logger   *slog.Logger // nil discards
+	// Start is the time the trainer's clock reads until SetTime: a
+	// simulation's time 0. Zero leaves it the wall clock until then.
+	Start  time.Time
+	Logger *slog.Logger // nil discards
 }
 
 // Service is a trainer and a predictor running in this process as two
@@ -40,9 +44,11 @@ type Service struct {
 	PredictorURL string
 
 	trainer, predictor *service.Service
-	stop               context.CancelFunc
-	running            []chan error // one per Run
-	tempDir            string
+	// clock is the trainer's: the wall clock until SetTime.
+	clock   simulatedClock
+	stop    context.CancelFunc
+	running []chan error // one per Run
+	tempDir string
 }
 
 // StartService opens a store and starts both servers.
@@ -82,6 +88,10 @@ func StartService(opts ServiceOptions) (_ *Service, err error) {
 	// The simulation shares the cores and waits for each retrain: the fits
 	// run at its priority, not niced or in the idle class.
 	tc.Nice, tc.XGBoost = 0, nil
+	if !opts.Start.IsZero() {
+		s.SetTime(opts.Start)
+	}
+	tc.Now = s.clock.now
 	if !opts.NoXGBoost {
 		tc.XGBoost = &xgboost.CLI{Binary: opts.XGBoostBinary, Timeout: xgboost.DefaultTimeout}
 	}
@@ -134,6 +144,23 @@ func (s *Service) Retrain(ctx context.Context) (bool, error) {
 		return false, err
 	}
 	return swapped, nil
+}
+
+// SetTime sets the trainer's clock to t, the simulation's time, where it
+// stays until set again: the samples it is then sent arrive, and the
+// retrains it then runs happen, at t.
+func (s *Service) SetTime(t time.Time) { s.clock.ns.Store(t.UnixNano()) }
+
+// simulatedClock reads the time last stored in it, the wall clock before
+// any. The simulation sets it between calls to the service, whose
+// handlers read it: an atomic, so that neither waits for the other.
+type simulatedClock struct{ ns atomic.Int64 }
+
+func (c *simulatedClock) now() time.Time {
+	if ns := c.ns.Load(); ns != 0 {
+		return time.Unix(0, ns).UTC()
+	}
+	return time.Now()
 }
 
 // XGBoostAvailable reports whether the trainer fits trees (else lines only).

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"os"
 	"testing"
+	"time"
 
 	"github.com/headroomhq/headroom/features"
 )
@@ -75,5 +76,36 @@ func TestServiceCloseRemovesItsTempDir(t *testing.T) {
 	if resp, err := http.Get(svc.TrainerURL + "/healthz"); err == nil {
 		resp.Body.Close()
 		t.Error("trainer still answers after Close")
+	}
+}
+
+// The trainer reads the simulation's time: a bundle is made at the time
+// the simulation set, whatever the wall clock says.
+func TestServiceTrainerOnTheSimulationsClock(t *testing.T) {
+	start := time.Date(2026, time.January, 1, 0, 0, 0, 0, time.UTC)
+	svc, err := StartService(ServiceOptions{Dir: t.TempDir(), NoXGBoost: true, Start: start})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = svc.Close() })
+	client := svc.Client()
+	ctx := context.Background()
+	for i, at := range []time.Duration{90 * time.Second, 10 * time.Minute} {
+		var entries []features.Sample
+		for j := range 40 {
+			row := features.Row{InputTokenLength: int64(100 + 10*j + i), NumRequestRunning: int64(j % 4)}
+			entries = append(entries, features.Sample{Row: row, ActualTTFTMs: float64(50 + j), Timestamp: start.Add(at)},
+				features.Sample{Row: row, ActualTPOTMs: 20 + float64(j%7), Timestamp: start.Add(at)})
+		}
+		svc.SetTime(start.Add(at))
+		if _, err := client.AddTrainingData(ctx, entries); err != nil {
+			t.Fatal(err)
+		}
+		if ok, err := svc.Retrain(ctx); err != nil || !ok {
+			t.Fatalf("retrain at %v: new bundle %v, error %v", at, ok, err)
+		}
+		if got := svc.trainer.Trainer().Current().Bundle.CreatedAt; !got.Equal(start.Add(at)) {
+			t.Errorf("bundle of the retrain at %v made at %v, want %v", at, got, start.Add(at))
+		}
 	}
 }
