@@ -102,7 +102,7 @@ func newTestRouter(t *testing.T, config []byte, producer map[string]any) *router
 
 // fakePrefixProducer claims the approximate prefix producer's type but
 // counts no updates.
-type fakePrefixProducer struct{ updates int }
+type fakePrefixProducer struct{}
 
 func (fakePrefixProducer) TypedName() fwkplugin.TypedName {
 	return fwkplugin.TypedName{Type: approximateprefix.ApproxPrefixCachePluginType, Name: "fake"}
