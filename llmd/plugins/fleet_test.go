@@ -13,6 +13,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/yaml"
 
 	fwkdl "github.com/llm-d/llm-d-router/pkg/epp/framework/interface/datalayer"
 	"github.com/llm-d/llm-d-router/pkg/epp/framework/interface/requestcontrol"
@@ -224,4 +225,54 @@ func respond(ctx context.Context, r *inproc.Router, req *fwksched.InferenceReque
 	target := result.ProfileResults["decode"].TargetEndpoints[0].GetMetadata()
 	r.ResponseHeader(ctx, req, &requestcontrol.Response{RequestID: req.RequestID, Headers: map[string]string{}, StartOfStream: true}, target)
 	r.ResponseBody(ctx, req, &requestcontrol.Response{RequestID: req.RequestID, EndOfStream: true}, target)
+}
+
+// withoutHeadroom is config with the Headroom plugins (types headroom-*)
+// and their references in the profiles removed: the same llm-d config,
+// prefix index and all, that the EPP runs without them, so that a
+// comparison with it isolates what the plugins add.
+func withoutHeadroom(t testing.TB, config []byte) []byte {
+	t.Helper()
+	var doc map[string]any
+	if err := yaml.Unmarshal(config, &doc); err != nil {
+		t.Fatal(err)
+	}
+	removed := map[string]bool{}
+	var kept []any
+	plugins, _ := doc["plugins"].([]any)
+	for _, p := range plugins {
+		m, _ := p.(map[string]any)
+		typ, _ := m["type"].(string)
+		if !strings.HasPrefix(typ, "headroom-") {
+			kept = append(kept, p)
+			continue
+		}
+		name, _ := m["name"].(string)
+		if name == "" {
+			name = typ
+		}
+		removed[name] = true
+	}
+	if len(removed) == 0 {
+		t.Fatal("the config has no Headroom plugin to remove")
+	}
+	doc["plugins"] = kept
+	profiles, _ := doc["schedulingProfiles"].([]any)
+	for _, p := range profiles {
+		m, _ := p.(map[string]any)
+		refs, _ := m["plugins"].([]any)
+		var keptRefs []any
+		for _, r := range refs {
+			ref, _ := r.(map[string]any)["pluginRef"].(string)
+			if !removed[ref] {
+				keptRefs = append(keptRefs, r)
+			}
+		}
+		m["plugins"] = keptRefs
+	}
+	out, err := yaml.Marshal(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
 }

@@ -20,6 +20,9 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+
+	fwksched "github.com/llm-d/llm-d-router/pkg/epp/framework/interface/scheduling"
 
 	"github.com/headroomhq/headroom/llmd/inproc"
 )
@@ -60,7 +63,8 @@ func benchSamples() []sample {
 // (in-process, rankInProcess). Both post what the EPP saw to the trainer,
 // as shipped, through a proxy that acknowledges and drops the entries
 // (bundlesOnly). One op is one request scheduled twice, by the
-// shipped config and by llm-d's P/D config without the plugins, in turns
+// shipped config and by the same config without the Headroom plugins
+// (withoutHeadroom: llm-d's own decision, the prefix index sized alike), in turns
 // whose order alternates, so that both see the same machine; each decision
 // is the wall time of the data producers, both profiles and the PreRequest
 // hooks, and the request's response then ends it (untimed), as in an EPP,
@@ -68,9 +72,12 @@ func benchSamples() []sample {
 // request's difference between the two decisions; it prints the p50 and
 // p99 of each config and of that difference, and the share of rankings
 // (the call, or the ranking in process) that alone took longer than
-// rankingSlow, from the producer's own histogram. It fails unless every
-// decision of the shipped config was scored, over HTTP from one
-// /predict/pairs call.
+// rankingSlow, from the producer's own histogram; and, from the plugins'
+// own histogram of their time in each decision
+// (headroom_epp_decision_seconds), its p50 and p99 within buckets and the
+// share of decisions in which they took longer than decisionBudget. It
+// fails unless every decision of the shipped config was scored, over HTTP
+// from one /predict/pairs call, and observed once by that histogram.
 func BenchmarkSchedulingOverhead(b *testing.B) {
 	_, err := exec.LookPath("xgboost")
 	trees := err == nil
@@ -85,27 +92,21 @@ func BenchmarkSchedulingOverhead(b *testing.B) {
 }
 
 // schedulingOverhead is one of BenchmarkSchedulingOverhead's runs: config
-// against llm-d's, its ranking asked of h's predictor when overHTTP.
+// against itself without the Headroom plugins, its ranking asked of h's
+// predictor when overHTTP.
 func schedulingOverhead(b *testing.B, h *headroom, config []byte, overHTTP bool) {
 	eps := endpoints(benchFleet())
-	ctx := context.Background()
 	reg := prometheus.NewRegistry()
 	withPlugins := newRouterWith(b, config, h.predictor, bundlesOnly(b, h.trainer), reg)
 	if !overHTTP {
 		waitUntilScored(b, withPlugins, reg, eps)
 	}
-	stock := newRouter(b, readConfig(b, stockConfig), h.predictor, "")
-	schedule := func(r *inproc.Router, id string, seed uint32) time.Duration {
-		req := request(id, 3000, seed, nil)
-		start := time.Now()
-		res, err := r.Schedule(ctx, req, eps)
-		took := time.Since(start)
-		if err != nil {
-			b.Fatal(err)
-		}
-		respond(ctx, r, req, res)
-		return took
-	}
+	// The same config without the Headroom plugins: its prefix index is
+	// sized as the shipped config sizes it, which costs llm-d's own
+	// decision more than its sample's index does
+	// (BenchmarkPrefixIndexSizing), a cost of the index, not of the plugins.
+	stock := newRouter(b, withoutHeadroom(b, config), h.predictor, "")
+	schedule := func(r *inproc.Router, id string, seed uint32) time.Duration { return scheduleOne(b, r, eps, id, seed) }
 	// Warm the connections and the prefix producers' indexes.
 	for n := range 20 {
 		schedule(withPlugins, fmt.Sprintf("warm-%d", n), uint32(n))
@@ -114,7 +115,7 @@ func schedulingOverhead(b *testing.B, h *headroom, config []byte, overHTTP bool)
 	calls0 := pairsCalls(b, h.predictor, 0)
 	epp0, predictor0 := processCPU(b), pidCPU(b, h.predictorPID)
 	scored0, late0 := counter(b, reg, "headroom_epp_decisions_total", "outcome", "scored"), counter(b, reg, "headroom_epp_decisions_total", "outcome", "deadline")
-	rankings0, slow0 := rankings(b, reg, rankingSlow)
+	rankings0, decisions0 := histogram(b, reg, "headroom_epp_pairs_call_seconds"), histogram(b, reg, "headroom_epp_decision_seconds")
 	var with, without, added []time.Duration
 	n := 0
 	for b.Loop() {
@@ -129,9 +130,10 @@ func schedulingOverhead(b *testing.B, h *headroom, config []byte, overHTTP bool)
 		n++
 	}
 	eppCPU, predictorCPU := processCPU(b)-epp0, pidCPU(b, h.predictorPID)-predictor0
-	ranked, slow := rankings(b, reg, rankingSlow)
-	ranked, slow = ranked-rankings0, slow-slow0
-	// The EPP's CPU for llm-d's config alone, over a quarter as many
+	rankings1, decisions1 := histogram(b, reg, "headroom_epp_pairs_call_seconds"), histogram(b, reg, "headroom_epp_decision_seconds")
+	ranked, slow := over(b, rankings0, rankings1, rankingSlow)
+	decided, pastBudget := over(b, decisions0, decisions1, decisionBudget)
+	// The EPP's CPU for the config without the plugins, over a quarter as many
 	// requests: what the loop's ops spent beyond it is the plugins' (their
 	// share of the garbage collections too, whichever decision those ran
 	// in).
@@ -168,10 +170,79 @@ func schedulingOverhead(b *testing.B, h *headroom, config []byte, overHTTP bool)
 	// The ranking alone, apart from the decision around it.
 	slowShare := float64(slow) / float64(max(ranked, 1))
 	b.ReportMetric(slowShare, "rankings-over-0.8ms-share")
-	b.Logf("16 x 16, %d requests (%v past the deadline): headroom p50 %.3f p99 %.3f ms, llm-d p50 %.3f p99 %.3f ms; the plugins add p50 %.3f p99 %.3f ms a decision, %.3f ms of the EPP's CPU and %.3f ms of the predictor's; %d of %d rankings (%.2f%%) took over %v",
+	// The plugins' own time in each decision, from the producer's
+	// headroom_epp_decision_seconds: apart from llm-d's work beside it, and
+	// from the pairing of two decisions' noise that the difference above
+	// carries, but not counting what the plugins' garbage slows llm-d's
+	// own code by (which the difference does).
+	if decided != uint64(n) {
+		b.Fatalf("headroom_epp_decision_seconds observed %d decisions of %d", decided, n)
+	}
+	pastShare := float64(pastBudget) / float64(max(decided, 1))
+	p50, p99 := 1000*bucketQuantile(decisions0, decisions1, 0.5), 1000*bucketQuantile(decisions0, decisions1, 0.99)
+	b.ReportMetric(p50, "plugins-p50-ms")
+	b.ReportMetric(p99, "plugins-p99-ms")
+	b.ReportMetric(pastShare, "plugins-over-1ms-share")
+	b.Logf("16 x 16, %d requests (%v past the deadline): headroom p50 %.3f p99 %.3f ms, llm-d p50 %.3f p99 %.3f ms; the plugins add p50 %.3f p99 %.3f ms a decision, %.3f ms of the EPP's CPU and %.3f ms of the predictor's; %d of %d rankings (%.2f%%) took over %v; the plugins' own time p50 %.3f p99 %.3f ms (within buckets), over %v in %d of %d decisions (%.2f%%)",
 		n, late, ms(quantile(with, 0.5)), ms(quantile(with, 0.99)), ms(quantile(without, 0.5)), ms(quantile(without, 0.99)),
 		ms(quantile(added, 0.5)), ms(quantile(added, 0.99)), ms(eppCPU), ms(predictorCPU), slow, ranked, 100*slowShare,
-		time.Duration(rankingSlow*float64(time.Second)))
+		time.Duration(rankingSlow*float64(time.Second)), p50, p99, time.Duration(decisionBudget*float64(time.Second)),
+		pastBudget, decided, 100*pastShare)
+}
+
+// scheduleOne schedules a request of 3,000 tokens on r and then answers
+// it (untimed), as an EPP would, and returns the decision's wall time:
+// the data producers, the profiles and the PreRequest hooks.
+func scheduleOne(b *testing.B, r *inproc.Router, eps []fwksched.Endpoint, id string, seed uint32) time.Duration {
+	ctx := context.Background()
+	req := request(id, 3000, seed, nil)
+	start := time.Now()
+	res, err := r.Schedule(ctx, req, eps)
+	took := time.Since(start)
+	if err != nil {
+		b.Fatal(err)
+	}
+	respond(ctx, r, req, res)
+	return took
+}
+
+// BenchmarkPrefixIndexSizing is what the shipped config's sizing of
+// llm-d's approximate prefix index (its capacity in its own 64-token
+// blocks: it evicts as a pod's KV cache does) costs llm-d's own decision
+// beside llm-d's P/D sample, whose index is four times as large and, over
+// the benchmark's requests, never full; neither config has a Headroom
+// plugin. Decisions alternate between the two as in
+// BenchmarkSchedulingOverhead, on its fleet and requests.
+func BenchmarkPrefixIndexSizing(b *testing.B) {
+	eps := endpoints(benchFleet())
+	sized := newRouter(b, withoutHeadroom(b, readConfig(b, shippedConfig)), "http://127.0.0.1:1", "")
+	sample := newRouter(b, readConfig(b, stockConfig), "http://127.0.0.1:1", "")
+	for n := range 20 {
+		scheduleOne(b, sized, eps, fmt.Sprintf("warm-%d", n), uint32(n))
+		scheduleOne(b, sample, eps, fmt.Sprintf("warm-%d", n), uint32(n))
+	}
+	var ds, dl, added []time.Duration
+	n := 0
+	for b.Loop() {
+		id, seed := fmt.Sprintf("r-%d", n), uint32(1000+n)
+		var s, l time.Duration
+		if n%2 == 0 {
+			s, l = scheduleOne(b, sized, eps, id, seed), scheduleOne(b, sample, eps, id, seed)
+		} else {
+			l, s = scheduleOne(b, sample, eps, id, seed), scheduleOne(b, sized, eps, id, seed)
+		}
+		ds, dl, added = append(ds, s), append(dl, l), append(added, s-l)
+		n++
+	}
+	for _, m := range []struct {
+		name string
+		d    []time.Duration
+	}{{"sized", ds}, {"sample", dl}, {"added", added}} {
+		b.ReportMetric(ms(quantile(m.d, 0.5)), m.name+"-p50-ms")
+		b.ReportMetric(ms(quantile(m.d, 0.99)), m.name+"-p99-ms")
+	}
+	b.Logf("16 x 16, %d requests: the shipped config's index p50 %.3f p99 %.3f ms, llm-d's sample's p50 %.3f p99 %.3f ms; the sizing adds p50 %.3f p99 %.3f ms a decision",
+		n, ms(quantile(ds, 0.5)), ms(quantile(ds, 0.99)), ms(quantile(dl, 0.5)), ms(quantile(dl, 0.99)), ms(quantile(added, 0.5)), ms(quantile(added, 0.99)))
 }
 
 // rankingSlow is the bound, in seconds, of the producer's ranking
@@ -179,20 +250,50 @@ func schedulingOverhead(b *testing.B, h *headroom, config []byte, overHTTP bool)
 // headroom_epp_pairs_call_seconds' buckets, below the decision's 1 ms.
 const rankingSlow = 0.0008
 
-// rankings is how many rankings the shipped producer's histogram
-// (headroom_epp_pairs_call_seconds: the call, or the ranking in process)
-// has counted, and how many of them took longer than over, one of its
-// bucket bounds.
-func rankings(t testing.TB, reg prometheus.Gatherer, over float64) (all, slower uint64) {
+// decisionBudget is the target's bound, in seconds, on the plugins' time
+// in one decision: one of headroom_epp_decision_seconds' buckets.
+const decisionBudget = 0.001
+
+// histogram is the shipped producer's histogram name (one of
+// headroom_epp_pairs_call_seconds, the ranking, and
+// headroom_epp_decision_seconds, the plugins' time on a decision).
+func histogram(t testing.TB, reg prometheus.Gatherer, name string) *dto.Histogram {
 	t.Helper()
-	h := series(t, reg, "headroom_epp_pairs_call_seconds", "plugin", "headroom-pairs-producer").GetHistogram()
-	for _, bk := range h.GetBucket() {
-		if math.Abs(bk.GetUpperBound()-over) < 1e-12 {
-			return h.GetSampleCount(), h.GetSampleCount() - bk.GetCumulativeCount()
+	return series(t, reg, name, "plugin", "headroom-pairs-producer").GetHistogram()
+}
+
+// over is how many observations h0 and h1 differ by, and how many of
+// those were above bound, one of their bucket bounds.
+func over(t testing.TB, h0, h1 *dto.Histogram, bound float64) (all, above uint64) {
+	t.Helper()
+	all = h1.GetSampleCount() - h0.GetSampleCount()
+	for k, bk := range h1.GetBucket() {
+		if math.Abs(bk.GetUpperBound()-bound) < 1e-12 {
+			return all, all - (bk.GetCumulativeCount() - h0.GetBucket()[k].GetCumulativeCount())
 		}
 	}
-	t.Fatalf("headroom_epp_pairs_call_seconds has no bucket bound %v", over)
+	t.Fatalf("histogram has no bucket bound %v", bound)
 	return 0, 0
+}
+
+// bucketQuantile is the q-quantile of the observations h1 has beyond h0,
+// interpolated linearly within its bucket (as Prometheus'
+// histogram_quantile does), in seconds; +Inf past the last bound.
+func bucketQuantile(h0, h1 *dto.Histogram, q float64) float64 {
+	all := float64(h1.GetSampleCount() - h0.GetSampleCount())
+	rank := q * all
+	lower, below := 0.0, 0.0
+	for k, bk := range h1.GetBucket() {
+		n := float64(bk.GetCumulativeCount() - h0.GetBucket()[k].GetCumulativeCount())
+		if n >= rank {
+			if n == below {
+				return bk.GetUpperBound()
+			}
+			return lower + (bk.GetUpperBound()-lower)*(rank-below)/(n-below)
+		}
+		lower, below = bk.GetUpperBound(), n
+	}
+	return math.Inf(1)
 }
 
 // bundlesOnly is the trainer at target for its bundles, with training

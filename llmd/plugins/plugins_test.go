@@ -2,6 +2,7 @@ package plugins_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -345,4 +346,61 @@ func TestShippedConfigSizesThePrefixIndex(t *testing.T) {
 		return
 	}
 	t.Fatal("the shipped config has no approx-prefix-cache-producer")
+}
+
+// TestDecisionTimeCountsThePluginsAlone: headroom_epp_decision_seconds
+// observes each completed decision once, with at least the ranking's own
+// time (a predictor that answers after a pause) and no more than the whole
+// decision llm-d's scheduler took around the plugins.
+func TestDecisionTimeCountsThePluginsAlone(t *testing.T) {
+	const pause = 3 * time.Millisecond
+	pred := newFakePredictor(t, func(w http.ResponseWriter, c pairsCall) {
+		time.Sleep(pause)
+		matrixAnswer(w, c, preferring, nil)
+	})
+	reg := prometheus.NewRegistry()
+	r := newRouterWith(t, shipped(t), pred.URL, "", reg)
+	ctx := context.Background()
+	var whole time.Duration
+	const decisions = 3
+	for n := range decisions {
+		req := request(fmt.Sprintf("r%d", n), 400, uint32(n), nil)
+		start := time.Now()
+		res, err := r.Schedule(ctx, req, endpoints(fleet))
+		whole += time.Since(start)
+		if err != nil {
+			t.Fatal(err)
+		}
+		respond(ctx, r, req, res)
+	}
+	h := series(t, reg, "headroom_epp_decision_seconds", "plugin", "headroom-pairs-producer").GetHistogram()
+	if h.GetSampleCount() != decisions {
+		t.Fatalf("%d decisions observed, want %d", h.GetSampleCount(), decisions)
+	}
+	if sum := time.Duration(h.GetSampleSum() * float64(time.Second)); sum < decisions*pause || sum > whole {
+		t.Errorf("the plugins' time on %d decisions is %v: want at least the predictor's pauses (%v) and at most the decisions' own %v", decisions, sum, decisions*pause, whole)
+	}
+}
+
+// TestWithoutHeadroomKeepsLlmdsConfig: the benchmarks' baseline is the
+// shipped config less exactly its Headroom plugins, with llm-d's plugins
+// and their parameters as shipped, and it schedules.
+func TestWithoutHeadroomKeepsLlmdsConfig(t *testing.T) {
+	c := string(withoutHeadroom(t, readConfig(t, shippedConfig)))
+	if strings.Contains(c, "headroom") {
+		t.Errorf("a Headroom plugin is left:\n%s", c)
+	}
+	for _, want := range []string{"lruCapacityPerServer: 7813", "blockSizeTokens: 64", "topology-extractor", "prefix-based-pd-decider", "pluginRef: queue-scorer"} {
+		if !strings.Contains(c, want) {
+			t.Errorf("%q is gone:\n%s", want, c)
+		}
+	}
+	r := newRouter(t, []byte(c), "http://127.0.0.1:1", "")
+	res, err := r.Schedule(context.Background(), request("r1", 400, 1, nil), endpoints(fleet))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d, _ := picks(t, res); d == "" {
+		t.Error("no decode pick")
+	}
 }

@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -398,6 +399,21 @@ type requestContext struct {
 
 	mu       sync.Mutex // guards released, which expire reads too
 	released bool
+
+	// spent is the wall time, in nanoseconds, the plugins have spent on the
+	// request's decision so far (Produce, then each scorer and filter call);
+	// PreRequest adds its own and observes it. The scheduler runs one
+	// request's stages in turn; atomic so that a scheduler that did not
+	// would still add every stage.
+	spent atomic.Int64
+}
+
+// spend adds the wall time since start to the decision time of request's
+// context, when Produce kept one.
+func (p *Producer) spend(request *fwksched.InferenceRequest, start time.Time) {
+	if rc := p.context(request); rc != nil {
+		rc.spent.Add(int64(time.Since(start)))
+	}
 }
 
 // row is the row sent for pod (its decode row when it was a candidate of
@@ -430,7 +446,9 @@ func (rc *requestContext) decodeRow(pod string) (pairCandidate, bool) {
 // fails the request: an unusable ranking says why, and the scorers then
 // score nothing.
 func (p *Producer) Produce(ctx context.Context, request *fwksched.InferenceRequest, endpoints []fwksched.Endpoint) error {
+	start := time.Now()
 	rc := &requestContext{created: p.clock.Now()}
+	defer func() { rc.spent.Add(int64(time.Since(start))) }()
 	rc.ranking = p.rank(ctx, request, endpoints, rc)
 	request.PutAttribute(p.key, rc.ranking)
 	p.metrics.outcome(rc.ranking.Fallback)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"time"
 
 	fwkplugin "github.com/llm-d/llm-d-router/pkg/epp/framework/interface/plugin"
 	fwksched "github.com/llm-d/llm-d-router/pkg/epp/framework/interface/scheduling"
@@ -116,6 +117,7 @@ func (s *DecodeScorer) Category() fwksched.ScorerCategory { return fwksched.Dist
 
 // Score scores nothing unless the request's ranking is usable.
 func (s *DecodeScorer) Score(_ context.Context, request *fwksched.InferenceRequest, endpoints []fwksched.Endpoint) map[fwksched.Endpoint]float64 {
+	defer s.producer.spend(request, time.Now())
 	rk := s.ranking(request)
 	if rk == nil {
 		return nil
@@ -141,6 +143,7 @@ func (s *PrefillScorer) Category() fwksched.ScorerCategory { return fwksched.Aff
 
 // Score scores nothing unless the ranking is usable and ranks the peer.
 func (s *PrefillScorer) Score(_ context.Context, request *fwksched.InferenceRequest, endpoints []fwksched.Endpoint) map[fwksched.Endpoint]float64 {
+	defer s.producer.spend(request, time.Now())
 	rk := s.ranking(request)
 	if rk == nil {
 		return nil
@@ -173,6 +176,7 @@ func SplitFilterFactory(name string, raw *json.Decoder, handle fwkplugin.Handle)
 
 // Filter implements fwksched.Filter.
 func (f *SplitFilter) Filter(_ context.Context, request *fwksched.InferenceRequest, endpoints []fwksched.Endpoint) []fwksched.Endpoint {
+	defer f.producer.spend(request, time.Now())
 	rk := f.ranking(request)
 	if rk == nil {
 		return endpoints

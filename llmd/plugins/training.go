@@ -26,12 +26,16 @@ import (
 // sample's features are exactly its prediction's.
 
 // PreRequest records the route the scheduler chose and when it was
-// dispatched.
+// dispatched, and observes the plugins' time on the request's decision.
 func (p *Producer) PreRequest(_ context.Context, request *fwksched.InferenceRequest, result *fwksched.SchedulingResult) error {
+	start := time.Now()
 	rc := p.context(request)
 	if rc == nil || result == nil {
 		return nil
 	}
+	defer func() {
+		p.metrics.decision.Observe(float64(rc.spent.Load()+int64(time.Since(start))) / float64(time.Second))
+	}()
 	primary := result.ProfileResults[result.PrimaryProfileName]
 	if primary == nil || len(primary.TargetEndpoints) == 0 {
 		return nil
