@@ -68,7 +68,9 @@ func benchSamples() []sample {
 // whose order alternates, so that both see the same machine; each decision
 // is the wall time of the data producers, both profiles and the PreRequest
 // hooks, and the request's response then ends it (untimed), as in an EPP,
-// so no request's state outlives its op. The added latency is each
+// so no request's state outlives its op; an op starts every opInterval
+// (back-to-back-in-process: as soon as the last one ends). The added
+// latency is each
 // request's difference between the two decisions; it prints the p50 and
 // p99 of each config and of that difference, and the share of rankings
 // (the call, or the ranking in process) that alone took longer than
@@ -87,14 +89,31 @@ func BenchmarkSchedulingOverhead(b *testing.B) {
 		h.waitForTrees(b)
 	}
 	b.Logf("models: trees %v", trees)
-	b.Run("predictor", func(b *testing.B) { schedulingOverhead(b, h, readConfig(b, shippedConfig), true) })
-	b.Run("in-process", func(b *testing.B) { schedulingOverhead(b, h, inProcess(b, readConfig(b, shippedConfig)), false) })
+	b.Run("predictor", func(b *testing.B) { schedulingOverhead(b, h, readConfig(b, shippedConfig), true, opInterval) })
+	b.Run("in-process", func(b *testing.B) {
+		schedulingOverhead(b, h, inProcess(b, readConfig(b, shippedConfig)), false, opInterval)
+	})
+	b.Run("back-to-back-in-process", func(b *testing.B) {
+		schedulingOverhead(b, h, inProcess(b, readConfig(b, shippedConfig)), false, 0)
+	})
 }
+
+// opInterval paces BenchmarkSchedulingOverhead's ops: one request every
+// millisecond, each scheduled by both configs, so that a 1,000-request-a-
+// second EPP is measured (ten times a 16 × 16 pool's rate at a few requests
+// a second a pod). Back to back (the back-to-back-in-process run), each
+// decision runs beside the ones before it still finishing on the machine's
+// two cores: llm-d's prefix producer updates its index in a goroutine of
+// its own after each decision (PreRequest), and the next decision's prefix
+// lookups wait for that goroutine's lock or for a core. That is an EPP
+// saturated on one core, not the cost of a decision.
+const opInterval = time.Millisecond
 
 // schedulingOverhead is one of BenchmarkSchedulingOverhead's runs: config
 // against itself without the Headroom plugins, its ranking asked of h's
-// predictor when overHTTP.
-func schedulingOverhead(b *testing.B, h *headroom, config []byte, overHTTP bool) {
+// predictor when overHTTP, an op starting every interval (or as soon as
+// the last one ended, when that is later; back to back when 0).
+func schedulingOverhead(b *testing.B, h *headroom, config []byte, overHTTP bool, interval time.Duration) {
 	eps := endpoints(benchFleet())
 	reg := prometheus.NewRegistry()
 	withPlugins := newRouterWith(b, config, h.predictor, bundlesOnly(b, h.trainer), reg)
@@ -118,7 +137,12 @@ func schedulingOverhead(b *testing.B, h *headroom, config []byte, overHTTP bool)
 	rankings0, decisions0 := histogram(b, reg, "headroom_epp_pairs_call_seconds"), histogram(b, reg, "headroom_epp_decision_seconds")
 	var with, without, added []time.Duration
 	n := 0
+	next := time.Now()
 	for b.Loop() {
+		if wait := time.Until(next); interval > 0 && wait > 0 {
+			time.Sleep(wait)
+		}
+		next = time.Now().Add(interval)
 		id, seed := fmt.Sprintf("r-%d", n), uint32(1000+n)
 		var dw, ds time.Duration
 		if n%2 == 0 {
@@ -212,7 +236,7 @@ func scheduleOne(b *testing.B, r *inproc.Router, eps []fwksched.Endpoint, id str
 // beside llm-d's P/D sample, whose index is four times as large and, over
 // the benchmark's requests, never full; neither config has a Headroom
 // plugin. Decisions alternate between the two as in
-// BenchmarkSchedulingOverhead, on its fleet and requests.
+// BenchmarkSchedulingOverhead, on its fleet and requests, at its pace.
 func BenchmarkPrefixIndexSizing(b *testing.B) {
 	eps := endpoints(benchFleet())
 	sized := newRouter(b, withoutHeadroom(b, readConfig(b, shippedConfig)), "http://127.0.0.1:1", "")
@@ -223,7 +247,12 @@ func BenchmarkPrefixIndexSizing(b *testing.B) {
 	}
 	var ds, dl, added []time.Duration
 	n := 0
+	next := time.Now()
 	for b.Loop() {
+		if wait := time.Until(next); wait > 0 {
+			time.Sleep(wait)
+		}
+		next = time.Now().Add(opInterval)
 		id, seed := fmt.Sprintf("r-%d", n), uint32(1000+n)
 		var s, l time.Duration
 		if n%2 == 0 {
