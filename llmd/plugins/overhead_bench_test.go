@@ -111,8 +111,7 @@ const opInterval = time.Millisecond
 
 // schedulingOverhead is one of BenchmarkSchedulingOverhead's runs: config
 // against itself without the Headroom plugins, its ranking asked of h's
-// predictor when overHTTP, an op starting every interval (or as soon as
-// the last one ended, when that is later; back to back when 0).
+// predictor when overHTTP, its ops paced by interval (inTurns).
 func schedulingOverhead(b *testing.B, h *headroom, config []byte, overHTTP bool, interval time.Duration) {
 	eps := endpoints(benchFleet())
 	reg := prometheus.NewRegistry()
@@ -120,39 +119,17 @@ func schedulingOverhead(b *testing.B, h *headroom, config []byte, overHTTP bool,
 	if !overHTTP {
 		waitUntilScored(b, withPlugins, reg, eps)
 	}
-	// The same config without the Headroom plugins: its prefix index is
-	// sized as the shipped config sizes it, which costs llm-d's own
-	// decision more than its sample's index does
-	// (BenchmarkPrefixIndexSizing), a cost of the index, not of the plugins.
+	// The same config without the Headroom plugins, its prefix index sized
+	// as shipped, so that the difference is the plugins' alone
+	// (BenchmarkPrefixIndexSizing measures the sizing apart).
 	stock := newRouter(b, withoutHeadroom(b, config), h.predictor, "")
-	schedule := func(r *inproc.Router, id string, seed uint32) time.Duration { return scheduleOne(b, r, eps, id, seed) }
-	// Warm the connections and the prefix producers' indexes.
-	for n := range 20 {
-		schedule(withPlugins, fmt.Sprintf("warm-%d", n), uint32(n))
-		schedule(stock, fmt.Sprintf("warm-%d", n), uint32(n))
-	}
+	warm(b, eps, withPlugins, stock)
 	calls0 := pairsCalls(b, h.predictor, 0)
 	epp0, predictor0 := processCPU(b), pidCPU(b, h.predictorPID)
 	scored0, late0 := counter(b, reg, "headroom_epp_decisions_total", "outcome", "scored"), counter(b, reg, "headroom_epp_decisions_total", "outcome", "deadline")
 	rankings0, decisions0 := histogram(b, reg, "headroom_epp_pairs_call_seconds"), histogram(b, reg, "headroom_epp_decision_seconds")
-	var with, without, added []time.Duration
-	n := 0
-	next := time.Now()
-	for b.Loop() {
-		if wait := time.Until(next); interval > 0 && wait > 0 {
-			time.Sleep(wait)
-		}
-		next = time.Now().Add(interval)
-		id, seed := fmt.Sprintf("r-%d", n), uint32(1000+n)
-		var dw, ds time.Duration
-		if n%2 == 0 {
-			dw, ds = schedule(withPlugins, id, seed), schedule(stock, id, seed)
-		} else {
-			ds, dw = schedule(stock, id, seed), schedule(withPlugins, id, seed)
-		}
-		with, without, added = append(with, dw), append(without, ds), append(added, dw-ds)
-		n++
-	}
+	with, without, added := inTurns(b, eps, withPlugins, stock, interval)
+	n := len(added)
 	eppCPU, predictorCPU := processCPU(b)-epp0, pidCPU(b, h.predictorPID)-predictor0
 	rankings1, decisions1 := histogram(b, reg, "headroom_epp_pairs_call_seconds"), histogram(b, reg, "headroom_epp_decision_seconds")
 	ranked, slow := over(b, rankings0, rankings1, rankingSlow)
@@ -164,7 +141,7 @@ func schedulingOverhead(b *testing.B, h *headroom, config []byte, overHTTP bool,
 	m := max(n/4, 1)
 	stock0 := processCPU(b)
 	for k := range m {
-		schedule(stock, fmt.Sprintf("s-%d", k), uint32(1000+n+k))
+		scheduleOne(b, stock, eps, fmt.Sprintf("s-%d", k), uint32(1000+n+k))
 	}
 	eppCPU = eppCPU/time.Duration(n) - (processCPU(b)-stock0)/time.Duration(m)
 	predictorCPU /= time.Duration(n)
@@ -181,13 +158,9 @@ func schedulingOverhead(b *testing.B, h *headroom, config []byte, overHTTP bool,
 	if calls > wantCalls || calls < wantCalls-late || scored+late != float64(n) {
 		b.Fatalf("%d requests: %v /predict/pairs calls, %v decisions scored, %v past the deadline; want %v calls, each request scored", n, calls, scored, late, wantCalls)
 	}
-	for _, m := range []struct {
-		name string
-		d    []time.Duration
-	}{{"headroom", with}, {"llm-d", without}, {"added", added}} {
-		b.ReportMetric(ms(quantile(m.d, 0.5)), m.name+"-p50-ms")
-		b.ReportMetric(ms(quantile(m.d, 0.99)), m.name+"-p99-ms")
-	}
+	reportQuantiles(b, "headroom", with)
+	reportQuantiles(b, "llm-d", without)
+	reportQuantiles(b, "added", added)
 	// CPU is less bound to the machine's load than wall time.
 	b.ReportMetric(ms(eppCPU), "added-epp-cpu-ms")
 	b.ReportMetric(ms(predictorCPU), "predictor-cpu-ms")
@@ -230,6 +203,47 @@ func scheduleOne(b *testing.B, r *inproc.Router, eps []fwksched.Endpoint, id str
 	return took
 }
 
+// warm schedules 20 requests on each router: the connections and the
+// prefix producers' indexes warm before anything is timed.
+func warm(b *testing.B, eps []fwksched.Endpoint, routers ...*inproc.Router) {
+	for n := range 20 {
+		for _, r := range routers {
+			scheduleOne(b, r, eps, fmt.Sprintf("warm-%d", n), uint32(n))
+		}
+	}
+}
+
+// inTurns schedules each of b.Loop's requests on x and on y, first on x
+// in even ops and on y in odd ones, so that both see the same machine, an
+// op starting every interval (or as soon as the last one ended, when that
+// is later; back to back when 0). It returns each request's decision on x,
+// on y, and their difference.
+func inTurns(b *testing.B, eps []fwksched.Endpoint, x, y *inproc.Router, interval time.Duration) (dx, dy, diff []time.Duration) {
+	next := time.Now()
+	for n := 0; b.Loop(); n++ {
+		if wait := time.Until(next); interval > 0 && wait > 0 {
+			time.Sleep(wait)
+		}
+		next = time.Now().Add(interval)
+		id, seed := fmt.Sprintf("r-%d", n), uint32(1000+n)
+		var tx, ty time.Duration
+		if n%2 == 0 {
+			tx, ty = scheduleOne(b, x, eps, id, seed), scheduleOne(b, y, eps, id, seed)
+		} else {
+			ty, tx = scheduleOne(b, y, eps, id, seed), scheduleOne(b, x, eps, id, seed)
+		}
+		dx, dy, diff = append(dx, tx), append(dy, ty), append(diff, tx-ty)
+	}
+	return dx, dy, diff
+}
+
+// reportQuantiles reports d's p50 and p99 in milliseconds as name-p50-ms
+// and name-p99-ms.
+func reportQuantiles(b *testing.B, name string, d []time.Duration) {
+	b.ReportMetric(ms(quantile(d, 0.5)), name+"-p50-ms")
+	b.ReportMetric(ms(quantile(d, 0.99)), name+"-p99-ms")
+}
+
 // BenchmarkPrefixIndexSizing is what the shipped config's sizing of
 // llm-d's approximate prefix index (its capacity in its own 64-token
 // blocks: it evicts as a pod's KV cache does) costs llm-d's own decision
@@ -241,35 +255,12 @@ func BenchmarkPrefixIndexSizing(b *testing.B) {
 	eps := endpoints(benchFleet())
 	sized := newRouter(b, withoutHeadroom(b, readConfig(b, shippedConfig)), "http://127.0.0.1:1", "")
 	sample := newRouter(b, readConfig(b, stockConfig), "http://127.0.0.1:1", "")
-	for n := range 20 {
-		scheduleOne(b, sized, eps, fmt.Sprintf("warm-%d", n), uint32(n))
-		scheduleOne(b, sample, eps, fmt.Sprintf("warm-%d", n), uint32(n))
-	}
-	var ds, dl, added []time.Duration
-	n := 0
-	next := time.Now()
-	for b.Loop() {
-		if wait := time.Until(next); wait > 0 {
-			time.Sleep(wait)
-		}
-		next = time.Now().Add(opInterval)
-		id, seed := fmt.Sprintf("r-%d", n), uint32(1000+n)
-		var s, l time.Duration
-		if n%2 == 0 {
-			s, l = scheduleOne(b, sized, eps, id, seed), scheduleOne(b, sample, eps, id, seed)
-		} else {
-			l, s = scheduleOne(b, sample, eps, id, seed), scheduleOne(b, sized, eps, id, seed)
-		}
-		ds, dl, added = append(ds, s), append(dl, l), append(added, s-l)
-		n++
-	}
-	for _, m := range []struct {
-		name string
-		d    []time.Duration
-	}{{"sized", ds}, {"sample", dl}, {"added", added}} {
-		b.ReportMetric(ms(quantile(m.d, 0.5)), m.name+"-p50-ms")
-		b.ReportMetric(ms(quantile(m.d, 0.99)), m.name+"-p99-ms")
-	}
+	warm(b, eps, sized, sample)
+	ds, dl, added := inTurns(b, eps, sized, sample, opInterval)
+	n := len(added)
+	reportQuantiles(b, "sized", ds)
+	reportQuantiles(b, "sample", dl)
+	reportQuantiles(b, "added", added)
 	b.Logf("16 x 16, %d requests: the shipped config's index p50 %.3f p99 %.3f ms, llm-d's sample's p50 %.3f p99 %.3f ms; the sizing adds p50 %.3f p99 %.3f ms a decision",
 		n, ms(quantile(ds, 0.5)), ms(quantile(ds, 0.99)), ms(quantile(dl, 0.5)), ms(quantile(dl, 0.99)), ms(quantile(added, 0.5)), ms(quantile(added, 0.99)))
 }
