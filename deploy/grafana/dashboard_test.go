@@ -176,7 +176,8 @@ func TestDashboardCoversTheService(t *testing.T) {
 		// the trainer's self-tuning and calibration
 		"headroom_candidate_mape_percent", "headroom_quantile_served_level",
 		// llm-d's EPP with Headroom's plugins (llmd/plugins): its own job
-		"headroom_epp_decisions_total", "headroom_epp_pairs_call_seconds_bucket", "headroom_epp_training_entries_total",
+		"headroom_epp_decisions_total", "headroom_epp_pairs_call_seconds_bucket", "headroom_epp_decision_seconds_bucket",
+		"headroom_epp_training_entries_total",
 	} {
 		if !strings.Contains(all, want) {
 			t.Errorf("no panel queries %s", want)
