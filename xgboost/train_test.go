@@ -540,9 +540,17 @@ func TestTrainIdleFallsBackWhenStarved(t *testing.T) {
 		name     string
 		hang     bool // the first run never ends
 		wantRuns int
+		// grace is the trainer's IdleGrace. A run in the idle class gets
+		// next to no core while anything else wants one (on CI's two
+		// cores, the tests beside it), so each grace leaves even such a
+		// run time to record itself: the run that ends in time one that
+		// a loaded machine cannot exhaust (it ends the test as soon as
+		// the run ends), the starved one a few seconds, which it waits
+		// out whatever the load (it hangs).
+		grace time.Duration
 	}{
-		{"starved", true, 2},
-		{"ends in time", false, 1},
+		{"starved", true, 2, 3 * time.Second},
+		{"ends in time", false, 1, 30 * time.Second},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
@@ -559,7 +567,7 @@ for i in $(seq 50); do p=$(awk '{print $41}' /proc/$$/stat); [ "$p" = 5 ] && bre
 echo $p > %[1]q/policy$n
 %s
 echo "run $n failed" >&2; exit 3`, dir, hang))
-			x.Idle, x.IdleGrace = true, time.Second
+			x.Idle, x.IdleGrace = true, tc.grace
 			starved := 0
 			x.Starved = func() { starved++ }
 			start := time.Now()
