@@ -4,10 +4,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/headroomhq/headroom/lab/demo"
 )
 
 // A small demo, linear models only so it takes a fraction of a second.
@@ -288,6 +292,31 @@ func TestDemoModel(t *testing.T) {
 		var stdout, stderr bytes.Buffer
 		if err := runDemo(context.Background(), append(args, "--quiet"), &stdout, &stderr); err == nil {
 			t.Errorf("demo %v: no error", args)
+		}
+	}
+}
+
+// The --llmd JSON has no field for the trainer's model kind, so a run whose
+// trainer found no xgboost CLI says so on stderr, and stdout stays exactly
+// the JSON; with trees there is nothing to say.
+func TestDemoLLMDJSONSaysWhenTreesWereMissing(t *testing.T) {
+	for _, trees := range []bool{false, true} {
+		res := &demo.LLMDResult{Layout: "zones", Seed: 1, Configs: map[string]demo.LLMDConfigResult{"headroom": {Requests: 3}},
+			Run: &demo.Result{XGBoost: trees}}
+		var stdout, stderr bytes.Buffer
+		if err := writeLLMD(&stdout, &stderr, res, true); err != nil {
+			t.Fatal(err)
+		}
+		var got map[string]any
+		if err := json.Unmarshal(stdout.Bytes(), &got); err != nil {
+			t.Fatalf("trees %v: stdout is not one JSON value: %v\n%s", trees, err, stdout.String())
+		}
+		if keys := slices.Sorted(maps.Keys(got)); !slices.Equal(keys, []string{"configs", "layout", "seed"}) {
+			t.Errorf("trees %v: JSON keys %v", trees, keys)
+		}
+		warned := strings.Contains(stderr.String(), "linear models only")
+		if warned == trees {
+			t.Errorf("trees %v: stderr %q", trees, stderr.String())
 		}
 	}
 }
