@@ -27,6 +27,7 @@ import (
 	"github.com/llm-d/llm-d-router/pkg/epp/framework/plugins/scheduling/picker/maxscore"
 	"github.com/llm-d/llm-d-router/pkg/epp/framework/plugins/scheduling/profilehandler/disagg"
 	"github.com/llm-d/llm-d-router/pkg/epp/framework/plugins/scheduling/profilehandler/single"
+	"github.com/llm-d/llm-d-router/pkg/epp/framework/plugins/scheduling/scorer/activerequest"
 	"github.com/llm-d/llm-d-router/pkg/epp/framework/plugins/scheduling/scorer/prefix"
 	"github.com/llm-d/llm-d-router/pkg/epp/framework/plugins/scheduling/scorer/queuedepth"
 	topologyscorer "github.com/llm-d/llm-d-router/pkg/epp/framework/plugins/scheduling/scorer/topologyaffinity"
@@ -55,6 +56,7 @@ func register() {
 		}{
 			{prefix.PrefixCacheScorerPluginType, prefix.PrefixCachePluginFactory},
 			{queuedepth.QueueScorerType, queuedepth.QueueScorerFactory},
+			{activerequest.ActiveRequestType, activerequest.Factory},
 			{bylabel.PrefillRoleType, bylabel.PrefillRoleFactory},
 			{bylabel.DecodeRoleType, bylabel.DecodeRoleFactory},
 			{maxscore.MaxScorePickerType, maxscore.MaxScorePickerFactory},

@@ -61,23 +61,49 @@ type pod struct {
 	kv               float64
 }
 
-func (p pod) endpoint() fwksched.Endpoint {
-	meta := &fwkdl.EndpointMetadata{
+func (p pod) meta() *fwkdl.EndpointMetadata {
+	return &fwkdl.EndpointMetadata{
 		ID:      types.NamespacedName{Namespace: "llm-d", Name: p.name},
 		Address: "10.0.0.1", Port: "8000",
 		Labels: map[string]string{"llm-d.ai/role": p.role},
 	}
+}
+
+func (p pod) metrics() *fwkdl.Metrics {
 	m := fwkdl.NewMetrics()
 	m.WaitingQueueSize, m.RunningRequestsSize, m.KVCacheUsagePercent = p.waiting, p.running, p.kv
-	e := fwksched.NewEndpoint(meta, m, nil)
+	return m
+}
+
+func (p pod) withTopology(e fwksched.Endpoint) fwksched.Endpoint {
 	e.Put(attrtopology.TopologyAttributeKey, &attrtopology.Topology{Hostname: p.node, Rack: p.rack, Zone: p.zone, Region: "eu"})
 	return e
+}
+
+func (p pod) endpoint() fwksched.Endpoint {
+	return p.withTopology(fwksched.NewEndpoint(p.meta(), p.metrics(), nil))
 }
 
 func endpoints(pods []pod) []fwksched.Endpoint {
 	out := make([]fwksched.Endpoint, len(pods))
 	for i, p := range pods {
 		out[i] = p.endpoint()
+	}
+	return out
+}
+
+// heldEndpoints is pods as r's data layer holds them (inproc.Router.Endpoint):
+// announced to its extractors once, so that the attributes they keep, the
+// EPP's in-flight load among them, follow r's decisions.
+func heldEndpoints(t testing.TB, r *inproc.Router, pods []pod) []fwksched.Endpoint {
+	t.Helper()
+	out := make([]fwksched.Endpoint, len(pods))
+	for i, p := range pods {
+		e, err := r.Endpoint(context.Background(), p.meta(), p.metrics())
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[i] = p.withTopology(e)
 	}
 	return out
 }

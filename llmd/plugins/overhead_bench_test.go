@@ -249,7 +249,9 @@ func reportQuantiles(b *testing.B, name string, d []time.Duration) {
 // blocks: it evicts as a pod's KV cache does) costs llm-d's own decision
 // beside llm-d's P/D sample, whose index is four times as large and, over
 // the benchmark's requests, never full; neither config has a Headroom
-// plugin. Decisions alternate between the two as in
+// plugin (the shipped one's prefill profile also scores by llm-d's
+// active-request-scorer, a read of the in-flight counts).
+// Decisions alternate between the two as in
 // BenchmarkSchedulingOverhead, on its fleet and requests, at its pace.
 func BenchmarkPrefixIndexSizing(b *testing.B) {
 	eps := endpoints(benchFleet())

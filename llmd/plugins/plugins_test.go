@@ -17,8 +17,8 @@ import (
 	"github.com/headroomhq/headroom/llmd/inproc"
 )
 
-// stockConfig is llm-d's P/D sample without topology affinity: what the
-// shipped config is when the Headroom plugins score nothing.
+// stockConfig is llm-d's P/D sample without topology affinity, its prefix
+// index as llm-d ships it (the prefix index sizing benchmark's baseline).
 const stockConfig = "../../../shared/upstream/llm-d-router/deploy/config/pd-epp-config.yaml"
 
 // fleet has three prefill and three decode pods over two zones; the stock
@@ -289,9 +289,10 @@ func TestFailOpen(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			// The stock scorers decide, as in llm-d's P/D config without
-			// the Headroom plugins: the same picks and the same scores.
-			stock := newRouter(t, readConfig(t, stockConfig), url, "")
+			// The stock scorers decide, as in the shipped config without
+			// the Headroom plugins (llm-d's scorers as shipped): the same
+			// picks and the same scores.
+			stock := newRouter(t, withoutHeadroom(t, readConfig(t, shippedConfig)), url, "")
 			want, err := stock.Schedule(ctx, request("r", 400, 4, nil), endpoints(fleet))
 			if err != nil {
 				t.Fatal(err)
@@ -318,6 +319,86 @@ func TestFailOpen(t *testing.T) {
 				t.Errorf("scheduling took %v past a 50 ms deadline", elapsed)
 			}
 		})
+	}
+}
+
+// The requests the plugins leave to llm-d's scorers come in bursts (a
+// prefill pool loaded past the model's range), and within one the scraped
+// queues have not moved yet: the shipped prefill profile also counts the
+// requests the EPP has in flight on each pod (active-request-scorer), so a
+// burst spreads where llm-d's plain P/D config sends it all to the pod
+// with the shortest scraped queue.
+func TestFailOpenSpreadsABurstByTheEPPsInFlightRequests(t *testing.T) {
+	pred := newFakePredictor(t, func(w http.ResponseWriter, c pairsCall) {
+		matrixAnswer(w, c, preferring, map[string]bool{"p0": true, "p1": true, "p2": true})
+	})
+	t.Setenv("PREDICTION_SERVER_URL", pred.URL)
+	reg := prometheus.NewRegistry()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	r, err := inproc.New(ctx, shipped(t), reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain := newRouter(t, readConfig(t, stockConfig), pred.URL, "")
+	var got, llmd []string
+	for n := range 2 { // neither answered: both stay in flight
+		for _, rt := range []struct {
+			r    *inproc.Router
+			into *[]string
+		}{{r, &got}, {plain, &llmd}} {
+			res, err := rt.r.Schedule(ctx, request(fmt.Sprintf("r%d", n), 400, uint32(n+1), nil), heldEndpoints(t, rt.r, fleet))
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, p := picks(t, res)
+			*rt.into = append(*rt.into, p)
+		}
+	}
+	if n := counter(t, reg, "headroom_epp_decisions_total", "outcome", "extrapolated"); n != 2 {
+		t.Fatalf("headroom_epp_decisions_total{outcome=\"extrapolated\"} = %v, want 2", n)
+	}
+	if llmd[0] != "p0" || llmd[1] != "p0" {
+		t.Fatalf("llm-d's P/D config picked prefill pods %v, want p0 twice (the shortest scraped queue): the test does not tell the configs apart", llmd)
+	}
+	if got[0] != "p0" || got[1] == "p0" {
+		t.Errorf("the shipped config's fallback picked prefill pods %v: want p0, then another pod than the one with a request in flight", got)
+	}
+}
+
+// TestShippedConfigLetsTheRankingDecide: the Headroom scorers score the
+// best pod 1 and the next ½ (halvingScores), so at their weight the best
+// pod stays the pick only while the runner-up's half is above everything
+// llm-d's scorers can add (each scores at most 1): every profile's other
+// weights sum to less than half the Headroom scorer's.
+func TestShippedConfigLetsTheRankingDecide(t *testing.T) {
+	var doc struct {
+		SchedulingProfiles []struct {
+			Name    string `json:"name"`
+			Plugins []struct {
+				PluginRef string  `json:"pluginRef"`
+				Weight    float64 `json:"weight"`
+			} `json:"plugins"`
+		} `json:"schedulingProfiles"`
+	}
+	if err := yaml.Unmarshal(readConfig(t, shippedConfig), &doc); err != nil {
+		t.Fatal(err)
+	}
+	if len(doc.SchedulingProfiles) != 2 {
+		t.Fatalf("%d profiles, want prefill and decode", len(doc.SchedulingProfiles))
+	}
+	for _, p := range doc.SchedulingProfiles {
+		var headroom, others float64
+		for _, ref := range p.Plugins {
+			if strings.HasPrefix(ref.PluginRef, "headroom-") {
+				headroom += ref.Weight
+			} else {
+				others += ref.Weight
+			}
+		}
+		if !(headroom/2 > others) {
+			t.Errorf("profile %s: Headroom's scorer weighs %v, llm-d's %v: the runner-up's %v could be outvoted", p.Name, headroom, others, headroom/2)
+		}
 	}
 }
 
