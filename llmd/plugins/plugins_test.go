@@ -332,15 +332,10 @@ func TestFailOpenSpreadsABurstByTheEPPsInFlightRequests(t *testing.T) {
 	pred := newFakePredictor(t, func(w http.ResponseWriter, c pairsCall) {
 		matrixAnswer(w, c, preferring, map[string]bool{"p0": true, "p1": true, "p2": true})
 	})
-	t.Setenv("PREDICTION_SERVER_URL", pred.URL)
 	reg := prometheus.NewRegistry()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	r, err := inproc.New(ctx, shipped(t), reg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := newRouterWith(t, shipped(t), pred.URL, "", reg)
 	plain := newRouter(t, readConfig(t, stockConfig), pred.URL, "")
+	ctx := context.Background()
 	var got, llmd []string
 	for n := range 2 { // neither answered: both stay in flight
 		for _, rt := range []struct {
