@@ -335,20 +335,18 @@ func TestFailOpenSpreadsABurstByTheEPPsInFlightRequests(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	r := newRouterWith(t, shipped(t), pred.URL, "", reg)
 	plain := newRouter(t, readConfig(t, stockConfig), pred.URL, "")
-	ctx := context.Background()
+	prefillPick := func(rt *inproc.Router, n int) string {
+		res, err := rt.Schedule(context.Background(), request(fmt.Sprintf("r%d", n), 400, uint32(n+1), nil), heldEndpoints(t, rt, fleet))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, p := picks(t, res)
+		return p
+	}
 	var got, llmd []string
 	for n := range 2 { // neither answered: both stay in flight
-		for _, rt := range []struct {
-			r    *inproc.Router
-			into *[]string
-		}{{r, &got}, {plain, &llmd}} {
-			res, err := rt.r.Schedule(ctx, request(fmt.Sprintf("r%d", n), 400, uint32(n+1), nil), heldEndpoints(t, rt.r, fleet))
-			if err != nil {
-				t.Fatal(err)
-			}
-			_, p := picks(t, res)
-			*rt.into = append(*rt.into, p)
-		}
+		got = append(got, prefillPick(r, n))
+		llmd = append(llmd, prefillPick(plain, n))
 	}
 	if n := counter(t, reg, "headroom_epp_decisions_total", "outcome", "extrapolated"); n != 2 {
 		t.Fatalf("headroom_epp_decisions_total{outcome=\"extrapolated\"} = %v, want 2", n)
