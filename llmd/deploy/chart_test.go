@@ -174,6 +174,11 @@ func TestChart(t *testing.T) {
 			if !strings.Contains(args, "--config-file /config/"+configName) || !strings.Contains(args, "--allow-experimental-plugins=true") {
 				t.Errorf("EPP args %s", args)
 			}
+			// headroom-epp raises GOGC only within a memory limit it knows
+			// (package eppgc); the chart gives the EPP container one.
+			if lim, ok := epp.Resources.Limits[corev1.ResourceMemory]; !ok || lim.Value() <= 0 {
+				t.Errorf("EPP resources %+v: no memory limit, so headroom-epp keeps Go's collector defaults", epp.Resources)
+			}
 			cm := decode[corev1.ConfigMap](t, objects, "ConfigMap/default-pool-epp")
 			shipped, _ := os.ReadFile(configFile)
 			if cm.Data[configName] != string(shipped) {

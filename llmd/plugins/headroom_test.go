@@ -11,6 +11,8 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -65,10 +67,16 @@ func trainerArgs(trees bool) []string {
 }
 
 // startProcess runs the headroom command with args until the test ends,
-// and returns its process ID.
+// and returns its process ID. Its collector runs with Headroom's own
+// settings, as llm-d's chart runs the sidecars: GOGC and GOMEMLIMIT set
+// for the test's process (the EPP's, in BenchmarkSchedulingOverhead) are
+// not passed on.
 func startProcess(t testing.TB, args ...string) int {
 	t.Helper()
 	cmd := exec.Command(headroomtest.Binary(t), args...)
+	cmd.Env = slices.DeleteFunc(os.Environ(), func(kv string) bool {
+		return strings.HasPrefix(kv, "GOGC=") || strings.HasPrefix(kv, "GOMEMLIMIT=")
+	})
 	cmd.Stdout, cmd.Stderr = io.Discard, os.Stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -24,6 +24,7 @@ import (
 
 	fwksched "github.com/llm-d/llm-d-router/pkg/epp/framework/interface/scheduling"
 
+	"github.com/headroomhq/headroom/llmd/eppgc"
 	"github.com/headroomhq/headroom/llmd/inproc"
 )
 
@@ -62,7 +63,10 @@ func benchSamples() []sample {
 // trainer's bundles followed and ranked in the EPP's own process
 // (in-process, rankInProcess). Both post what the EPP saw to the trainer,
 // as shipped, through a proxy that acknowledges and drops the entries
-// (bundlesOnly). One op is one request scheduled twice, by the
+// (bundlesOnly). The benchmark's process is the EPP, its collector set as
+// headroom-epp's in llm-d's chart (package eppgc: GOGC raised within the
+// container's memory limit; GOGC set in the environment is kept, so
+// GOGC=100 measures Go's default). One op is one request scheduled twice, by the
 // shipped config and by the same config without the Headroom plugins
 // (withoutHeadroom: llm-d's own decision, the prefix index sized alike), in turns
 // whose order alternates, so that both see the same machine; each decision
@@ -81,6 +85,11 @@ func benchSamples() []sample {
 // fails unless every decision of the shipped config was scored, over HTTP
 // from one /predict/pairs call, and observed once by that histogram.
 func BenchmarkSchedulingOverhead(b *testing.B) {
+	// This process is the EPP: its collector runs as headroom-epp's does in
+	// a container limited as llm-d's router chart limits the EPP's.
+	gc := eppgc.Choose(os.LookupEnv, chartEPPMemoryLimit)
+	b.Cleanup(gc.Apply())
+	b.Logf("EPP garbage collection: %v", gc)
 	_, err := exec.LookPath("xgboost")
 	trees := err == nil
 	h := startHeadroomSidecars(b, trees)
@@ -97,6 +106,11 @@ func BenchmarkSchedulingOverhead(b *testing.B) {
 		schedulingOverhead(b, h, inProcess(b, readConfig(b, shippedConfig)), false, 0)
 	})
 }
+
+// chartEPPMemoryLimit is the EPP container's memory limit in llm-d's
+// router chart (config/charts/routerlib/values.yaml, router.epp.resources),
+// which Headroom's values file leaves as it is.
+const chartEPPMemoryLimit = 16 << 30
 
 // opInterval paces BenchmarkSchedulingOverhead's ops: one request every
 // millisecond, each scheduled by both configs, so that a 1,000-request-a-
@@ -180,11 +194,15 @@ func schedulingOverhead(b *testing.B, h *headroom, config []byte, overHTTP bool,
 	b.ReportMetric(p50, "plugins-p50-ms")
 	b.ReportMetric(p99, "plugins-p99-ms")
 	b.ReportMetric(pastShare, "plugins-over-1ms-share")
-	b.Logf("16 x 16, %d requests (%v past the deadline): headroom p50 %.3f p99 %.3f ms, llm-d p50 %.3f p99 %.3f ms; the plugins add p50 %.3f p99 %.3f ms a decision, %.3f ms of the EPP's CPU and %.3f ms of the predictor's; %d of %d rankings (%.2f%%) took over %v; the plugins' own time p50 %.3f p99 %.3f ms (within buckets), over %v in %d of %d decisions (%.2f%%)",
+	// What the collector's settings cost: the process's peak resident
+	// memory so far, both routers' prefix indexes in it.
+	peak := peakRSS(b)
+	b.ReportMetric(peak, "epp-peak-rss-mb")
+	b.Logf("16 x 16, %d requests (%v past the deadline): headroom p50 %.3f p99 %.3f ms, llm-d p50 %.3f p99 %.3f ms; the plugins add p50 %.3f p99 %.3f ms a decision, %.3f ms of the EPP's CPU and %.3f ms of the predictor's; %d of %d rankings (%.2f%%) took over %v; the plugins' own time p50 %.3f p99 %.3f ms (within buckets), over %v in %d of %d decisions (%.2f%%); the EPP's peak RSS %.0f MB",
 		n, late, ms(quantile(with, 0.5)), ms(quantile(with, 0.99)), ms(quantile(without, 0.5)), ms(quantile(without, 0.99)),
 		ms(quantile(added, 0.5)), ms(quantile(added, 0.99)), ms(eppCPU), ms(predictorCPU), slow, ranked, 100*slowShare,
 		time.Duration(rankingSlow*float64(time.Second)), p50, p99, time.Duration(decisionBudget*float64(time.Second)),
-		pastBudget, decided, 100*pastShare)
+		pastBudget, decided, 100*pastShare, peak)
 }
 
 // scheduleOne schedules a request of 3,000 tokens on r and then answers
@@ -390,6 +408,16 @@ func processCPU(t testing.TB) time.Duration {
 		t.Fatal(err)
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// peakRSS is the most resident memory this process has held, in MB
+// (Linux's ru_maxrss, in KiB).
+func peakRSS(t testing.TB) float64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		t.Fatal(err)
+	}
+	return float64(ru.Maxrss) / 1024
 }
 
 // pidCPU is the user and system CPU process pid has used, from Linux's
