@@ -52,12 +52,15 @@ type Settings struct {
 // Choose is the settings for a process whose environment lookup reads and
 // whose container allows containerLimit bytes of memory (0: unknown or
 // unlimited). What the environment sets is never overridden: GOMEMLIMIT
-// set counts as a known limit, GOGC set leaves the collector's target.
+// set counts as a known limit (GOMEMLIMIT=off as none, the container's
+// limit not applied), GOGC set leaves the collector's target.
 func Choose(lookup func(string) (string, bool), containerLimit int64) Settings {
 	_, gogcSet := lookup("GOGC")
-	_, limitSet := lookup("GOMEMLIMIT")
+	limit, limitSet := lookup("GOMEMLIMIT")
 	var s Settings
 	switch {
+	case limitSet && limit == "off":
+		return Settings{Why: "GOMEMLIMIT=off: no memory limit"}
 	case limitSet:
 		s.Why = "GOMEMLIMIT set"
 	case containerLimit > 0:

@@ -21,6 +21,7 @@ func TestChoose(t *testing.T) {
 		{name: "GOGC set is kept", env: map[string]string{"GOGC": "50"}, containerLimit: 10 * gib,
 			want: Settings{MemoryLimit: int64(0.9 * 10 * gib)}},
 		{name: "both set: nothing to choose", env: map[string]string{"GOGC": "50", "GOMEMLIMIT": "12GiB"}, containerLimit: 10 * gib},
+		{name: "GOMEMLIMIT=off is no limit, the container's not applied", env: map[string]string{"GOMEMLIMIT": "off"}, containerLimit: 10 * gib},
 		{name: "no limit known: Go's defaults", env: map[string]string{}},
 		{name: "GOGC alone, no limit: Go's defaults", env: map[string]string{"GOGC": "200"}},
 	} {
