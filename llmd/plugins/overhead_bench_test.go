@@ -401,23 +401,26 @@ func countPairsCalls(t testing.TB, url string) float64 {
 	return total
 }
 
-// processCPU is the user and system CPU this process has used.
-func processCPU(t testing.TB) time.Duration {
+// selfUsage is this process's resource usage so far.
+func selfUsage(t testing.TB) syscall.Rusage {
+	t.Helper()
 	var ru syscall.Rusage
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
 		t.Fatal(err)
 	}
+	return ru
+}
+
+// processCPU is the user and system CPU this process has used.
+func processCPU(t testing.TB) time.Duration {
+	ru := selfUsage(t)
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // peakRSS is the most resident memory this process has held, in MB
 // (Linux's ru_maxrss, in KiB).
 func peakRSS(t testing.TB) float64 {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		t.Fatal(err)
-	}
-	return float64(ru.Maxrss) / 1024
+	return float64(selfUsage(t).Maxrss) / 1024
 }
 
 // pidCPU is the user and system CPU process pid has used, from Linux's
