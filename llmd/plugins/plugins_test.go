@@ -1,6 +1,7 @@
 package plugins_test
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"net/http"
@@ -363,9 +364,16 @@ func TestFailOpenSpreadsABurstByTheEPPsInFlightRequests(t *testing.T) {
 // best pod 1 and the next ½ (halvingScores), so at their weight the best
 // pod stays the pick only while the runner-up's half is above everything
 // llm-d's scorers can add (each scores at most 1): every profile's other
-// weights sum to less than half the Headroom scorer's.
+// weights sum to less than half the Headroom scorer's. A profile names
+// its plugins by pluginRef, which is a plugin's name (its type when it
+// has none); what counts as Headroom's is its type, as withoutHeadroom
+// tells them apart.
 func TestShippedConfigLetsTheRankingDecide(t *testing.T) {
 	var doc struct {
+		Plugins []struct {
+			Type string `json:"type"`
+			Name string `json:"name"`
+		} `json:"plugins"`
 		SchedulingProfiles []struct {
 			Name    string `json:"name"`
 			Plugins []struct {
@@ -380,10 +388,18 @@ func TestShippedConfigLetsTheRankingDecide(t *testing.T) {
 	if len(doc.SchedulingProfiles) != 2 {
 		t.Fatalf("%d profiles, want prefill and decode", len(doc.SchedulingProfiles))
 	}
+	typeOf := map[string]string{}
+	for _, pl := range doc.Plugins {
+		typeOf[cmp.Or(pl.Name, pl.Type)] = pl.Type
+	}
 	for _, p := range doc.SchedulingProfiles {
 		var headroom, others float64
 		for _, ref := range p.Plugins {
-			if strings.HasPrefix(ref.PluginRef, "headroom-") {
+			typ, ok := typeOf[ref.PluginRef]
+			if !ok {
+				t.Fatalf("profile %s refers to plugin %q, which the config does not declare", p.Name, ref.PluginRef)
+			}
+			if strings.HasPrefix(typ, "headroom-") {
 				headroom += ref.Weight
 			} else {
 				others += ref.Weight
