@@ -234,12 +234,9 @@ func warm(b *testing.B, eps []fwksched.Endpoint, routers ...*inproc.Router) {
 // is later; back to back when 0). It returns each request's decision on x,
 // on y, and their difference.
 func inTurns(b *testing.B, eps []fwksched.Endpoint, x, y *inproc.Router, interval time.Duration) (dx, dy, diff []time.Duration) {
-	next := time.Now()
+	pace := pacer{interval: interval, next: time.Now()}
 	for n := 0; b.Loop(); n++ {
-		if wait := time.Until(next); interval > 0 && wait > 0 {
-			time.Sleep(wait)
-		}
-		next = time.Now().Add(interval)
+		pace.wait()
 		id, seed := fmt.Sprintf("r-%d", n), uint32(1000+n)
 		var tx, ty time.Duration
 		if n%2 == 0 {
@@ -263,25 +260,36 @@ func cpuInBlocks(b *testing.B, eps []fwksched.Endpoint, x, y *inproc.Router, n i
 	const cpuBlock = 50
 	var spent [2]time.Duration
 	var done [2]int
-	next := time.Now()
+	pace := pacer{interval: interval, next: time.Now()}
 	for k := 0; done[0] < n || done[1] < n; k++ {
 		which := k % 2
 		r := [2]*inproc.Router{x, y}[which]
 		cpu0 := processCPU(b)
 		for j := 0; j < cpuBlock && done[which] < n; j++ {
-			if wait := time.Until(next); interval > 0 && wait > 0 {
-				time.Sleep(wait)
-			}
-			next = time.Now().Add(interval)
+			pace.wait()
 			scheduleOne(b, r, eps, fmt.Sprintf("cpu-%d-%d", which, done[which]), uint32(100000+done[which]))
 			done[which]++
 		}
-		if wait := time.Until(next); interval > 0 && wait > 0 {
-			time.Sleep(wait)
-		}
+		pace.wait() // the block's last op's interval is the block's too
 		spent[which] += processCPU(b) - cpu0
 	}
 	return spent[0] / time.Duration(n), spent[1] / time.Duration(n)
+}
+
+// pacer starts an op every interval, or as soon as the last one ended
+// when that is later; back to back when interval is 0.
+type pacer struct {
+	interval time.Duration
+	next     time.Time // when the next op may start
+}
+
+// wait sleeps until the next op may start and sets when the one after it
+// may.
+func (p *pacer) wait() {
+	if d := time.Until(p.next); p.interval > 0 && d > 0 {
+		time.Sleep(d)
+	}
+	p.next = time.Now().Add(p.interval)
 }
 
 // reportQuantiles reports d's p50 and p99 in milliseconds as name-p50-ms
