@@ -124,7 +124,7 @@ func crossFitResiduals(ctx context.Context, m *model.TargetModel, cfg Options, t
 		}
 		var shift float64
 		if !cfg.NoShift {
-			shift = relativeErrorShift(logResiduals(fm, in))
+			shift = shrunkShift(logResiduals(fm, in))
 		}
 		for i, x := range held.X {
 			base, treeLog := fm.Parts(x)

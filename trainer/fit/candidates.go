@@ -313,7 +313,7 @@ func fitCandidate(ctx context.Context, base model.TargetModel, cfg Options, olde
 	if err := m.Prepare(); err != nil {
 		return nil, err
 	}
-	m.LogShift = math.Max(-5, math.Min(5, relativeErrorShift(logResiduals(&m, older))))
+	m.LogShift = math.Max(-5, math.Min(5, shrunkShift(logResiduals(&m, older))))
 	return &m, nil
 }
 

@@ -90,3 +90,16 @@ func Median(v []float64) float64 {
 	}
 	return (s[n/2-1] + s[n/2]) / 2
 }
+
+// robustSpread returns v's median and its robust standard deviation:
+// 1.4826 times the median absolute deviation from the median, which is
+// the standard deviation for normal data and is not moved by a tail. Both
+// are NaN for no values.
+func robustSpread(v []float64) (median, sd float64) {
+	median = Median(v)
+	dev := make([]float64, len(v))
+	for i, x := range v {
+		dev[i] = math.Abs(x - median)
+	}
+	return median, 1.4826 * Median(dev)
+}

@@ -242,10 +242,10 @@ func centre(ctx context.Context, schema features.Schema, train Dataset, opts Opt
 	// is far off, and the calibration says so.
 	var shift float64
 	if !opts.NoShift {
-		shift = relativeErrorShift(logResiduals(m, train))
+		shift = shrunkShift(logResiduals(m, train))
 	}
 	if forwardEnough(opts, in) && opts.ForwardShiftGain > 0 && !opts.NoShift {
-		shift += opts.ForwardShiftGain * relativeErrorShift(forwardResiduals(m, in.Forward))
+		shift += opts.ForwardShiftGain * shrunkShift(forwardResiduals(m, in.Forward))
 	}
 	m.LogShift = math.Max(-5, math.Min(5, shift))
 	return m, treeErr, nil
@@ -368,6 +368,28 @@ func forwardResiduals(m *model.TargetModel, forward []ForwardSample) []float64 {
 	}
 	return r
 }
+
+// shrunkShift is the relative-error shift a model is given from log
+// residuals r: relativeErrorShift shrunk toward 0 by its own noise. A
+// median of n residuals moves by about 1.25 robust standard deviations /
+// √n from one sample of rows to the next, so a shift within that of 0 is
+// mostly the training rows' noise, which the model would carry into every
+// prediction. The factor max(0, 1 − se²/δ²) (positive-part James–Stein
+// shrinkage of one value) removes a shift within one standard error of 0
+// and leaves one many standard errors from it nearly as it is.
+func shrunkShift(r []float64) float64 {
+	delta := relativeErrorShift(r)
+	if delta == 0 {
+		return 0
+	}
+	_, sd := robustSpread(r)
+	se := medianEfficiency * sd / math.Sqrt(float64(len(r)))
+	return delta * math.Max(0, 1-se*se/(delta*delta))
+}
+
+// medianEfficiency is the standard error of a median of normal data in
+// standard errors of their mean: √(π/2).
+const medianEfficiency = 1.2533141373155003
 
 // relativeErrorShift returns the δ minimising Σ |1 − exp(δ − r_i)| over
 // log residuals r_i = log(y_i / p_i): the constant factor exp(δ) by which

@@ -183,6 +183,44 @@ func TestCrossFitCalibrationCoversNewRows(t *testing.T) {
 	}
 }
 
+// The shift a model is given is the relative-error shift shrunk toward 0
+// by its standard error: gone within one, nearly whole many away, never
+// larger than the shift nor of the other sign.
+func TestShrunkShiftDropsNoiseAndKeepsSignal(t *testing.T) {
+	rng := rand.New(rand.NewPCG(25, 25))
+	normal := func(n int, offset, sd float64) []float64 {
+		r := make([]float64, n)
+		for i := range r {
+			r[i] = offset + sd*rng.NormFloat64()
+		}
+		return r
+	}
+	for _, tt := range []struct {
+		name string
+		r    []float64
+		want func(raw, got float64) bool
+	}{
+		// δ = −1 (weights e, 0.95, 0.37), robust sd 1.41: se 1.02 > |δ|.
+		{"within its standard error", []float64{-1, 0.05, 1}, func(_, got float64) bool { return got == 0 }},
+		// δ = −0.1, robust sd 0.148, se √(π/2)·0.148/√5 = 0.0831: 1 − se²/δ² = 0.309.
+		{"two standard errors off", []float64{-0.4, -0.1, 0, 0.1, 0.4}, func(_, got float64) bool { return math.Abs(got+0.030937) < 1e-5 }},
+		{"sixty standard errors off", normal(400, 0.2, 0.05), func(raw, got float64) bool { return math.Abs(got/raw-1) < 0.001 }},
+		{"nothing", nil, func(_, got float64) bool { return got == 0 }},
+	} {
+		raw, got := relativeErrorShift(tt.r), shrunkShift(tt.r)
+		if !tt.want(raw, got) {
+			t.Errorf("%s: shift %v shrunk to %v", tt.name, raw, got)
+		}
+	}
+	for k := range 200 {
+		r := normal(5+k, rng.NormFloat64()*0.1, 0.05+rng.Float64())
+		raw, got := relativeErrorShift(r), shrunkShift(r)
+		if math.Abs(got) > math.Abs(raw) || got*raw < 0 {
+			t.Fatalf("%d residuals: shift %v shrunk to %v", len(r), raw, got)
+		}
+	}
+}
+
 // Forward samples that came out 10% above what earlier models predicted
 // (latency drifting up) move the new model's shift up by ForwardShiftGain
 // of that, over the shift its training rows alone give.

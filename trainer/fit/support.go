@@ -362,7 +362,7 @@ func pseudoExtrapolate(ctx context.Context, m *model.TargetModel, cfg Options, r
 		return nil, fmt.Errorf("pseudo-extrapolation of %s past %g: %w", m.Columns[j], at, err)
 	}
 	foldRange := ranges(len(m.Columns), in.X)[j]
-	shift := relativeErrorShift(logResiduals(fm, in))
+	shift := shrunkShift(logResiduals(fm, in))
 	// Residuals are taken from the fold model's own median in range, as
 	// the served bounds are from the calibration's.
 	centre := Median(foldResiduals(fm, in, 1-m.TreeShrink, shift))

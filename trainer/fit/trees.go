@@ -22,12 +22,7 @@ func fitTrees(ctx context.Context, m *model.TargetModel, cfg Options, train Data
 	// Only residuals of the line are clipped: log milliseconds themselves
 	// have legitimate tails (long prompts) that clipping would cut off.
 	if cfg.TreeLabelClip > 0 && cfg.Kind == model.KindResidual {
-		med := Median(labels)
-		dev := make([]float64, len(labels))
-		for i, l := range labels {
-			dev[i] = math.Abs(l - med)
-		}
-		if scale := 1.4826 * Median(dev); scale > 0 {
+		if med, scale := robustSpread(labels); scale > 0 {
 			lo, hi := med-cfg.TreeLabelClip*scale, med+cfg.TreeLabelClip*scale
 			for i, l := range labels {
 				labels[i] = math.Min(math.Max(l, lo), hi)
