@@ -259,19 +259,17 @@ func inTurns(b *testing.B, eps []fwksched.Endpoint, x, y *inproc.Router, interva
 func cpuInBlocks(b *testing.B, eps []fwksched.Endpoint, x, y *inproc.Router, n int, interval time.Duration) (cx, cy time.Duration) {
 	const cpuBlock = 50
 	var spent [2]time.Duration
-	var done [2]int
 	pace := pacer{interval: interval, next: time.Now()}
-	for k := 0; done[0] < n || done[1] < n; k++ {
-		which := k % 2
-		r := [2]*inproc.Router{x, y}[which]
-		cpu0 := processCPU(b)
-		for j := 0; j < cpuBlock && done[which] < n; j++ {
-			pace.wait()
-			scheduleOne(b, r, eps, fmt.Sprintf("cpu-%d-%d", which, done[which]), uint32(100000+done[which]))
-			done[which]++
+	for start := 0; start < n; start += cpuBlock {
+		for which, r := range [2]*inproc.Router{x, y} {
+			cpu0 := processCPU(b)
+			for j := start; j < min(start+cpuBlock, n); j++ {
+				pace.wait()
+				scheduleOne(b, r, eps, fmt.Sprintf("cpu-%d-%d", which, j), uint32(100000+j))
+			}
+			pace.wait() // the block's last op's interval is the block's too
+			spent[which] += processCPU(b) - cpu0
 		}
-		pace.wait() // the block's last op's interval is the block's too
-		spent[which] += processCPU(b) - cpu0
 	}
 	return spent[0] / time.Duration(n), spent[1] / time.Duration(n)
 }
