@@ -329,6 +329,7 @@ func (x CLI) run(ctx context.Context, dir string, idle bool, limit time.Duration
 	out := &tailBuffer{max: 4 << 10}
 	cmd := exec.CommandContext(runCtx, bin, args...)
 	cmd.Dir = dir
+	cmd.Env = runEnv(os.Environ())
 	cmd.Stdout, cmd.Stderr = out, out
 	procgroup.Isolate(cmd)
 	// Should anything escape the group and hold the output pipe open, Wait
