@@ -2,7 +2,6 @@ package fit
 
 import (
 	"math"
-	"sort"
 
 	"github.com/headroomhq/headroom/features"
 	"github.com/headroomhq/headroom/model"
@@ -75,20 +74,6 @@ func minMax(v []float64) (lo, hi float64) {
 		hi = math.Max(hi, x)
 	}
 	return lo, hi
-}
-
-// Median is the median of v, NaN for none.
-func Median(v []float64) float64 {
-	s := append([]float64(nil), v...)
-	sort.Float64s(s)
-	n := len(s)
-	if n == 0 {
-		return math.NaN()
-	}
-	if n%2 == 1 {
-		return s[n/2]
-	}
-	return (s[n/2-1] + s[n/2]) / 2
 }
 
 // robustSpread returns v's median and its robust standard deviation:
