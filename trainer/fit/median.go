@@ -23,21 +23,21 @@ func Median(v []float64) float64 {
 		return math.NaN()
 	}
 	s := append([]float64(nil), v...)
+	k := n / 2
 	if slices.ContainsFunc(s, math.IsNaN) {
 		sort.Float64s(s)
-		if n%2 == 1 {
-			return s[n/2]
+	} else {
+		selectNth(s, k)
+		if n%2 == 0 {
+			// Every value before k is at most s[k]; the largest of
+			// them is the sorted copy's s[k-1].
+			s[k-1] = slices.Max(s[:k])
 		}
-		return (s[n/2-1] + s[n/2]) / 2
 	}
-	k := n / 2
-	selectNth(s, k)
 	if n%2 == 1 {
 		return s[k]
 	}
-	// Every value before k is at most s[k]; the largest of them is the
-	// sorted copy's s[k-1].
-	return (slices.Max(s[:k]) + s[k]) / 2
+	return (s[k-1] + s[k]) / 2
 }
 
 // selectNth reorders s, which holds no NaN, so that s[k] is the value
