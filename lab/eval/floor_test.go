@@ -7,6 +7,7 @@ import (
 
 	"github.com/headroomhq/headroom/features"
 	"github.com/headroomhq/headroom/lab/trace"
+	"github.com/headroomhq/headroom/trainer/fit"
 )
 
 // On a trace whose noise is known, the floor estimators come close to it
@@ -123,9 +124,9 @@ func TestTTFTNoiseFloor(t *testing.T) {
 			bound = append(bound, 100*d/(2*math.Max(ya, yb)))
 		}
 	}
-	step := median(tpot)
+	step := fit.Median(tpot)
 	t.Logf("twins: %d pairs, median |Δ TTFT| %.1f ms, mean |Δ|/mean %.1f%%; any predictor errs by at least %.1f%% on them",
-		len(diff), median(diff), mean(rel), mean(bound))
+		len(diff), fit.Median(diff), mean(rel), mean(bound))
 	t.Logf("decode step (median TPOT) %.1f ms: two uniform waits within a step differ by %.1f ms at the median, %.1f ms on average",
 		step, step*(1-1/math.Sqrt2), step/3)
 	// The wait alone: TTFT = b + U·step, U uniform; the best prediction's
@@ -134,13 +135,13 @@ func TestTTFTNoiseFloor(t *testing.T) {
 	for i := range rows {
 		ttft[i] = rows[i].y
 	}
-	typical := median(ttft)
+	typical := fit.Median(ttft)
 	t.Logf("median TTFT %.1f ms; a uniform wait within one step alone costs the best prediction %.1f%%",
 		typical, uniformWaitFloor(typical-step/2, step))
 	if len(diff) < 100 {
 		t.Fatalf("%d twin pairs, want at least 100", len(diff))
 	}
-	if m := median(diff); m < 0.2*step || m > step {
+	if m := fit.Median(diff); m < 0.2*step || m > step {
 		t.Errorf("twins' median difference %.1f ms, want within a decode step (%.1f ms) and not far below a uniform wait's %.1f ms",
 			m, step, step*(1-1/math.Sqrt2))
 	}

@@ -322,7 +322,7 @@ func (r *replica) fitBaselines(ctx context.Context, t features.Target, gen uint6
 	if err != nil {
 		return fmt.Errorf("eval: %s baseline: %w", t, err)
 	}
-	r.baselines[t] = baseline{generation: gen, xgb: trees, xgbLog: logTrees, constant: median(data.Y)}
+	r.baselines[t] = baseline{generation: gen, xgb: trees, xgbLog: logTrees, constant: fit.Median(data.Y)}
 	return nil
 }
 

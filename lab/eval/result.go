@@ -2,12 +2,12 @@ package eval
 
 import (
 	"fmt"
-	"math"
 	"sort"
 	"strings"
 
 	"github.com/headroomhq/headroom/features"
 	"github.com/headroomhq/headroom/model"
+	"github.com/headroomhq/headroom/trainer/fit"
 )
 
 // Model names in results.
@@ -122,7 +122,7 @@ func (s *scores) result(target features.Target, modelName string) Result {
 		for i, q := range s.quantile {
 			w[i] = 100 * (q/s.predicted[i] - 1)
 		}
-		bw := median(w)
+		bw := fit.Median(w)
 		r.BoundWidth = &bw
 	}
 	return r
@@ -225,20 +225,6 @@ func meanResults(perSeed [][]Result) []Result {
 		out = append(out, a.r)
 	}
 	return out
-}
-
-// median of values; NaN for none.
-func median(values []float64) float64 {
-	if len(values) == 0 {
-		return math.NaN()
-	}
-	v := append([]float64(nil), values...)
-	sort.Float64s(v)
-	n := len(v)
-	if n%2 == 1 {
-		return v[n/2]
-	}
-	return (v[n/2-1] + v[n/2]) / 2
 }
 
 // count adds one replica's statistics to the report.
