@@ -1,13 +1,13 @@
 // Package xgboost trains regression trees with the XGBoost 1.7 command-line
 // program (Debian's xgboost package) run as a subprocess: single-threaded,
 // niced or in the idle scheduling class so that serving on the same cores
-// comes first, killed with its whole process group on timeout. It writes
-// inputs as text XGBoost reads back exactly and parses the model it writes
-// into a model.Trees that predicts bit for bit as XGBoost does.
+// comes first, killed with its whole process group on timeout. It hands
+// XGBoost its rows as a binary DMatrix (matrix.go), so that the values it
+// trains on are float32(v) bit for bit, and parses the model it writes into
+// a model.Trees that predicts bit for bit as XGBoost does.
 package xgboost
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -92,11 +92,10 @@ func (x CLI) Available() (string, error) {
 // call runs xgboost once, single-threaded, in a temporary directory that it
 // removes.
 //
-// XGBoost reads its input as float32. Train writes every value as text that
-// XGBoost's parser reads back as exactly float32(v), the value the returned
-// model's Predict rounds its input to, so the model splits the training rows
-// exactly where Predict will (see floatText; only magnitudes below about
-// 1e-35 may be read one float32 step off).
+// XGBoost reads its input as float32. Train hands it every value as exactly
+// float32(v) (writeMatrix), the value the returned model's Predict rounds
+// its input to, so the model splits the training rows exactly where Predict
+// will.
 func (x CLI) Train(ctx context.Context, X [][]float64, y []float64, baseScore float64, p Params) (*model.Trees, error) {
 	trees, _, err := x.train(ctx, X, y, nil, baseScore, p)
 	return trees, err
@@ -152,34 +151,10 @@ func (x CLI) train(ctx context.Context, X [][]float64, y, weights []float64, bas
 	}
 	defer os.RemoveAll(dir)
 
-	dataConf := `data = "train.csv?format=csv&label_column=0"`
-	if weights != nil {
-		dataConf = `data = "train.csv?format=csv&label_column=0&weight_column=1"`
-	}
-	if err := writeCSV(filepath.Join(dir, "train.csv"), X, y, weights); err != nil {
+	if err := writeMatrix(filepath.Join(dir, matrixFile), X, y, weights); err != nil {
 		return nil, nil, fmt.Errorf("xgboost train: %w", err)
 	}
-	// Paths are relative to the run directory, because XGBoost reads '#' and
-	// '?' in a data path as URI syntax and TempDir may contain anything.
-	conf := []string{
-		"task = train",
-		"booster = gbtree",
-		"objective = reg:squarederror",
-		"tree_method = hist",
-		"nthread = 1",
-		"base_score = " + floatText(baseScore),
-		"num_round = " + strconv.Itoa(p.Rounds),
-		"max_depth = " + strconv.Itoa(p.MaxDepth),
-		"eta = " + floatText(p.Eta),
-		"subsample = " + floatText(p.Subsample),
-		"colsample_bytree = " + floatText(p.ColsampleBytree),
-		"min_child_weight = " + floatText(p.MinChildWeight),
-		"gamma = " + floatText(p.Gamma),
-		"lambda = " + floatText(p.Lambda),
-		"alpha = " + floatText(p.Alpha),
-		"seed = " + strconv.FormatInt(p.Seed, 10),
-		dataConf,
-	}
+	conf := append(trainConf(baseScore, p), `data = "`+matrixFile+`"`)
 	modelPath, err := x.runAttempts(ctx, dir, conf)
 	if err != nil {
 		return nil, nil, fmt.Errorf("xgboost train: %w", err)
@@ -234,41 +209,32 @@ func finite32(v float64) bool {
 	return !math.IsNaN(f) && !math.IsInf(f, 0)
 }
 
-// writeCSV writes rows as XGBoost's CSV input, the label in column 0 (0 when
-// y is nil). NaN is written as "nan", which XGBoost reads as missing.
-func writeCSV(path string, X [][]float64, y, weights []float64) error {
-	f, err := os.Create(path)
-	if err != nil {
-		return err
+// trainConf is the configuration of a run fitting p from baseScore, but for
+// its data and model paths. Paths are relative to the run directory,
+// because XGBoost reads '#' and '?' in a data path as URI syntax and TempDir
+// may contain anything.
+func trainConf(baseScore float64, p Params) []string {
+	return []string{
+		"task = train",
+		"booster = gbtree",
+		"objective = reg:squarederror",
+		"tree_method = hist",
+		"nthread = 1",
+		"base_score = " + floatText(baseScore),
+		"num_round = " + strconv.Itoa(p.Rounds),
+		"max_depth = " + strconv.Itoa(p.MaxDepth),
+		"eta = " + floatText(p.Eta),
+		"subsample = " + floatText(p.Subsample),
+		"colsample_bytree = " + floatText(p.ColsampleBytree),
+		"min_child_weight = " + floatText(p.MinChildWeight),
+		"gamma = " + floatText(p.Gamma),
+		"lambda = " + floatText(p.Lambda),
+		"alpha = " + floatText(p.Alpha),
+		"seed = " + strconv.FormatInt(p.Seed, 10),
 	}
-	w := bufio.NewWriterSize(f, 1<<16)
-	for i, row := range X {
-		label := 0.0
-		if y != nil {
-			label = y[i]
-		}
-		w.WriteString(floatText(label))
-		if weights != nil {
-			w.WriteByte(',')
-			w.WriteString(floatText(weights[i]))
-		}
-		for _, v := range row {
-			w.WriteByte(',')
-			w.WriteString(floatText(v))
-		}
-		w.WriteByte('\n')
-	}
-	if err := w.Flush(); err != nil {
-		f.Close()
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	return nil
 }
 
-// runAttempts trains with conf on dir's train.csv and returns the path of
+// runAttempts trains with conf on dir's matrixFile and returns the path of
 // the model file written. With Idle it first runs in the idle class for
 // IdleGrace, then, if that run was starved, again at Nice. Each attempt runs
 // in a directory of its own, so nothing a killed attempt left behind can be
@@ -284,7 +250,7 @@ func (x CLI) runAttempts(ctx context.Context, dir string, conf []string) (string
 		if err := os.Mkdir(sub, 0o700); err != nil {
 			return "", err
 		}
-		if err := os.Link(filepath.Join(dir, "train.csv"), filepath.Join(sub, "train.csv")); err != nil {
+		if err := os.Link(filepath.Join(dir, matrixFile), filepath.Join(sub, matrixFile)); err != nil {
 			return "", err
 		}
 		if err := os.WriteFile(filepath.Join(sub, "train.conf"), []byte(text), 0o600); err != nil {

@@ -339,7 +339,7 @@ func requireEmptyDir(t *testing.T, dir string) {
 // fake that copies them out.
 func TestTrainWritesConfigAndData(t *testing.T) {
 	out := t.TempDir()
-	x := fakeCLI(t, fmt.Sprintf(`cp "$1" %q/conf && cp train.csv %q/csv && exit 1`, out, out))
+	x := fakeCLI(t, fmt.Sprintf(`cp "$1" %q/conf && cp train.dmatrix %q/matrix && exit 1`, out, out))
 	X := [][]float64{{1330937.8, 0.1}, {7, -2.5}}
 	y := []float64{12.345, 4.6888983e-04}
 	p := Params{Rounds: 200, MaxDepth: 6, Eta: 0.05, Subsample: 0.8, ColsampleBytree: 0.8,
@@ -356,31 +356,32 @@ func TestTrainWritesConfigAndData(t *testing.T) {
 		"objective = reg:squarederror", "tree_method = hist", "nthread = 1", "booster = gbtree",
 		"base_score = 0.1", "num_round = 200", "max_depth = 6", "eta = 0.05", "subsample = 0.8",
 		"colsample_bytree = 0.8", "min_child_weight = 5", "gamma = 0.2", "lambda = 0.1", "alpha = 0.01",
-		"seed = -3", `data = "train.csv?format=csv&label_column=0"`, `model_out = "model.json"`,
+		"seed = -3", `data = "train.dmatrix"`, `model_out = "model.json"`,
 	} {
 		if !strings.Contains("\n"+string(conf), "\n"+line+"\n") {
 			t.Errorf("config lacks line %q:\n%s", line, conf)
 		}
 	}
-	csv, err := os.ReadFile(filepath.Join(out, "csv"))
+	matrix, err := os.ReadFile(filepath.Join(out, "matrix"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	lines := strings.Split(strings.TrimSuffix(string(csv), "\n"), "\n")
-	if len(lines) != len(X) {
-		t.Fatalf("csv has %d lines, want %d:\n%s", len(lines), len(X), csv)
+	got, err := readMatrix(matrix)
+	if err != nil {
+		t.Fatal(err)
 	}
-	for i, line := range lines {
-		fields := strings.Split(line, ",")
-		want := append([]float64{y[i]}, X[i]...)
-		if len(fields) != len(want) {
-			t.Fatalf("csv line %d %q: %d fields, want %d", i, line, len(fields), len(want))
-		}
-		for j, s := range fields {
-			if got := dmlcStrtof(s); got != float32(want[j]) {
-				t.Errorf("csv line %d field %d %q reads as %v, want %v", i, j, s, got, float32(want[j]))
+	for i, row := range X {
+		for j, v := range row {
+			if got.X[i][j] != float32(v) {
+				t.Errorf("matrix row %d column %d is %v, want %v", i, j, got.X[i][j], float32(v))
 			}
 		}
+		if got.y[i] != float32(y[i]) {
+			t.Errorf("matrix label %d is %v, want %v", i, got.y[i], float32(y[i]))
+		}
+	}
+	if len(got.X) != len(X) || got.weights != nil {
+		t.Errorf("matrix has %d rows and weights %v, want %d rows and none", len(got.X), got.weights, len(X))
 	}
 }
 
@@ -687,22 +688,6 @@ echo "$p" > %q; exit 1`, tt.policy, out))
 		if p := strings.TrimSpace(string(got)); p != tt.policy {
 			t.Errorf("Idle %v: xgboost ran with scheduling policy %s, want %s", tt.idle, p, tt.policy)
 		}
-	}
-}
-
-// BenchmarkWriteCSV writes a training file of a full store's rows (20,000
-// per target) in the text XGBoost reads exactly: the part of a tree fit
-// spent before the CLI starts.
-func BenchmarkWriteCSV(b *testing.B) {
-	X, y := syntheticRows(rand.New(rand.NewPCG(1, 2)), 20000)
-	path := filepath.Join(b.TempDir(), "train.csv")
-	for b.Loop() {
-		if err := writeCSV(path, X, y, nil); err != nil {
-			b.Fatal(err)
-		}
-	}
-	if fi, err := os.Stat(path); err == nil {
-		b.ReportMetric(float64(fi.Size())/1e6, "MB")
 	}
 }
 
