@@ -351,21 +351,27 @@ func Pick(s *model.Selection, incumbent string, margin float64) string {
 	pick := best
 	for i, c := range s.Candidates {
 		tied := c.MAPE <= best.MAPE*(1+margin) && (math.IsInf(incMAPE, 1) || c.MAPE < incMAPE*(1-margin))
-		if r, pr := simplicity(c.Kind), simplicity(pick.Kind); tied && (r < pr || r == pr && c.MAPE < pick.MAPE) {
+		if r, pr := simplicity(c), simplicity(*pick); tied && (r < pr || r == pr && c.MAPE < pick.MAPE) {
 			pick = &s.Candidates[i]
 		}
 	}
 	return pick.Name
 }
 
-// simplicity orders model kinds from the simplest, the one that bends
-// least beyond its rows: the line, the line with trees, trees alone.
-func simplicity(k model.Kind) int {
-	switch k {
-	case model.KindLinear:
-		return 0
-	case model.KindResidual:
-		return 1
+// simplicity orders candidates from the simplest, the one that bends
+// least beyond its rows: the line, the line with trees, trees alone; of
+// one kind, the unshifted before the shifted, which has a parameter more
+// to estimate from the rows.
+func simplicity(c model.CandidateScore) int {
+	shifted := 1
+	if strings.HasSuffix(c.Name, UnshiftedSuffix) {
+		shifted = 0
 	}
-	return 2
+	switch c.Kind {
+	case model.KindLinear:
+		return shifted
+	case model.KindResidual:
+		return 2 + shifted
+	}
+	return 4 + shifted
 }

@@ -77,6 +77,11 @@ func TestPick(t *testing.T) {
 		{"line and trees tie trees alone", kinds(sc("a", model.KindResidual, 10), sc("both", model.KindResidual, 9.3), sc("trees", model.KindLogTrees, 9)), "a", 0.05, "both"},
 		{"the line is clearly worse", kinds(sc("a", model.KindResidual, 10), sc("line", model.KindLinear, 9.6), sc("trees", model.KindLogTrees, 9)), "a", 0.05, "trees"},
 		{"the line does not beat the incumbent", kinds(sc("a", model.KindResidual, 9.8), sc("line", model.KindLinear, 9.4), sc("trees", model.KindLogTrees, 9)), "a", 0.05, "trees"},
+		// Of one kind, the unshifted before the shifted, which has a
+		// parameter more fitted to the rows; by score when not tied.
+		{"the unshifted line ties the line", kinds(sc("a", model.KindResidual, 10), sc("line", model.KindLinear, 9), sc("line"+UnshiftedSuffix, model.KindLinear, 9.1)), "a", 0.05, "line" + UnshiftedSuffix},
+		{"the unshifted line is clearly worse", kinds(sc("a", model.KindResidual, 10), sc("line", model.KindLinear, 8), sc("line"+UnshiftedSuffix, model.KindLinear, 9)), "a", 0.05, "line"},
+		{"unshifted trees do not pass the line", kinds(sc("a", model.KindResidual, 10), sc("line", model.KindLinear, 9.1), sc("both"+UnshiftedSuffix, model.KindResidual, 9)), "a", 0.05, "line"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := Pick(tc.s, tc.incumbent, tc.margin); got != tc.want {
