@@ -19,10 +19,9 @@ const hugePages = "GLIBC_TUNABLES=glibc.malloc.hugetlb=1"
 // oneOpenMPThread keeps the OpenMP runtime to the one thread the run
 // computes on. nthread = 1 bounds XGBoost's own loops, but libgomp still
 // starts a team of a thread per core for a parallel region outside them,
-// and the extra thread spins waiting for work that never comes: 8% of a
-// full store's fit and 14% of a small one's CPU (PERFORMANCE.md,
-// Retraining). The computation is nthread's, so the model is the same byte
-// for byte. It replaces an OMP_NUM_THREADS the trainer has: a run is
+// and the extra thread spins waiting for work that never comes, on the core
+// a predictor beside the trainer would use (PERFORMANCE.md, Retraining).
+// The computation is nthread's, so the model is the same byte for byte. It replaces an OMP_NUM_THREADS the trainer has: a run is
 // single-threaded whatever the trainer's process is given.
 const oneOpenMPThread = "OMP_NUM_THREADS=1"
 

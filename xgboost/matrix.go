@@ -13,18 +13,18 @@ import (
 // number whatever its name: the layout of XGBoost 1.6 to 2.1 (src/data/
 // simple_dmatrix.cc, SaveToLocalFile, and MetaInfo::SaveBinary in
 // src/data/data.cc), every number little-endian as dmlc-core's streams
-// write them. Read so, the rows need no parsing: on a full store's rows the
-// CLI's CSV parser took about a sixth of a fit's CPU, and the text that
-// parser reads exactly (floatText) was most of what Go spent before the
-// CLI started. And the values are float32(v) bit for bit, where
-// text leaves magnitudes below about 1e-35 one float32 step off.
+// write them. Read so, the rows need no parsing, neither the CLI's CSV
+// parse nor the search for text that parse reads exactly (floatText), both
+// a share of every fit's CPU (PERFORMANCE.md, Retraining); and the values
+// are float32(v) bit for bit, where text leaves magnitudes below about
+// 1e-35 one float32 step off.
 //
 // The file holds, in order:
 //
 //	int32   magic 0xffffab01
 //	"version:" and three int32s (major, minor, patch)
-//	uint64  the number of meta fields, 12
-//	the 12 meta fields, each its name (a string), its type (uint8: 1
+//	uint64  the number of meta fields, numMetaFields
+//	the meta fields, each its name (a string), its type (uint8: 1
 //	        float32, 3 uint32, 4 uint64, 5 string), a bool that is 1 for a
 //	        scalar, then the scalar, or a vector's shape (two uint64s) and
 //	        the vector
@@ -33,8 +33,9 @@ import (
 //
 // where a vector or string is its uint64 length followed by its elements.
 const (
-	matrixFile  = "train.dmatrix"
-	matrixMagic = 0xffffab01
+	matrixFile    = "train.dmatrix"
+	matrixMagic   = 0xffffab01
+	numMetaFields = 12 // MetaInfo::kNumField
 )
 
 // The version the file says wrote it, Debian's; XGBoost 1.6 to 2.1 read
@@ -71,28 +72,21 @@ func writeMatrix(path string, X [][]float64, y, weights []float64) error {
 	w.uint32(matrixMajor)
 	w.uint32(matrixMinor)
 	w.uint32(matrixPatch)
-	w.uint64(12)
+	w.uint64(numMetaFields)
 	w.scalar("num_row", rows)
 	w.scalar("num_col", cols)
 	w.scalar("num_nonzero", rows*cols)
 	w.field("labels", typeFloat32, rows, 1) // a tensor of shape (rows, 1)
 	w.float32s(y)
-	w.field("group_ptr", typeUint32, 0, 1)
-	w.uint64(0)
+	w.empty("group_ptr", typeUint32, 1)
 	w.field("weights", typeFloat32, uint64(len(weights)), 1)
 	w.float32s(weights)
-	w.field("base_margin", typeFloat32, 0, 0) // an empty tensor
-	w.uint64(0)
-	for _, name := range []string{"labels_lower_bound", "labels_upper_bound"} {
-		w.field(name, typeFloat32, 0, 1)
-		w.uint64(0)
-	}
-	for _, name := range []string{"feature_names", "feature_types"} {
-		w.field(name, typeString, 0, 1)
-		w.uint64(0)
-	}
-	w.field("feature_weights", typeFloat32, 0, 1)
-	w.uint64(0)
+	w.empty("base_margin", typeFloat32, 0) // a tensor of shape (0, 0)
+	w.empty("labels_lower_bound", typeFloat32, 1)
+	w.empty("labels_upper_bound", typeFloat32, 1)
+	w.empty("feature_names", typeString, 1)
+	w.empty("feature_types", typeString, 1)
+	w.empty("feature_weights", typeFloat32, 1)
 
 	w.uint64(rows + 1)
 	for i := range rows + 1 {
@@ -155,6 +149,12 @@ func (m *matrixWriter) field(name string, typ byte, rows, cols uint64) {
 	m.w.WriteByte(0)
 	m.uint64(rows)
 	m.uint64(cols)
+}
+
+// empty writes a meta field of no elements, a vector of cols columns.
+func (m *matrixWriter) empty(name string, typ byte, cols uint64) {
+	m.field(name, typ, 0, cols)
+	m.uint64(0)
 }
 
 // float32s writes v as a vector of float32.

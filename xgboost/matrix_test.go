@@ -154,8 +154,8 @@ func readMatrix(b []byte) (matrixRows, error) {
 	if v := [3]uint32{r.uint32(), r.uint32(), r.uint32()}; v[0] != 1 || v[1] < 6 {
 		return m, fmt.Errorf("version %v, XGBoost 1.7 reads 1.6 and later", v)
 	}
-	if n := r.uint64(); n != 12 {
-		return m, fmt.Errorf("%d meta fields, want 12", n)
+	if n := r.uint64(); n != numMetaFields {
+		return m, fmt.Errorf("%d meta fields, want %d", n, numMetaFields)
 	}
 	var rows, cols, nonzero uint64
 	for _, f := range []struct {
