@@ -59,8 +59,8 @@ func TestRunEnvLeavesTheModelAlone(t *testing.T) {
 	if err := writeMatrix(filepath.Join(dir, matrixFile), X, y, nil); err != nil {
 		t.Fatal(err)
 	}
-	conf := append(trainConf(mean(y), p), `data = "`+matrixFile+`"`, `model_out = "model.json"`)
-	if err := os.WriteFile(filepath.Join(dir, "train.conf"), []byte(strings.Join(conf, "\n")+"\n"), 0o600); err != nil {
+	conf := append(trainConf(mean(y), p), `data = "`+matrixFile+`"`)
+	if err := os.WriteFile(filepath.Join(dir, "train.conf"), confFile(conf), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	bin, _ := x.Available()

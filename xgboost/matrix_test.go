@@ -11,7 +11,6 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
-	"strings"
 	"testing"
 )
 
@@ -99,8 +98,7 @@ func (x CLI) trainCSV(ctx context.Context, X [][]float64, y, weights []float64, 
 	if err := writeCSV(filepath.Join(dir, "train.csv"), X, y, weights); err != nil {
 		return nil, err
 	}
-	conf := append(trainConf(baseScore, p), data, `model_out = "model.json"`)
-	if err := os.WriteFile(filepath.Join(dir, "train.conf"), []byte(strings.Join(conf, "\n")+"\n"), 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "train.conf"), confFile(append(trainConf(baseScore, p), data)), 0o600); err != nil {
 		return nil, err
 	}
 	if err := x.run(ctx, dir, false, DefaultTimeout, "train.conf"); err != nil {

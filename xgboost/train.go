@@ -234,6 +234,12 @@ func trainConf(baseScore float64, p Params) []string {
 	}
 }
 
+// confFile is the configuration file of a run of conf, which writes its
+// model to model.json in the run directory.
+func confFile(conf []string) []byte {
+	return []byte(strings.Join(append(slices.Clip(conf), `model_out = "model.json"`), "\n") + "\n")
+}
+
 // runAttempts trains with conf on dir's matrixFile and returns the path of
 // the model file written. With Idle it first runs in the idle class for
 // IdleGrace, then, if that run was starved, again at Nice. Each attempt runs
@@ -244,7 +250,7 @@ func (x CLI) runAttempts(ctx context.Context, dir string, conf []string) (string
 	if timeout <= 0 {
 		timeout = DefaultTimeout
 	}
-	text := strings.Join(append(slices.Clip(conf), `model_out = "model.json"`), "\n") + "\n"
+	text := confFile(conf)
 	attempt := func(name string, idle bool, limit time.Duration) (string, error) {
 		sub := filepath.Join(dir, name)
 		if err := os.Mkdir(sub, 0o700); err != nil {
@@ -253,7 +259,7 @@ func (x CLI) runAttempts(ctx context.Context, dir string, conf []string) (string
 		if err := os.Link(filepath.Join(dir, matrixFile), filepath.Join(sub, matrixFile)); err != nil {
 			return "", err
 		}
-		if err := os.WriteFile(filepath.Join(sub, "train.conf"), []byte(text), 0o600); err != nil {
+		if err := os.WriteFile(filepath.Join(sub, "train.conf"), text, 0o600); err != nil {
 			return "", err
 		}
 		return filepath.Join(sub, "model.json"), x.run(ctx, sub, idle, limit, "train.conf")
